@@ -1,0 +1,52 @@
+#pragma once
+// Small value types shared by every part of the gateway. Distinct ids get distinct types so that a pod id can
+// never be passed where a block hash is expected.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+namespace prefixgate {
+
+// A pod's stable id for the life of the process: the same pod name keeps its id across pods-file reloads.
+struct PodId {
+  uint32_t value = 0;
+  friend bool operator==(PodId, PodId) = default;
+  friend auto operator<=>(PodId, PodId) = default;
+};
+
+// A block hash computed by the gateway (chained XXH64 over the tokenized prompt).
+struct BlockHash {
+  uint64_t value = 0;
+  friend bool operator==(BlockHash, BlockHash) = default;
+};
+
+// A block hash as an engine reports it in its KV events (a different hash domain from BlockHash).
+struct EngineBlockHash {
+  uint64_t value = 0;
+  friend bool operator==(EngineBlockHash, EngineBlockHash) = default;
+};
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// An injectable monotonic clock, so pure cores (index expiry, EWMAs) are tested without sleeps.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual SteadyTime now() const = 0;
+};
+
+class SystemClock final : public Clock {
+ public:
+  SteadyTime now() const override { return std::chrono::steady_clock::now(); }
+};
+
+}  // namespace prefixgate
+
+template <>
+struct std::hash<prefixgate::PodId> {
+  size_t operator()(prefixgate::PodId id) const noexcept { return id.value; }
+};
+template <>
+struct std::hash<prefixgate::BlockHash> {
+  size_t operator()(prefixgate::BlockHash h) const noexcept { return h.value; }
+};
