@@ -1,1 +1,84 @@
-int main() { return 0; }
+// prefixgate: a prefix-cache aware, OpenAI-compatible gateway for LLM engine pods.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "config/config.h"
+#include "discovery/file/pods_file.h"
+#include "routing/strategy_registry.h"
+#include "server/gateway.h"
+#include "util/log.h"
+
+namespace {
+
+std::string environmentHelp() {
+  std::string out = "\nEnvironment variables (override the file; flags override them):\n";
+  for (const auto& [variable, key] : prefixgate::config::environmentVariables())
+    out += "  " + variable + std::string(variable.size() < 58 ? 58 - variable.size() : 1, ' ') + key + "\n";
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace prefixgate;
+  CLI::App app{
+      "prefixgate: an OpenAI-compatible gateway that sends each request to the engine pod already holding the\n"
+      "longest matching prefix of its prompt in its KV cache, weighed against that pod's load.\n"
+      "Configuration: built-in defaults < YAML file (--config) < environment < these flags.",
+      "prefixgate"};
+  std::string config_path, listen, admin_listen, log_level;
+  unsigned threads = 0;
+  bool check = false, version = false;
+  app.add_option("-c,--config", config_path, "YAML configuration file (see conf/prefixgate.yaml)");
+  app.add_flag("--check", check, "Validate the configuration and the pods file it names, then exit (0 = valid)");
+  app.add_option("--listen", listen, "Client listener HOST:PORT (overrides `listen`; port 0 picks a free port)");
+  app.add_option("--admin-listen", admin_listen, "Admin listener HOST:PORT for /metrics, /healthz, /readyz, /debug/*");
+  app.add_option("--threads", threads, "Event-loop threads (0 = one per core)");
+  app.add_option("--log-level", log_level, "debug, info, warn, error or off");
+  app.add_flag("--version", version, "Print the version and exit");
+  app.footer(environmentHelp());
+  CLI11_PARSE(app, argc, argv);
+  if (version) {
+    std::printf("prefixgate %s\n", PREFIXGATE_VERSION);
+    return 0;
+  }
+  if (config_path.empty()) {
+    std::fprintf(stderr, "prefixgate: --config FILE is required (try --help)\n");
+    return 1;
+  }
+
+  config::Problems problems;
+  config::Config cfg = config::loadFile(config_path, problems);
+  config::applyEnvironment(cfg, [](const char* name) { return std::getenv(name); }, problems);
+  if (!listen.empty()) cfg.listen = listen;
+  if (!admin_listen.empty()) cfg.admin_listen = admin_listen;
+  if (app.count("--threads")) cfg.threads = threads;
+  if (!log_level.empty()) cfg.log_level = log_level;
+  config::validate(cfg, routing::StrategyRegistry::builtin().names(), problems);
+  if (problems.empty() && check && !cfg.discovery.file.empty()) discovery::loadPodsFile(cfg.discovery.file, problems);
+  if (!problems.empty()) {
+    for (const auto& p : problems) std::fprintf(stderr, "%s\n", p.c_str());
+    return 1;
+  }
+  if (check) {
+    std::printf("%s: configuration is valid\n", cfg.source.c_str());
+    return 0;
+  }
+  log::Level level;
+  log::parseLevel(cfg.log_level, level);
+  log::setLevel(level);
+
+  server::Gateway gateway(cfg);
+  std::string error;
+  if (!gateway.start(error)) {
+    std::fprintf(stderr, "prefixgate: %s\n", error.c_str());
+    return 1;
+  }
+  std::printf("listening on %s:%u\nadmin listening on %s:%u\n", cfg.listen.substr(0, cfg.listen.rfind(':')).c_str(),
+              gateway.listenPort(), cfg.admin_listen.substr(0, cfg.admin_listen.rfind(':')).c_str(), gateway.adminPort());
+  std::fflush(stdout);
+  gateway.wait();
+  return 0;
+}

@@ -1,0 +1,65 @@
+#pragma once
+// The seam every routing strategy plugs into. The Router owns filtering (ready pods serving the model) and
+// picking (highest score; ties to fewer in-flight requests, then at random); a strategy only scores.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "prefixgate/types.h"
+
+namespace prefixgate::discovery {
+class PodState;
+}
+namespace prefixgate::openai {
+struct RequestView;
+}
+
+namespace prefixgate::routing {
+
+// One candidate pod with the numbers a strategy sees and the ones it fills in.
+struct Candidate {
+  discovery::PodState* pod = nullptr;
+  int32_t in_flight = 0;       // the gateway's own count, read once when the decision starts
+  double score = 0;            // filled by the strategy: higher wins
+  int match_percent = -1;      // filled by prefix strategies (explanations, headers); -1 = not computed
+  double load_score = NAN;     // filled by load-aware strategies (explanations); NaN = not computed
+};
+
+// Per-request settings resolved from the model's config profile.
+struct RequestSettings {
+  double standard_deviation_factor = 0;
+};
+
+struct RoutingInput {
+  const openai::RequestView& request;
+  std::span<Candidate> candidates;  // never empty
+  RequestSettings settings;
+  std::mt19937_64& rng;             // per-thread generator (seeded in tests)
+  bool dry_run = false;             // /debug/route: decide, but record nothing
+  // Strategy-private data carried from score() to onPicked() (e.g. the request's block hashes).
+  std::shared_ptr<void> scratch;
+  // A label for aibrix_prefix_cache_routing_selection_total-style outcomes; "" when the strategy has none.
+  std::string_view outcome;
+  // Facts about the request a strategy computed (e.g. "tokens", "blocks"), shown by /debug/route.
+  std::vector<std::pair<std::string, int64_t>> details;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // The stable name used in `routing-strategy` headers and config.
+  virtual std::string_view name() const = 0;
+  // Fills candidates[i].score (and optionally match_percent / load_score). Called on event-loop threads,
+  // concurrently: implementations are thread-safe and do not block.
+  virtual void score(RoutingInput& input) = 0;
+  // After the Router picked candidates[chosen]; unless input.dry_run, a strategy may record the choice.
+  virtual void onPicked(RoutingInput& input, size_t chosen) {}
+};
+
+}  // namespace prefixgate::routing

@@ -1,0 +1,170 @@
+#include "config/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config/yaml_reader.h"
+#include "net/listener.h"
+#include "util/log.h"
+
+namespace prefixgate::config {
+namespace {
+
+void readPrefixCache(YamlReader r, PrefixCacheConfig& c) {
+  r.read("tokenizer", c.tokenizer);
+  r.read("block_size", c.block_size);
+  r.read("block_number", c.block_number);
+  r.read("eviction_duration_mins", c.eviction_duration_mins);
+  r.read("standard_deviation_factor", c.standard_deviation_factor);
+  r.read("include_tools", c.include_tools);
+  r.read("use_remote_tokenizer", c.use_remote_tokenizer);
+  r.read("kv_event_sync", c.kv_event_sync);
+  r.read("hash_seed", c.hash_seed);
+  r.read("tiktoken_file", c.tiktoken_file);
+  r.finish();
+}
+
+void readRouting(YamlReader r, RoutingConfig& c) {
+  r.read("strategy", c.strategy);
+  readPrefixCache(r.child("prefix_cache"), c.prefix_cache);
+  YamlReader blend = r.child("blend");
+  blend.read("prefix_cache_weight", c.blend.prefix_cache_weight);
+  blend.read("prefix_cache_load_balance_weight", c.blend.prefix_cache_load_balance_weight);
+  blend.read("load_balance_weight", c.blend.load_balance_weight);
+  blend.finish();
+  YamlReader lb = r.child("load_balance");
+  lb.read("lambda", c.load_balance.lambda);
+  lb.read("alpha", c.load_balance.alpha);
+  lb.read("kv_critical", c.load_balance.kv_critical);
+  lb.finish();
+  YamlReader gate = r.child("load_imbalance");
+  gate.read("min_gap", c.load_imbalance.min_gap);
+  gate.read("factor", c.load_imbalance.factor);
+  gate.finish();
+  r.finish();
+}
+
+// routing_config: {prefix_cache: {standard_deviation_factor: N}} inside a model or a profile.
+void readRoutingOverrides(YamlReader r, std::optional<double>& factor) {
+  YamlReader pc = r.child("prefix_cache");
+  pc.read("standard_deviation_factor", factor);
+  pc.finish();
+  r.finish();
+}
+
+void readModels(YamlReader r, std::map<std::string, ModelConfig>& models) {
+  for (const std::string& name : r.keys()) {
+    YamlReader m = r.child(name);
+    ModelConfig& mc = models[name];
+    m.read("routing_strategy", mc.routing_strategy);
+    m.read("locked_routing_strategy", mc.locked_routing_strategy);
+    readRoutingOverrides(m.child("routing_config"), mc.standard_deviation_factor);
+    YamlReader profiles = m.child("profiles");
+    for (const std::string& pname : profiles.keys()) {
+      YamlReader p = profiles.child(pname);
+      ModelProfile& profile = mc.profiles[pname];
+      p.read("routing_strategy", profile.routing_strategy);
+      readRoutingOverrides(p.child("routing_config"), profile.standard_deviation_factor);
+      p.finish();
+    }
+    m.finish();
+  }
+}
+
+void readDiscovery(YamlReader r, DiscoveryConfig& c) {
+  r.read("file", c.file);
+  r.read("file_poll_interval_ms", c.file_poll_interval_ms);
+  if (r.has("kubernetes")) {
+    YamlReader k = r.child("kubernetes");
+    KubernetesConfig kc;
+    k.read("api_server", kc.api_server);
+    k.read("token_file", kc.token_file);
+    k.read("ca_file", kc.ca_file);
+    k.read("namespaces", kc.namespaces);
+    k.read("label_selector", kc.label_selector);
+    k.read("model_label", kc.model_label);
+    k.read("port_name", kc.port_name);
+    k.read("kv_events_port", kc.kv_events_port);
+    k.read("kv_replay_port", kc.kv_replay_port);
+    k.finish();
+    c.kubernetes = kc;
+  }
+  r.finish();
+}
+
+}  // namespace
+
+Config parseYaml(const std::string& text, const std::string& source, Problems& problems) {
+  Config c;
+  c.source = source;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    problems.push_back(source + ": line " + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
+    return c;
+  }
+  YamlReader r(root, source, "", problems);
+  r.read("listen", c.listen);
+  r.read("admin_listen", c.admin_listen);
+  r.read("threads", c.threads);
+  r.read("log_level", c.log_level);
+  r.read("shutdown_grace_ms", c.shutdown_grace_ms);
+  readDiscovery(r.child("discovery"), c.discovery);
+  readRouting(r.child("routing"), c.routing);
+  YamlReader em = r.child("engine_metrics");
+  em.read("scrape_interval_ms", c.engine_metrics.scrape_interval_ms);
+  em.read("scrape_timeout_ms", c.engine_metrics.scrape_timeout_ms);
+  em.finish();
+  readModels(r.child("models"), c.models);
+  YamlReader ss = r.child("state_sync");
+  ss.read("enabled", c.state_sync.enabled);
+  ss.read("redis", c.state_sync.redis);
+  ss.finish();
+  YamlReader up = r.child("upstream");
+  up.read("connect_timeout_ms", c.upstream.connect_timeout_ms);
+  up.read("response_header_timeout_ms", c.upstream.response_header_timeout_ms);
+  up.read("idle_timeout_ms", c.upstream.idle_timeout_ms);
+  up.read("pool_idle_ms", c.upstream.pool_idle_ms);
+  up.read("max_retries", c.upstream.max_retries);
+  up.finish();
+  YamlReader hc = r.child("health_check");
+  hc.read("interval_ms", c.health_check.interval_ms);
+  hc.read("timeout_ms", c.health_check.timeout_ms);
+  hc.read("unhealthy_threshold", c.health_check.unhealthy_threshold);
+  hc.read("healthy_threshold", c.health_check.healthy_threshold);
+  hc.finish();
+  YamlReader lim = r.child("limits");
+  lim.read("max_body_bytes", c.limits.max_body_bytes);
+  lim.read("max_header_bytes", c.limits.max_header_bytes);
+  lim.read("max_in_flight", c.limits.max_in_flight);
+  lim.read("header_timeout_ms", c.limits.header_timeout_ms);
+  lim.read("client_idle_timeout_ms", c.limits.client_idle_timeout_ms);
+  lim.read("max_connections", c.limits.max_connections);
+  lim.finish();
+  r.finish();
+
+  // Relative paths resolve against the folder of the file that names them.
+  if (!c.discovery.file.empty() && !source.empty()) {
+    std::filesystem::path p(c.discovery.file);
+    if (p.is_relative()) c.discovery.file = (std::filesystem::path(source).parent_path() / p).lexically_normal().string();
+  }
+  return c;
+}
+
+Config loadFile(const std::string& path, Problems& problems) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    problems.push_back(path + ": cannot read the file");
+    Config c;
+    c.source = path;
+    return c;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string source = std::filesystem::absolute(path).lexically_normal().string();
+  return parseYaml(ss.str(), source, problems);
+}
+
+}  // namespace prefixgate::config

@@ -1,0 +1,153 @@
+#pragma once
+// The gateway's configuration: built-in defaults < YAML file < environment < command-line flags.
+// Loading collects every problem (file, key, what is wrong) instead of stopping at the first, so `--check`
+// can list them all. Pure: no sockets; the environment is read through an injected lookup.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace prefixgate::config {
+
+struct PrefixCacheConfig {
+  std::string tokenizer = "character";  // character | tiktoken
+  uint32_t block_size = 128;
+  uint64_t block_number = 200000;
+  uint32_t eviction_duration_mins = 20;
+  double standard_deviation_factor = 2.0;
+  bool include_tools = true;
+  bool use_remote_tokenizer = false;
+  bool kv_event_sync = false;
+  std::optional<uint64_t> hash_seed;  // unset: 0 with state sync, else random per process
+  std::string tiktoken_file;          // cl100k_base.json; empty = the copy fetched by scripts/setup.sh
+};
+
+struct BlendConfig {
+  double prefix_cache_weight = 5;
+  double prefix_cache_load_balance_weight = 4;
+  double load_balance_weight = 1;  // 0 turns the blend off (standalone prefix-cache selection)
+};
+
+struct LoadBalanceConfig {
+  double lambda = 0;
+  double alpha = 2.0;
+  double kv_critical = 0.10;
+};
+
+struct LoadImbalanceConfig {
+  uint32_t min_gap = 8;
+  double factor = 2.0;
+};
+
+struct RoutingConfig {
+  std::string strategy = "prefix-cache";
+  PrefixCacheConfig prefix_cache;
+  BlendConfig blend;
+  LoadBalanceConfig load_balance;
+  LoadImbalanceConfig load_imbalance;
+};
+
+// A named routing profile of a model, chosen per request by the `config-profile` header.
+struct ModelProfile {
+  std::string routing_strategy;
+  std::optional<double> standard_deviation_factor;
+};
+
+struct ModelConfig {
+  std::string routing_strategy;         // empty = the configured default
+  std::string locked_routing_strategy;  // when set, wins over the request header
+  std::optional<double> standard_deviation_factor;
+  std::map<std::string, ModelProfile> profiles;
+};
+
+struct KubernetesConfig {
+  std::string api_server;
+  std::string token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+  std::string ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+  std::vector<std::string> namespaces{"default"};
+  std::string label_selector = "model.aibrix.ai/name";
+  std::string model_label = "model.aibrix.ai/name";
+  std::string port_name;
+  uint32_t kv_events_port = 0;
+  uint32_t kv_replay_port = 0;
+};
+
+struct DiscoveryConfig {
+  std::string file;  // absolute after loading (resolved against the config file's folder)
+  std::optional<KubernetesConfig> kubernetes;
+  uint32_t file_poll_interval_ms = 500;
+};
+
+struct EngineMetricsConfig {
+  uint32_t scrape_interval_ms = 200;
+  uint32_t scrape_timeout_ms = 1000;
+};
+
+struct StateSyncConfig {
+  bool enabled = false;
+  std::string redis = "redis://127.0.0.1:6379";
+};
+
+struct UpstreamConfig {
+  uint32_t connect_timeout_ms = 2000;
+  uint32_t response_header_timeout_ms = 600000;
+  uint32_t idle_timeout_ms = 120000;
+  uint32_t pool_idle_ms = 4000;
+  uint32_t max_retries = 1;
+};
+
+struct HealthCheckConfig {
+  uint32_t interval_ms = 1000;
+  uint32_t timeout_ms = 1000;
+  uint32_t unhealthy_threshold = 2;
+  uint32_t healthy_threshold = 1;
+};
+
+struct LimitsConfig {
+  uint64_t max_body_bytes = 33554432;
+  uint32_t max_header_bytes = 16384;
+  uint32_t max_in_flight = 0;
+  uint32_t header_timeout_ms = 10000;
+  uint32_t client_idle_timeout_ms = 60000;
+  uint32_t max_connections = 20000;
+};
+
+struct Config {
+  std::string listen = "0.0.0.0:8080";
+  std::string admin_listen = "127.0.0.1:9090";
+  uint32_t threads = 0;  // 0 = one event loop per core
+  std::string log_level = "info";
+  uint32_t shutdown_grace_ms = 30000;
+  DiscoveryConfig discovery;
+  RoutingConfig routing;
+  EngineMetricsConfig engine_metrics;
+  std::map<std::string, ModelConfig> models;
+  StateSyncConfig state_sync;
+  UpstreamConfig upstream;
+  HealthCheckConfig health_check;
+  LimitsConfig limits;
+  std::string source;  // the file it was loaded from ("" = built-in defaults)
+};
+
+// Every problem found, one line each: "<file>: <key>: <what is wrong>".
+using Problems = std::vector<std::string>;
+
+// Parses YAML text (as read from `source`, used in messages and to resolve relative paths).
+Config parseYaml(const std::string& text, const std::string& source, Problems& problems);
+// Reads and parses a file; a missing or unreadable file is a problem naming it.
+Config loadFile(const std::string& path, Problems& problems);
+
+// Applies the AIBrix-compatible environment variables (ROUTING_ALGORITHM, AIBRIX_PREFIX_CACHE_*, ...) over
+// `config`. `lookup` returns nullptr for an unset variable.
+using EnvLookup = std::function<const char*(const char*)>;
+void applyEnvironment(Config& config, const EnvLookup& lookup, Problems& problems);
+
+// Checks cross-field rules and value ranges (names `known_strategies` in the message of an unknown strategy).
+void validate(const Config& config, const std::vector<std::string>& known_strategies, Problems& problems);
+
+// The environment variables applyEnvironment reads, with the key each one sets (for --help and docs).
+const std::vector<std::pair<std::string, std::string>>& environmentVariables();
+
+}  // namespace prefixgate::config

@@ -1,0 +1,103 @@
+// Range and cross-field checks, after the file, the environment and the flags have all been applied.
+#include <algorithm>
+
+#include "config/config.h"
+#include "net/listener.h"
+#include "util/log.h"
+
+namespace prefixgate::config {
+namespace {
+
+std::string joinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+class Checker {
+ public:
+  Checker(const Config& c, Problems& problems) : source_(c.source.empty() ? "(defaults)" : c.source), problems_(problems) {}
+  void fail(const std::string& key, const std::string& what) { problems_.push_back(source_ + ": " + key + ": " + what); }
+  void positive(const std::string& key, uint64_t v) {
+    if (v == 0) fail(key, "must be greater than 0");
+  }
+  void nonNegative(const std::string& key, double v) {
+    if (v < 0) fail(key, "must not be negative");
+  }
+  void strategy(const std::string& key, const std::string& name, const std::vector<std::string>& known) {
+    if (name.empty() || std::find(known.begin(), known.end(), name) != known.end()) return;
+    fail(key, "unknown strategy '" + name + "' (valid: " + joinNames(known) + ")");
+  }
+
+ private:
+  std::string source_;
+  Problems& problems_;
+};
+
+}  // namespace
+
+void validate(const Config& c, const std::vector<std::string>& known, Problems& problems) {
+  Checker check(c, problems);
+  std::string host;
+  uint16_t port = 0;
+  if (!net::splitHostPort(c.listen, host, port)) check.fail("listen", "expected HOST:PORT, got '" + c.listen + "'");
+  if (!net::splitHostPort(c.admin_listen, host, port))
+    check.fail("admin_listen", "expected HOST:PORT, got '" + c.admin_listen + "'");
+  if (c.threads > 1024) check.fail("threads", "at most 1024");
+  log::Level level;
+  if (!log::parseLevel(c.log_level, level)) check.fail("log_level", "expected debug, info, warn, error or off");
+
+  if (c.discovery.file.empty() && !c.discovery.kubernetes)
+    check.fail("discovery", "set discovery.file (a pods file) or discovery.kubernetes");
+  if (!c.discovery.file.empty() && c.discovery.kubernetes)
+    check.fail("discovery", "set only one of discovery.file and discovery.kubernetes");
+  check.positive("discovery.file_poll_interval_ms", c.discovery.file_poll_interval_ms);
+
+  const auto& r = c.routing;
+  if (r.strategy.empty()) check.fail("routing.strategy", "must not be empty");
+  check.strategy("routing.strategy", r.strategy, known);
+  if (r.prefix_cache.tokenizer != "character" && r.prefix_cache.tokenizer != "tiktoken")
+    check.fail("routing.prefix_cache.tokenizer", "expected character or tiktoken, got '" + r.prefix_cache.tokenizer + "'");
+  check.positive("routing.prefix_cache.block_size", r.prefix_cache.block_size);
+  if (r.prefix_cache.tokenizer == "tiktoken" && r.prefix_cache.block_size % 4 != 0)
+    check.fail("routing.prefix_cache.block_size", "must be a multiple of 4 with the tiktoken tokenizer (4 bytes per token)");
+  check.positive("routing.prefix_cache.block_number", r.prefix_cache.block_number);
+  check.positive("routing.prefix_cache.eviction_duration_mins", r.prefix_cache.eviction_duration_mins);
+  check.nonNegative("routing.blend.prefix_cache_weight", r.blend.prefix_cache_weight);
+  check.nonNegative("routing.blend.prefix_cache_load_balance_weight", r.blend.prefix_cache_load_balance_weight);
+  check.nonNegative("routing.blend.load_balance_weight", r.blend.load_balance_weight);
+  if (r.blend.prefix_cache_weight + r.blend.prefix_cache_load_balance_weight <= 0)
+    check.fail("routing.blend", "prefix_cache_weight and prefix_cache_load_balance_weight must not both be 0");
+  check.nonNegative("routing.load_balance.lambda", r.load_balance.lambda);
+  check.nonNegative("routing.load_balance.alpha", r.load_balance.alpha);
+  if (r.load_balance.kv_critical < 0 || r.load_balance.kv_critical >= 1)
+    check.fail("routing.load_balance.kv_critical", "must be in [0, 1)");
+  if (r.load_imbalance.factor < 1) check.fail("routing.load_imbalance.factor", "must be at least 1");
+
+  for (const auto& [model, mc] : c.models) {
+    std::string base = "models." + model;
+    check.strategy(base + ".routing_strategy", mc.routing_strategy, known);
+    check.strategy(base + ".locked_routing_strategy", mc.locked_routing_strategy, known);
+    for (const auto& [pname, profile] : mc.profiles)
+      check.strategy(base + ".profiles." + pname + ".routing_strategy", profile.routing_strategy, known);
+  }
+
+  check.positive("engine_metrics.scrape_interval_ms", c.engine_metrics.scrape_interval_ms);
+  check.positive("engine_metrics.scrape_timeout_ms", c.engine_metrics.scrape_timeout_ms);
+  check.positive("upstream.connect_timeout_ms", c.upstream.connect_timeout_ms);
+  check.positive("upstream.response_header_timeout_ms", c.upstream.response_header_timeout_ms);
+  check.positive("upstream.idle_timeout_ms", c.upstream.idle_timeout_ms);
+  check.positive("upstream.pool_idle_ms", c.upstream.pool_idle_ms);
+  if (c.upstream.max_retries > 5) check.fail("upstream.max_retries", "at most 5");
+  check.positive("health_check.interval_ms", c.health_check.interval_ms);
+  check.positive("health_check.timeout_ms", c.health_check.timeout_ms);
+  check.positive("health_check.unhealthy_threshold", c.health_check.unhealthy_threshold);
+  check.positive("health_check.healthy_threshold", c.health_check.healthy_threshold);
+  check.positive("limits.max_body_bytes", c.limits.max_body_bytes);
+  if (c.limits.max_header_bytes < 1024) check.fail("limits.max_header_bytes", "must be at least 1024");
+  check.positive("limits.header_timeout_ms", c.limits.header_timeout_ms);
+  check.positive("limits.client_idle_timeout_ms", c.limits.client_idle_timeout_ms);
+  check.positive("limits.max_connections", c.limits.max_connections);
+}
+
+}  // namespace prefixgate::config

@@ -1,0 +1,139 @@
+#include "config/yaml_reader.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace prefixgate::config {
+namespace {
+
+bool parseBool(const std::string& s, bool& out) {
+  if (s == "true" || s == "True" || s == "TRUE" || s == "1" || s == "yes") out = true;
+  else if (s == "false" || s == "False" || s == "FALSE" || s == "0" || s == "no") out = false;
+  else return false;
+  return true;
+}
+
+template <class T>
+bool parseUnsigned(const std::string& s, T& out) {
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size() && !s.empty();
+}
+
+bool parseDouble(const std::string& s, double& out) {
+  try {
+    size_t used = 0;
+    out = std::stod(s, &used);
+    return used == s.size() && std::isfinite(out);
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
+YamlReader::YamlReader(YAML::Node node, std::string source, std::string path, std::vector<std::string>& problems)
+    : node_(std::move(node)), source_(std::move(source)), path_(std::move(path)), problems_(problems) {
+  if (node_ && !node_.IsNull() && !node_.IsMap()) {
+    problems_.push_back(source_ + ": " + (path_.empty() ? "(top level)" : path_) + ": expected a mapping");
+    node_ = YAML::Node();
+  }
+}
+
+// Lookups go through a const node: yaml-cpp's non-const operator[] inserts the key it looks for.
+bool YamlReader::has(const std::string& key) const {
+  const YAML::Node& node = node_;
+  return node.IsMap() && node[key];
+}
+
+YAML::Node YamlReader::get(const std::string& key) {
+  seen_.insert(key);
+  const YAML::Node& node = node_;
+  // An absent key is an Undefined node (a valid one: the "zombie" node yaml-cpp returns throws on most calls).
+  if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  YAML::Node value = node[key];
+  if (!value) return YAML::Node(YAML::NodeType::Undefined);
+  return value;
+}
+
+void YamlReader::problem(const std::string& key, const std::string& what) {
+  problems_.push_back(source_ + ": " + keyPath(key) + ": " + what);
+}
+
+void YamlReader::read(const std::string& key, std::string& out) {
+  YAML::Node v = get(key);
+  if (!v) return;
+  if (v.IsNull()) { out.clear(); return; }
+  if (!v.IsScalar()) return problem(key, "expected a string");
+  out = v.Scalar();
+}
+
+void YamlReader::read(const std::string& key, bool& out) {
+  YAML::Node v = get(key);
+  if (!v) return;
+  if (!v.IsScalar() || !parseBool(v.Scalar(), out)) problem(key, "expected true or false");
+}
+
+void YamlReader::read(const std::string& key, double& out) {
+  YAML::Node v = get(key);
+  if (!v) return;
+  if (!v.IsScalar() || !parseDouble(v.Scalar(), out)) problem(key, "expected a number");
+}
+
+void YamlReader::read(const std::string& key, uint32_t& out) {
+  YAML::Node v = get(key);
+  if (!v) return;
+  if (!v.IsScalar() || !parseUnsigned(v.Scalar(), out)) problem(key, "expected a whole number from 0 to 4294967295");
+}
+
+void YamlReader::read(const std::string& key, uint64_t& out) {
+  YAML::Node v = get(key);
+  if (!v) return;
+  if (!v.IsScalar() || !parseUnsigned(v.Scalar(), out)) problem(key, "expected a non-negative whole number");
+}
+
+void YamlReader::read(const std::string& key, std::optional<uint64_t>& out) {
+  YAML::Node v = get(key);
+  if (!v || v.IsNull()) return;
+  uint64_t value = 0;
+  if (!v.IsScalar() || !parseUnsigned(v.Scalar(), value)) return problem(key, "expected a non-negative whole number or null");
+  out = value;
+}
+
+void YamlReader::read(const std::string& key, std::optional<double>& out) {
+  YAML::Node v = get(key);
+  if (!v || v.IsNull()) return;
+  double value = 0;
+  if (!v.IsScalar() || !parseDouble(v.Scalar(), value)) return problem(key, "expected a number");
+  out = value;
+}
+
+void YamlReader::read(const std::string& key, std::vector<std::string>& out) {
+  YAML::Node v = get(key);
+  if (!v) return;
+  if (!v.IsSequence()) return problem(key, "expected a list of strings");
+  out.clear();
+  for (const auto& item : v) {
+    if (!item.IsScalar()) return problem(key, "expected a list of strings");
+    out.push_back(item.Scalar());
+  }
+}
+
+YamlReader YamlReader::child(const std::string& key) { return YamlReader(get(key), source_, keyPath(key), problems_); }
+
+std::vector<std::string> YamlReader::keys() const {
+  std::vector<std::string> out;
+  if (!node_.IsMap()) return out;
+  for (const auto& kv : node_) out.push_back(kv.first.Scalar());
+  return out;
+}
+
+void YamlReader::finish() {
+  if (!node_.IsMap()) return;
+  for (const auto& kv : node_) {
+    const std::string key = kv.first.Scalar();
+    if (!seen_.count(key)) problem(key, "unknown key");
+  }
+}
+
+}  // namespace prefixgate::config

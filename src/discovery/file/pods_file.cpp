@@ -1,0 +1,129 @@
+#include "discovery/file/pods_file.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "config/yaml_reader.h"
+#include "net/listener.h"
+#include "util/log.h"
+
+namespace prefixgate::discovery {
+namespace {
+
+bool readText(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+}  // namespace
+
+std::vector<PodSpec> parsePodsFile(const std::string& text, const std::string& source, std::vector<std::string>& problems) {
+  std::vector<PodSpec> pods;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    problems.push_back(source + ": line " + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
+    return pods;
+  }
+  if (!root.IsMap() || !root["pods"]) {
+    problems.push_back(source + ": pods: required (a list of pods)");
+    return pods;
+  }
+  config::YamlReader top(root, source, "", problems);
+  top.allow("pods");
+  top.finish();
+  YAML::Node list = root["pods"];
+  if (list.IsNull()) return pods;  // an empty pod set is valid (nothing to route to yet)
+  if (!list.IsSequence()) {
+    problems.push_back(source + ": pods: expected a list of pods");
+    return pods;
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string path = "pods[" + std::to_string(i) + "]";
+    config::YamlReader r(list[i], source, path, problems);
+    PodSpec spec;
+    r.read("name", spec.name);
+    r.read("address", spec.address);
+    r.read("models", spec.models);
+    r.read("kv_events", spec.kv_events);
+    r.read("kv_replay", spec.kv_replay);
+    r.finish();
+    if (spec.name.empty()) r.problem("name", "required");
+    else if (!names.insert(spec.name).second) r.problem("name", "duplicate pod name '" + spec.name + "'");
+    if (!net::splitHostPort(spec.address, spec.host, spec.port) || spec.port == 0)
+      r.problem("address", "expected HOST:PORT, got '" + spec.address + "'");
+    if (spec.models.empty()) r.problem("models", "required: the models this pod serves");
+    pods.push_back(std::move(spec));
+  }
+  return pods;
+}
+
+std::vector<PodSpec> loadPodsFile(const std::string& path, std::vector<std::string>& problems) {
+  std::string text;
+  if (!readText(path, text)) {
+    problems.push_back(path + ": cannot read the pods file");
+    return {};
+  }
+  return parsePodsFile(text, path, problems);
+}
+
+FilePodSource::FilePodSource(boost::asio::io_context& io, std::string path, std::chrono::milliseconds poll_interval,
+                             PodRegistry& registry)
+    : timer_(io), path_(std::move(path)), poll_interval_(poll_interval), registry_(registry) {}
+
+std::vector<std::string> FilePodSource::start() {
+  std::vector<std::string> problems;
+  std::string text;
+  if (!readText(path_, text)) {
+    problems.push_back(path_ + ": cannot read the pods file");
+    return problems;
+  }
+  auto pods = parsePodsFile(text, path_, problems);
+  if (!problems.empty()) return problems;
+  last_text_ = text;
+  registry_.update(std::move(pods));
+  schedule();
+  return problems;
+}
+
+void FilePodSource::stop() {
+  stopped_ = true;
+  timer_.cancel();
+}
+
+void FilePodSource::schedule() {
+  if (stopped_) return;
+  timer_.expires_after(poll_interval_);
+  timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || stopped_) return;
+    poll();
+    schedule();
+  });
+}
+
+void FilePodSource::poll() {
+  std::string text;
+  // Comparing the content (a few KB) is simpler and more reliable than mtime, whose resolution can hide a rewrite.
+  if (!readText(path_, text) || text == last_text_) return;
+  std::vector<std::string> problems;
+  auto pods = parsePodsFile(text, path_, problems);
+  if (!problems.empty()) {
+    for (const auto& p : problems) log::warn("pods file ignored, keeping the last good pod set: {}", p);
+    last_text_ = text;  // do not warn again until it changes
+    return;
+  }
+  last_text_ = text;
+  log::info("pods file {} changed: {} pods", path_, pods.size());
+  registry_.update(std::move(pods));
+}
+
+}  // namespace prefixgate::discovery

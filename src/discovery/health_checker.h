@@ -1,0 +1,32 @@
+#pragma once
+// Active health checks: GET /health on every pod each interval; consecutive results move a pod between ready
+// and not ready (thresholds from the config). Runs on a background io_context; never blocks a request.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <memory>
+#include <unordered_set>
+
+#include "config/config.h"
+#include "discovery/pod_set.h"
+
+namespace prefixgate::discovery {
+
+class HealthChecker {
+ public:
+  HealthChecker(boost::asio::io_context& io, PodRegistry& registry, config::HealthCheckConfig config);
+  // Starts the periodic loop; new pods (registry additions) are checked at once. Call on any thread.
+  void start();
+  void stop();
+
+ private:
+  void tick();
+  void check(PodPtr pod);
+  boost::asio::io_context& io_;
+  PodRegistry& registry_;
+  config::HealthCheckConfig config_;
+  boost::asio::steady_timer timer_;
+  std::unordered_set<uint32_t> checking_;  // pod ids with a check in flight (io thread only)
+  bool stopped_ = false;
+};
+
+}  // namespace prefixgate::discovery

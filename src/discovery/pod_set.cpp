@@ -1,0 +1,89 @@
+#include "discovery/pod_set.h"
+
+#include <algorithm>
+#include <set>
+
+namespace prefixgate::discovery {
+
+void PodState::recordHealth(bool ok, uint32_t healthy_threshold, uint32_t unhealthy_threshold) {
+  checked_.store(true, std::memory_order_relaxed);
+  if (ok) {
+    failures_.store(0, std::memory_order_relaxed);
+    uint32_t passes = passes_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (passes >= healthy_threshold) {
+      healthy_.store(true, std::memory_order_relaxed);
+      ejected_until_ms_.store(0, std::memory_order_relaxed);  // a passing check ends a passive ejection
+    }
+  } else {
+    passes_.store(0, std::memory_order_relaxed);
+    uint32_t failures = failures_.fetch_add(1, std::memory_order_relaxed) + 1;
+    // A pod never yet seen healthy is not ready; one that was needs `unhealthy_threshold` failures in a row.
+    if (failures >= unhealthy_threshold) healthy_.store(false, std::memory_order_relaxed);
+  }
+}
+
+PodSet::PodSet(std::vector<PodPtr> pods) : pods_(std::move(pods)) {
+  std::set<std::string> models;
+  for (const PodPtr& pod : pods_) {
+    for (const std::string& m : pod->spec().models) {
+      by_model_[m].push_back(pod);
+      models.insert(m);
+    }
+  }
+  models_.assign(models.begin(), models.end());
+}
+
+const std::vector<PodPtr>* PodSet::podsFor(std::string_view model) const {
+  auto it = by_model_.find(std::string(model));
+  return it == by_model_.end() ? nullptr : &it->second;
+}
+
+PodPtr PodSet::find(std::string_view name) const {
+  for (const PodPtr& p : pods_)
+    if (p->name() == name) return p;
+  return nullptr;
+}
+
+PodRegistry::PodRegistry() : current_(std::make_shared<const PodSet>(std::vector<PodPtr>{})) {}
+
+void PodRegistry::onRemoved(RemovedListener listener) {
+  std::lock_guard lock(update_mutex_);
+  removed_listeners_.push_back(std::move(listener));
+}
+
+void PodRegistry::onAdded(AddedListener listener) {
+  std::lock_guard lock(update_mutex_);
+  added_listeners_.push_back(std::move(listener));
+}
+
+void PodRegistry::update(std::vector<PodSpec> specs) {
+  std::lock_guard lock(update_mutex_);
+  auto old = snapshot();
+  std::vector<PodPtr> next;
+  std::vector<PodPtr> added;
+  next.reserve(specs.size());
+  for (PodSpec& spec : specs) {
+    PodPtr existing = old->find(spec.name);
+    if (existing && existing->spec() == spec) {
+      next.push_back(existing);
+    } else {
+      auto pod = std::make_shared<PodState>(PodId{next_id_++}, std::move(spec));
+      next.push_back(pod);
+      added.push_back(pod);
+    }
+  }
+  std::vector<PodPtr> removed;
+  for (const PodPtr& pod : old->pods()) {
+    bool kept = std::any_of(next.begin(), next.end(), [&](const PodPtr& p) { return p == pod; });
+    if (!kept) removed.push_back(pod);
+  }
+  current_.store(std::make_shared<const PodSet>(std::move(next)), std::memory_order_release);
+  for (const PodPtr& pod : removed) {
+    pod->markRemoved();
+    for (auto& l : removed_listeners_) l(pod->id());
+  }
+  for (const PodPtr& pod : added)
+    for (auto& l : added_listeners_) l(pod);
+}
+
+}  // namespace prefixgate::discovery

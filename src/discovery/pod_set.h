@@ -1,0 +1,145 @@
+#pragma once
+// The pods the gateway can route to: an immutable snapshot swapped atomically by discovery, and per-pod live
+// state (in-flight count, health) that outlives snapshots so counters survive a pods-file reload.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "prefixgate/types.h"
+
+namespace prefixgate::discovery {
+
+struct PodSpec {
+  std::string name;     // unique
+  std::string address;  // HOST:PORT of the engine's OpenAI HTTP server
+  std::string host;
+  uint16_t port = 0;
+  std::vector<std::string> models;
+  std::string kv_events;  // optional tcp:// endpoint of the KV event publisher
+  std::string kv_replay;
+  bool operator==(const PodSpec&) const = default;
+};
+
+// Live state of one pod. Shared (by shared_ptr) between the snapshots that list it and the requests in flight
+// to it, so a request always decrements the object it incremented, even after the pod left the set.
+class PodState {
+ public:
+  PodState(PodId id, PodSpec spec) : id_(id), spec_(std::move(spec)) {}
+  PodId id() const { return id_; }
+  const PodSpec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.name; }
+
+  int32_t inFlight() const { return in_flight_.load(std::memory_order_relaxed); }
+  void addInFlight() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
+  void releaseInFlight() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+
+  // Ready = the last active health checks passed and no passive ejection is in force now.
+  bool ready(int64_t now_ms) const {
+    return healthy_.load(std::memory_order_relaxed) && !removed_.load(std::memory_order_relaxed) &&
+           now_ms >= ejected_until_ms_.load(std::memory_order_relaxed);
+  }
+  bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
+  bool removed() const { return removed_.load(std::memory_order_relaxed); }
+  bool checked() const { return checked_.load(std::memory_order_relaxed); }
+  int64_t ejectedUntilMs() const { return ejected_until_ms_.load(std::memory_order_relaxed); }
+
+  // Health-check results (called from the health checker only); thresholds are consecutive counts.
+  void recordHealth(bool ok, uint32_t healthy_threshold, uint32_t unhealthy_threshold);
+  // A request could not reach the pod: keep new requests away until `until_ms` (or a passing health check).
+  void eject(int64_t until_ms) { ejected_until_ms_.store(until_ms, std::memory_order_relaxed); }
+  void markRemoved() { removed_.store(true, std::memory_order_relaxed); }
+
+ private:
+  const PodId id_;
+  const PodSpec spec_;
+  std::atomic<int32_t> in_flight_{0};
+  std::atomic<bool> healthy_{false};
+  std::atomic<bool> checked_{false};
+  std::atomic<bool> removed_{false};
+  std::atomic<int64_t> ejected_until_ms_{0};
+  std::atomic<uint32_t> passes_{0};
+  std::atomic<uint32_t> failures_{0};
+};
+
+using PodPtr = std::shared_ptr<PodState>;
+
+// Counts a request against a pod from the moment it is chosen until the guard dies, whatever happened.
+class InFlightGuard {
+ public:
+  InFlightGuard() = default;
+  explicit InFlightGuard(PodPtr pod) : pod_(std::move(pod)) {
+    if (pod_) pod_->addInFlight();
+  }
+  // Takes over a count already added (by the router, at the moment of choice).
+  static InFlightGuard adopt(PodPtr pod) {
+    InFlightGuard g;
+    g.pod_ = std::move(pod);
+    return g;
+  }
+  InFlightGuard(InFlightGuard&& o) noexcept : pod_(std::move(o.pod_)) {}
+  InFlightGuard& operator=(InFlightGuard&& o) noexcept {
+    if (this != &o) {
+      reset();
+      pod_ = std::move(o.pod_);
+    }
+    return *this;
+  }
+  ~InFlightGuard() { reset(); }
+  void reset() {
+    if (pod_) pod_->releaseInFlight();
+    pod_.reset();
+  }
+  const PodPtr& pod() const { return pod_; }
+
+ private:
+  PodPtr pod_;
+};
+
+// An immutable view of the pod set. Never modified after publication.
+class PodSet {
+ public:
+  explicit PodSet(std::vector<PodPtr> pods);
+  const std::vector<PodPtr>& pods() const { return pods_; }
+  // Pods that serve `model` (ready or not); nullptr when none does.
+  const std::vector<PodPtr>* podsFor(std::string_view model) const;
+  // Every model served by at least one pod, sorted.
+  const std::vector<std::string>& models() const { return models_; }
+  PodPtr find(std::string_view name) const;
+
+ private:
+  std::vector<PodPtr> pods_;
+  std::unordered_map<std::string, std::vector<PodPtr>> by_model_;
+  std::vector<std::string> models_;
+};
+
+// Owns the current snapshot; discovery sources call update() with the full pod list.
+class PodRegistry {
+ public:
+  PodRegistry();
+  // Readers: lock-free acquire of the current snapshot (never null).
+  std::shared_ptr<const PodSet> snapshot() const { return current_.load(std::memory_order_acquire); }
+
+  // Replaces the pod set. A pod whose name, address and models are unchanged keeps its state; a changed or new
+  // one gets a fresh state and PodId (ids are never reused). Removed pods are marked removed (their streams
+  // finish) and reported to the listeners. Thread-safe; updates are serialized.
+  void update(std::vector<PodSpec> specs);
+
+  using RemovedListener = std::function<void(PodId)>;
+  using AddedListener = std::function<void(const PodPtr&)>;
+  void onRemoved(RemovedListener listener);
+  void onAdded(AddedListener listener);
+
+ private:
+  std::atomic<std::shared_ptr<const PodSet>> current_;
+  std::mutex update_mutex_;
+  uint32_t next_id_ = 1;
+  std::vector<RemovedListener> removed_listeners_;
+  std::vector<AddedListener> added_listeners_;
+};
+
+}  // namespace prefixgate::discovery

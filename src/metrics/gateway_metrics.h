@@ -1,0 +1,44 @@
+#pragma once
+// The gateway's own prefixgate_* Prometheus series (prometheus-cpp core), serialised by the admin listener.
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+
+#include "discovery/pod_set.h"
+
+namespace prefixgate::metrics {
+
+class GatewayMetrics {
+ public:
+  GatewayMetrics();
+  // The registry other parts (e.g. the prefix-cache strategy) add their families to.
+  prometheus::Registry& registry() { return *registry_; }
+
+  // Every finished request, whatever its outcome: pod "" when none was chosen. Thread-safe.
+  void requestDone(const std::string& model, const std::string& pod, int status, const std::string& strategy,
+                   double seconds);
+  void firstByte(const std::string& model, double seconds);
+  void upstreamError(const std::string& pod, const std::string& reason);
+  void retried(const std::string& reason);
+
+  // Prometheus text format; pod gauges are refreshed from `pods` first.
+  std::string serialize(const discovery::PodSet& pods, int64_t now_ms);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& duration_;
+  prometheus::Family<prometheus::Histogram>& first_byte_;
+  prometheus::Family<prometheus::Counter>& upstream_errors_;
+  prometheus::Family<prometheus::Counter>& retries_;
+  prometheus::Family<prometheus::Gauge>& pods_;
+  prometheus::Family<prometheus::Gauge>& pod_in_flight_;
+  prometheus::Family<prometheus::Gauge>& pod_ready_;
+};
+
+}  // namespace prefixgate::metrics

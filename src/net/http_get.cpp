@@ -1,0 +1,60 @@
+#include "net/http_get.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace prefixgate::net {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+asio::awaitable<GetResult> httpGet(std::string host, uint16_t port, std::string target,
+                                   std::chrono::milliseconds timeout, size_t max_body_bytes) {
+  GetResult result;
+  boost::system::error_code ec;
+  auto executor = co_await asio::this_coro::executor;
+  beast::tcp_stream stream(executor);
+  auto address = asio::ip::make_address(host, ec);
+  if (ec) {
+    // Names other than IP literals are resolved (rare: discovery gives IPs).
+    asio::ip::tcp::resolver resolver(executor);
+    auto results = co_await resolver.async_resolve(host, std::to_string(port), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || results.empty()) {
+      result.error = "cannot resolve " + host;
+      co_return result;
+    }
+    address = results.begin()->endpoint().address();
+  }
+  stream.expires_after(timeout);
+  co_await stream.async_connect(asio::ip::tcp::endpoint(address, port), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    result.error = "connect: " + ec.message();
+    co_return result;
+  }
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, host + ":" + std::to_string(port));
+  req.set(http::field::user_agent, "prefixgate");
+  req.keep_alive(false);
+  co_await http::async_write(stream, req, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    result.error = "write: " + ec.message();
+    co_return result;
+  }
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(max_body_bytes);
+  co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    result.error = "read: " + ec.message();
+    co_return result;
+  }
+  result.status = static_cast<int>(parser.get().result_int());
+  result.body = std::move(parser.get().body());
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  co_return result;
+}
+
+}  // namespace prefixgate::net

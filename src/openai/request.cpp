@@ -1,0 +1,198 @@
+#include "openai/request.h"
+
+#include <simdjson.h>
+
+namespace prefixgate::openai {
+namespace od = simdjson::ondemand;
+
+namespace {
+
+ParseError bad(std::string message, std::string param = {}) { return ParseError{400, std::move(message), std::move(param)}; }
+
+ParseError malformed(simdjson::error_code ec) {
+  return bad(std::string("request body is not valid JSON: ") + simdjson::error_message(ec));
+}
+
+// The JSON text of any value as sent (arrays and objects whole; scalars as their token).
+simdjson::error_code rawJson(od::value value, std::string_view& out) {
+  od::json_type type;
+  if (auto ec = value.type().get(type)) return ec;
+  if (type == od::json_type::array) {
+    od::array arr;
+    if (auto ec = value.get_array().get(arr)) return ec;
+    return arr.raw_json().get(out);
+  }
+  if (type == od::json_type::object) {
+    od::object obj;
+    if (auto ec = value.get_object().get(obj)) return ec;
+    return obj.raw_json().get(out);
+  }
+  out = value.raw_json_token();
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\n' || out.back() == '\r' || out.back() == '\t')) out.remove_suffix(1);
+  return simdjson::SUCCESS;
+}
+
+// A message's content: a string is used unescaped; an array of parts (multimodal) as its raw JSON text.
+ParseError appendContent(od::value content, std::string& text, bool& first) {
+  od::json_type type;
+  if (auto ec = content.type().get(type)) return malformed(ec);
+  auto sep = [&] {
+    if (!first) text.push_back(' ');
+    first = false;
+  };
+  if (type == od::json_type::string) {
+    std::string_view s;
+    if (auto ec = content.get_string().get(s)) return malformed(ec);
+    sep();
+    text.append(s);
+  } else if (type == od::json_type::array) {
+    std::string_view raw;
+    if (auto ec = rawJson(content, raw)) return malformed(ec);
+    sep();
+    text.append(raw);
+  } else if (type != od::json_type::null) {
+    return bad("'messages[].content' must be a string, an array of content parts or null", "messages");
+  }
+  return {};
+}
+
+ParseError readMessages(od::value messages, std::string& text, bool& first) {
+  od::array arr;
+  if (messages.get_array().get(arr)) return bad("'messages' must be an array of message objects", "messages");
+  size_t count = 0;
+  for (auto item : arr) {
+    od::object msg;
+    if (item.get_object().get(msg)) return bad("each entry of 'messages' must be an object", "messages");
+    for (auto field : msg) {
+      std::string_view key;
+      if (auto ec = field.unescaped_key().get(key)) return malformed(ec);
+      if (key != "content") continue;
+      if (auto err = appendContent(field.value(), text, first)) return err;
+    }
+    ++count;
+  }
+  if (count == 0) return bad("'messages' must not be empty", "messages");
+  return {};
+}
+
+// prompt: a string, a list of strings (joined by one space) or a list of token ids.
+ParseError readPrompt(od::value prompt, RequestView& out) {
+  od::json_type type;
+  if (auto ec = prompt.type().get(type)) return malformed(ec);
+  if (type == od::json_type::string) {
+    std::string_view s;
+    if (auto ec = prompt.get_string().get(s)) return malformed(ec);
+    out.prompt_text.assign(s);
+    return {};
+  }
+  if (type != od::json_type::array) return bad("'prompt' must be a string, a list of strings or a list of token ids", "prompt");
+  od::array arr;
+  if (auto ec = prompt.get_array().get(arr)) return malformed(ec);
+  bool strings = false, ids = false;
+  for (auto item : arr) {
+    od::json_type t;
+    if (auto ec = item.type().get(t)) return malformed(ec);
+    if (t == od::json_type::string && !ids) {
+      std::string_view s;
+      if (auto ec = item.get_string().get(s)) return malformed(ec);
+      if (strings) out.prompt_text.push_back(' ');
+      out.prompt_text.append(s);
+      strings = true;
+    } else if (t == od::json_type::number && !strings) {
+      uint64_t id = 0;
+      if (item.get_uint64().get(id) || id > UINT32_MAX) return bad("'prompt' token ids must be integers from 0 to 4294967295", "prompt");
+      out.prompt_token_ids.push_back(static_cast<uint32_t>(id));
+      ids = true;
+    } else {
+      return bad("'prompt' must be a string, a list of strings or a list of token ids", "prompt");
+    }
+  }
+  out.has_token_ids = ids;
+  return {};
+}
+
+}  // namespace
+
+std::string_view endpointName(Endpoint e) {
+  switch (e) {
+    case Endpoint::kChatCompletions: return "chat";
+    case Endpoint::kCompletions: return "completions";
+    case Endpoint::kEmbeddings: return "embeddings";
+  }
+  return "unknown";
+}
+
+size_t paddingBytes() { return simdjson::SIMDJSON_PADDING; }
+
+ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools, RequestView& out) {
+  out = RequestView{};
+  out.endpoint = endpoint;
+  if (body.capacity() < body.size() + simdjson::SIMDJSON_PADDING) body.reserve(body.size() + simdjson::SIMDJSON_PADDING);
+  thread_local od::parser parser;
+  od::document doc;
+  if (auto ec = parser.iterate(simdjson::padded_string_view(body.data(), body.size(), body.capacity())).get(doc))
+    return malformed(ec);
+  od::object root;
+  if (auto ec = doc.get_object().get(root))
+    return ec == simdjson::INCORRECT_TYPE ? bad("request body must be a JSON object") : malformed(ec);
+
+  std::string tools;
+  std::string messages_text;
+  bool first_message = true;
+  bool has_model = false, has_messages = false, has_prompt = false, has_input = false;
+  for (auto field : root) {
+    std::string_view key;
+    if (auto ec = field.unescaped_key().get(key)) return malformed(ec);
+    od::value value = field.value();
+    if (key == "model") {
+      std::string_view model;
+      if (value.get_string().get(model)) return bad("'model' must be a string", "model");
+      out.model.assign(model);
+      has_model = true;
+    } else if (key == "stream") {
+      od::json_type t;
+      if (auto ec = value.type().get(t)) return malformed(ec);
+      if (t == od::json_type::null) continue;
+      if (value.get_bool().get(out.stream)) return bad("'stream' must be a boolean", "stream");
+    } else if (key == "stream_options") {
+      od::object opts;
+      if (value.get_object().get(opts)) continue;  // null or other: the engine validates it
+      for (auto opt : opts) {
+        std::string_view k;
+        if (auto ec = opt.unescaped_key().get(k)) return malformed(ec);
+        bool v = false;
+        if (k == "include_usage" && !opt.value().get_bool().get(v)) out.include_usage = v;
+      }
+    } else if (key == "messages" && endpoint == Endpoint::kChatCompletions) {
+      has_messages = true;
+      if (auto err = readMessages(value, messages_text, first_message)) return err;
+    } else if (key == "tools" && endpoint == Endpoint::kChatCompletions) {
+      std::string_view raw;
+      if (auto ec = rawJson(value, raw)) return malformed(ec);
+      if (include_tools && raw != "null") tools.assign(raw);
+    } else if (key == "prompt" && endpoint == Endpoint::kCompletions) {
+      has_prompt = true;
+      if (auto err = readPrompt(value, out)) return err;
+    } else if (key == "input" && endpoint == Endpoint::kEmbeddings) {
+      has_input = true;
+      std::string_view raw;
+      if (auto ec = rawJson(value, raw)) return malformed(ec);
+      out.prompt_text.assign(raw);
+    }
+  }
+  const char* trailing = nullptr;
+  if (doc.current_location().get(trailing) == simdjson::SUCCESS)
+    return bad("request body has trailing content after the JSON object");
+  if (!has_model) return bad("'model' is required", "model");
+  if (out.model.empty()) return bad("'model' must not be empty", "model");
+  if (endpoint == Endpoint::kChatCompletions) {
+    if (!has_messages) return bad("'messages' is required", "messages");
+    // Tools first, then the messages, so requests with the same messages but different tools differ at the start.
+    out.prompt_text = tools.empty() ? std::move(messages_text) : tools + " " + messages_text;
+  }
+  if (endpoint == Endpoint::kCompletions && !has_prompt) return bad("'prompt' is required", "prompt");
+  if (endpoint == Endpoint::kEmbeddings && !has_input) return bad("'input' is required", "input");
+  return {};
+}
+
+}  // namespace prefixgate::openai

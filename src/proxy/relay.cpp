@@ -1,0 +1,255 @@
+#include "proxy/relay.h"
+
+#include <sys/socket.h>
+
+#include <array>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cerrno>
+#include <optional>
+
+#include "util/log.h"
+
+namespace prefixgate::proxy {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using boost::system::error_code;
+
+namespace {
+
+constexpr size_t kRelayBufferBytes = 16 * 1024;
+constexpr uint32_t kMaxResponseHeaderBytes = 64 * 1024;
+constexpr auto kAwait = asio::use_awaitable;
+
+// Watches the client socket while the engine works: when the client hangs up, the upstream connection is
+// closed at once so the engine stops generating (instead of finishing a response nobody reads).
+struct ClientWatch {
+  bool done = false;
+  bool gone = false;
+  UpstreamStream* upstream = nullptr;
+};
+
+void watchClient(beast::tcp_stream& client, std::shared_ptr<ClientWatch> watch) {
+  client.socket().async_wait(asio::socket_base::wait_read, [&client, watch](error_code ec) {
+    if (watch->done || ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      char c;
+      ssize_t n = ::recv(client.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) return;  // a pipelined request, not a hang-up
+    }
+    watch->gone = true;
+    if (watch->upstream) {
+      error_code ignored;
+      watch->upstream->socket().close(ignored);
+    }
+  });
+}
+
+bool isTimeout(const error_code& ec) { return ec == beast::error::timeout; }
+
+std::string reasonOf(const error_code& ec) {
+  if (isTimeout(ec)) return "timeout";
+  if (ec == asio::error::connection_refused) return "refused";
+  if (ec == asio::error::connection_reset || ec == asio::error::broken_pipe) return "reset";
+  if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == http::error::partial_message) return "closed";
+  return "error";
+}
+
+// The request as the engine receives it: the client's end-to-end headers, the body unchanged.
+http::request<http::buffer_body> upstreamRequest(const RelayRequest& rq, const discovery::PodSpec& pod) {
+  http::request<http::buffer_body> req{rq.head.method(), rq.head.target(), 11};
+  std::string_view connection_tokens = rq.head[http::field::connection];
+  for (const auto& field : rq.head) {
+    std::string_view name = field.name_string();
+    if (isHopByHop(name) || field.name() == http::field::host || field.name() == http::field::content_length) continue;
+    if (!connection_tokens.empty() && beast::http::token_list(connection_tokens).exists(name)) continue;
+    req.insert(field.name_string(), field.value());
+  }
+  req.set(http::field::host, pod.address);
+  req.set("x-request-id", rq.request_id);
+  req.keep_alive(true);
+  req.content_length(rq.body.size());
+  req.body().data = const_cast<char*>(rq.body.data());  // buffer_body only reads through this pointer
+  req.body().size = rq.body.size();
+  req.body().more = false;
+  return req;
+}
+
+// The response head as the client receives it: the engine's end-to-end headers plus the gateway's own.
+void copyResponseHead(const http::response_header<>& from, http::response<http::buffer_body>& to,
+                      const RelayRequest& rq, const routing::Decision& d, bool has_length, uint64_t length) {
+  to.result(from.result_int());
+  to.version(11);
+  for (const auto& field : from) {
+    if (isHopByHop(field.name_string()) || field.name() == http::field::content_length) continue;
+    to.insert(field.name_string(), field.value());
+  }
+  to.set("request-id", rq.request_id);
+  to.set("routing-strategy", d.strategy);
+  to.set("target-pod", d.pod->name());
+  if (d.match_percent >= 0) to.set("x-prefix-match-percent", std::to_string(d.match_percent));
+  if (has_length) to.content_length(length);
+  else to.chunked(true);
+}
+
+}  // namespace
+
+bool isHopByHop(std::string_view name) {
+  static constexpr std::array<std::string_view, 9> kHopByHop = {
+      "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "expect",
+      "proxy-authorization"};
+  for (std::string_view h : kHopByHop)
+    if (beast::iequals(name, h)) return true;
+  return false;
+}
+
+asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
+  RelayOutcome out;
+  auto executor = co_await asio::this_coro::executor;
+  const auto started = std::chrono::steady_clock::now();
+  auto watch = std::make_shared<ClientWatch>();
+  watchClient(rq.client, watch);
+  struct StopWatch {
+    std::shared_ptr<ClientWatch> w;
+    beast::tcp_stream& client;
+    ~StopWatch() {
+      w->done = true;
+      w->upstream = nullptr;
+      error_code ignored;
+      client.socket().cancel(ignored);
+    }
+  } stop_watch{watch, rq.client};
+
+  std::vector<PodId> tried;
+  std::unique_ptr<UpstreamStream> up;
+  beast::flat_buffer up_buffer;
+  std::optional<http::response_parser<http::buffer_body>> parser;
+  bool fresh_only = false;  // after a reused connection failed, the retry uses a new one
+  error_code ec;
+  for (;;) {
+    const discovery::PodSpec& spec = d.pod->spec();
+    if (tried.empty() || tried.back() != d.pod->id()) tried.push_back(d.pod->id());
+    up = fresh_only ? nullptr : rq.pool.take(d.pod->id());
+    const bool reused = up != nullptr;
+    if (!up) {
+      up = std::make_unique<UpstreamStream>(executor);
+      asio::ip::tcp::endpoint endpoint(asio::ip::make_address(spec.host, ec), spec.port);
+      if (!ec) {
+        up->expires_after(std::chrono::milliseconds(rq.config.connect_timeout_ms));
+        co_await up->async_connect(endpoint, asio::redirect_error(kAwait, ec));
+      }
+      if (ec) {
+        if (watch->gone) break;
+        log::warn("request {}: cannot connect to pod {} ({}): {}", rq.request_id, spec.name, spec.address, ec.message());
+        out.error_reason = isTimeout(ec) ? "connect_timeout" : "connect";
+        out.error = "cannot connect to pod " + spec.name + ": " + ec.message();
+        // Keep new requests away from it until a health check passes again.
+        d.pod->eject(routing::steadyNowMs() + 2 * 1000);
+        if (out.retries < static_cast<int>(rq.config.max_retries)) {
+          routing::Decision next = rq.choose_again(tried);
+          if (next.pod) {
+            ++out.retries;
+            d = std::move(next);
+            fresh_only = false;
+            continue;
+          }
+        }
+        out.status = isTimeout(ec) ? 504 : 502;
+        co_return out;
+      }
+      up->socket().set_option(asio::ip::tcp::no_delay(true), ec);
+    }
+    watch->upstream = up.get();
+
+    auto req = upstreamRequest(rq, spec);
+    up->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
+    co_await http::async_write(*up, req, asio::redirect_error(kAwait, ec));
+    if (!ec) {
+      parser.emplace();
+      parser->header_limit(kMaxResponseHeaderBytes);
+      up_buffer.clear();
+      up->expires_after(std::chrono::milliseconds(rq.config.response_header_timeout_ms));
+      co_await http::async_read_header(*up, up_buffer, *parser, asio::redirect_error(kAwait, ec));
+    }
+    if (!ec) break;
+    if (watch->gone) break;
+    if (reused && !isTimeout(ec)) {
+      // vLLM closes idle keep-alive connections; a reused one failing before any byte is retried once, fresh.
+      fresh_only = true;
+      ++out.retries;
+      continue;
+    }
+    out.error_reason = isTimeout(ec) ? "response_header_timeout" : reasonOf(ec);
+    out.error = "pod " + spec.name + " failed before responding: " + ec.message();
+    out.status = isTimeout(ec) ? 504 : 502;
+    co_return out;
+  }
+  if (watch->gone) {
+    out.client_gone = true;
+    out.status = 499;
+    out.error = "client closed the connection before the response";
+    co_return out;
+  }
+  out.first_byte_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  // Relay the head, then the body through a small buffer: each chunk the engine sends is written at once.
+  auto& up_head = parser->get();
+  http::response<http::buffer_body> res;
+  const auto length = parser->content_length();
+  copyResponseHead(up_head.base(), res, rq, d, length.has_value(), length.value_or(0));
+  res.keep_alive(rq.client_keep_alive);
+  out.status = static_cast<int>(up_head.result_int());
+  http::response_serializer<http::buffer_body> serializer{res};
+  rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
+  res.body().data = nullptr;
+  res.body().more = true;
+  co_await http::async_write_header(rq.client, serializer, asio::redirect_error(kAwait, ec));
+  out.response_started = true;
+  std::array<char, kRelayBufferBytes> buffer;
+  while (!ec && !parser->is_done()) {
+    up_head.body().data = buffer.data();
+    up_head.body().size = buffer.size();
+    up->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
+    error_code read_ec;
+    co_await http::async_read(*up, up_buffer, *parser, asio::redirect_error(kAwait, read_ec));
+    if (read_ec == http::error::need_buffer) read_ec = {};
+    if (read_ec) {
+      out.error_reason = watch->gone ? "client_gone" : (isTimeout(read_ec) ? "idle_timeout" : reasonOf(read_ec));
+      out.error = "pod " + d.pod->name() + " response interrupted: " + read_ec.message();
+      ec = read_ec;
+      break;
+    }
+    res.body().data = buffer.data();
+    res.body().size = buffer.size() - up_head.body().size;
+    res.body().more = !parser->is_done();
+    rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
+    co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      out.error_reason = "client_gone";
+      out.error = "client write failed: " + ec.message();
+    }
+  }
+  if (!ec && !serializer.is_done()) {
+    // A response whose body ended with its head (e.g. Content-Length: 0) still needs its terminating write.
+    res.body().data = nullptr;
+    res.body().size = 0;
+    res.body().more = false;
+    co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
+  }
+  if (watch->gone || out.error_reason == "client_gone") {
+    out.client_gone = true;
+    if (out.error.empty()) out.error = "client closed the connection during the response";
+  }
+  if (!ec && parser->is_done()) {
+    out.keep_client = rq.client_keep_alive;
+    if (parser->keep_alive() && up_buffer.size() == 0) rq.pool.give(d.pod->id(), std::move(up));
+  }
+  co_return out;
+}
+
+}  // namespace prefixgate::proxy

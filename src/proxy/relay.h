@@ -1,0 +1,49 @@
+#pragma once
+// Proxying one request to a chosen pod and streaming the response back: pooled upstream connection, headers
+// rewritten (hop-by-hop out, gateway headers in), body relayed through a small buffer so each SSE event reaches
+// the client as soon as the engine sends it. Retries only before any response byte reached the client.
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "config/config.h"
+#include "proxy/upstream_pool.h"
+#include "routing/router.h"
+
+namespace prefixgate::proxy {
+
+struct RelayRequest {
+  boost::beast::tcp_stream& client;
+  UpstreamPool& pool;
+  const config::UpstreamConfig& config;
+  const boost::beast::http::request_header<>& head;  // the client's request head
+  const std::string& body;                           // passed to the engine unchanged
+  const std::string& request_id;
+  bool client_keep_alive = true;
+  // Chooses another pod (excluding those tried) after a pod refused the connection.
+  std::function<routing::Decision(std::span<const PodId> exclude)> choose_again;
+};
+
+struct RelayOutcome {
+  int status = 0;                 // the status sent to the client (or to be sent, when !response_started)
+  bool response_started = false;  // a response head went to the client: nothing more may be sent but its end
+  bool client_gone = false;       // the client closed its connection before the end
+  bool keep_client = false;       // the client connection may serve another request
+  std::string error;              // why it failed, for the log ("" on success)
+  std::string error_reason;       // metric label: connect, timeout, reset, ...
+  double first_byte_seconds = -1;
+  int retries = 0;
+};
+
+// Runs on the client's event-loop thread. `decision` may be replaced (another pod) on connect failure; its
+// in-flight guard always ends up on the pod that served (or last failed) the request.
+boost::asio::awaitable<RelayOutcome> relay(RelayRequest& request, routing::Decision& decision);
+
+// True for headers that describe one connection and must not be forwarded (RFC 9110 7.6.1).
+bool isHopByHop(std::string_view name);
+
+}  // namespace prefixgate::proxy

@@ -1,0 +1,139 @@
+#include "routing/router.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace prefixgate::routing {
+
+int statusFor(RouteFailure f) {
+  switch (f) {
+    case RouteFailure::kUnknownStrategy: return 400;
+    case RouteFailure::kModelNotServed: return 404;
+    case RouteFailure::kNoReadyPod: return 503;
+    case RouteFailure::kNone: return 200;
+  }
+  return 500;
+}
+
+std::string_view reasonLabel(RouteFailure f) {
+  switch (f) {
+    case RouteFailure::kUnknownStrategy: return "unknown_strategy";
+    case RouteFailure::kModelNotServed: return "model_not_served";
+    case RouteFailure::kNoReadyPod: return "no_ready_pod";
+    case RouteFailure::kNone: return "none";
+  }
+  return "unknown";
+}
+
+int64_t steadyNowMs() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+Router::Router(const config::Config& config, const StrategyRegistry& registry, const discovery::PodRegistry& pods,
+               NowMs now_ms)
+    : config_(config), pods_(pods), now_ms_(std::move(now_ms)), strategies_(registry.createAll(StrategyDeps{config})) {}
+
+std::vector<std::string> Router::strategyNames() const {
+  std::vector<std::string> out;
+  for (const auto& [name, s] : strategies_) out.push_back(name);
+  return out;
+}
+
+Strategy* Router::resolve(const RouteQuery& query, RequestSettings& settings, std::string& message) const {
+  settings.standard_deviation_factor = config_.routing.prefix_cache.standard_deviation_factor;
+  std::string_view name = config_.routing.strategy;
+  const config::ModelConfig* model = nullptr;
+  if (auto it = config_.models.find(query.request.model); it != config_.models.end()) model = &it->second;
+  const config::ModelProfile* profile = nullptr;
+  if (model && !query.config_profile.empty()) {
+    if (auto it = model->profiles.find(std::string(query.config_profile)); it != model->profiles.end()) profile = &it->second;
+  }
+  if (model) {
+    if (model->standard_deviation_factor) settings.standard_deviation_factor = *model->standard_deviation_factor;
+    if (!model->routing_strategy.empty()) name = model->routing_strategy;
+  }
+  if (profile) {
+    if (profile->standard_deviation_factor) settings.standard_deviation_factor = *profile->standard_deviation_factor;
+    if (!profile->routing_strategy.empty()) name = profile->routing_strategy;
+  }
+  if (!query.header_strategy.empty()) name = query.header_strategy;
+  if (model && !model->locked_routing_strategy.empty()) name = model->locked_routing_strategy;
+
+  auto it = strategies_.find(name);
+  if (it != strategies_.end()) return it->second.get();
+  message = "unknown routing strategy '" + std::string(name) + "' (valid: ";
+  bool first = true;
+  for (const auto& [n, s] : strategies_) {
+    message += (first ? "" : ", ") + n;
+    first = false;
+  }
+  message += ")";
+  return nullptr;
+}
+
+Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
+  Decision d;
+  RequestSettings settings;
+  Strategy* strategy = resolve(query, settings, d.message);
+  if (!strategy) {
+    d.failure = RouteFailure::kUnknownStrategy;
+    return d;
+  }
+  d.strategy = strategy->name();
+
+  auto snapshot = pods_.snapshot();
+  const std::vector<discovery::PodPtr>* serving = snapshot->podsFor(query.request.model);
+  if (!serving) {
+    d.failure = RouteFailure::kModelNotServed;
+    d.message = "the model '" + query.request.model + "' does not exist or no pod serves it";
+    return d;
+  }
+  const int64_t now = now_ms_();
+  std::vector<Candidate> candidates;
+  candidates.reserve(serving->size());
+  for (const discovery::PodPtr& pod : *serving) {
+    if (!pod->ready(now)) continue;
+    if (std::find(query.exclude.begin(), query.exclude.end(), pod->id()) != query.exclude.end()) continue;
+    candidates.push_back(Candidate{pod.get(), pod->inFlight()});
+  }
+  if (candidates.empty()) {
+    d.failure = RouteFailure::kNoReadyPod;
+    d.message = "no ready pod serves the model '" + query.request.model + "'";
+    return d;
+  }
+
+  RoutingInput input{query.request, candidates, settings, rng, query.dry_run, nullptr, {}};
+  strategy->score(input);
+
+  // Pick: highest score; among equals the fewest in flight; among those, uniformly at random.
+  size_t best = 0;
+  size_t ties = 1;
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    const Candidate& c = candidates[i];
+    const Candidate& b = candidates[best];
+    bool better = c.score > b.score || (c.score == b.score && c.in_flight < b.in_flight);
+    bool equal = c.score == b.score && c.in_flight == b.in_flight;
+    if (better) {
+      best = i;
+      ties = 1;
+    } else if (equal && std::uniform_int_distribution<size_t>(0, ties++)(rng) == 0) {
+      best = i;  // reservoir sampling keeps each of the tied candidates equally likely
+    }
+  }
+  strategy->onPicked(input, best);
+
+  discovery::PodPtr chosen;
+  for (const discovery::PodPtr& pod : *serving)
+    if (pod.get() == candidates[best].pod) chosen = pod;
+  // Counted at the moment of choice, so the next decision (on any thread) already sees it.
+  if (!query.dry_run) d.guard = discovery::InFlightGuard(chosen);
+  d.pod = std::move(chosen);
+  d.match_percent = candidates[best].match_percent;
+  d.outcome = input.outcome;
+  d.details = std::move(input.details);
+  d.candidates = std::move(candidates);
+  return d;
+}
+
+}  // namespace prefixgate::routing

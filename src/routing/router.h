@@ -1,0 +1,66 @@
+#pragma once
+// Routing one request: resolve the strategy (locked > header > profile > default), filter the ready pods that
+// serve the model, let the strategy score them, pick the best, and count the request against the pick at once.
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "discovery/pod_set.h"
+#include "openai/request.h"
+#include "routing/strategy_registry.h"
+
+namespace prefixgate::routing {
+
+// Typed outcomes; each maps to one HTTP status and OpenAI error (see statusFor).
+enum class RouteFailure { kNone, kUnknownStrategy, kModelNotServed, kNoReadyPod };
+int statusFor(RouteFailure f);                // 400, 404, 503
+std::string_view reasonLabel(RouteFailure f); // metric label: unknown_strategy, model_not_served, no_ready_pod
+
+struct RouteQuery {
+  const openai::RequestView& request;
+  std::string_view header_strategy;  // `routing-strategy` header, "" when absent
+  std::string_view config_profile;   // `config-profile` header, "" when absent
+  std::span<const PodId> exclude;    // pods already tried for this request
+  bool dry_run = false;              // decide without recording anything (and without counting in-flight)
+};
+
+struct Decision {
+  RouteFailure failure = RouteFailure::kNone;
+  std::string message;                  // for the client when failure != kNone
+  discovery::PodPtr pod;                // the chosen pod
+  discovery::InFlightGuard guard;       // counts the request against `pod` from the moment of choice (not in dry runs)
+  std::string strategy;                 // the strategy applied
+  int match_percent = -1;               // the chosen pod's prefix match, when a prefix strategy ran
+  std::string_view outcome;             // strategy-specific selection label ("" = none)
+  std::vector<Candidate> candidates;    // every scored candidate (for /debug/route)
+  std::vector<std::pair<std::string, int64_t>> details;  // facts the strategy computed (tokens, blocks)
+};
+
+class Router {
+ public:
+  using NowMs = std::function<int64_t()>;
+  Router(const config::Config& config, const StrategyRegistry& registry, const discovery::PodRegistry& pods, NowMs now_ms);
+
+  // Thread-safe; never blocks. `rng` is the calling thread's generator.
+  Decision choose(const RouteQuery& query, std::mt19937_64& rng);
+
+  std::vector<std::string> strategyNames() const;
+
+ private:
+  // Returns nullptr (and sets message) for an unknown name.
+  Strategy* resolve(const RouteQuery& query, RequestSettings& settings, std::string& message) const;
+  const config::Config& config_;
+  const discovery::PodRegistry& pods_;
+  NowMs now_ms_;
+  std::map<std::string, std::unique_ptr<Strategy>, std::less<>> strategies_;
+};
+
+// Milliseconds on the steady clock (the time base of pod ejection deadlines).
+int64_t steadyNowMs();
+
+}  // namespace prefixgate::routing

@@ -1,0 +1,37 @@
+#pragma once
+// Maps strategy names to factories. Adding a strategy = one file in strategies/ + one line in
+// strategy_registry.cpp. No global state: the gateway builds one registry at start.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "prefixgate/strategy.h"
+
+namespace prefixgate::routing {
+
+// What a strategy may need, handed to its factory (no downcasting, no globals).
+struct StrategyDeps {
+  const config::Config& config;
+};
+
+class StrategyRegistry {
+ public:
+  using Factory = std::function<std::unique_ptr<Strategy>(const StrategyDeps&)>;
+  // A registry with every built-in strategy.
+  static StrategyRegistry builtin();
+  void add(std::string name, Factory factory) { factories_[std::move(name)] = std::move(factory); }
+  std::vector<std::string> names() const;
+  // Builds one instance of each strategy.
+  std::map<std::string, std::unique_ptr<Strategy>, std::less<>> createAll(const StrategyDeps& deps) const;
+
+ private:
+  std::map<std::string, Factory> factories_;
+};
+
+void registerRandom(StrategyRegistry& registry);
+void registerLeastRequest(StrategyRegistry& registry);
+
+}  // namespace prefixgate::routing

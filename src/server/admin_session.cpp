@@ -1,0 +1,134 @@
+// The admin listener: /metrics, /healthz, /readyz, /debug/pods, /debug/route. Runs on the control thread.
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "openai/errors.h"
+#include "openai/request.h"
+#include "server/control_plane.h"
+#include "server/gateway.h"
+#include "server/responses.h"
+
+namespace prefixgate::server {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using boost::system::error_code;
+using nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kAdminBodyLimit = 64ull << 20;
+constexpr auto kAdminIdleTimeout = std::chrono::seconds(30);
+
+struct AdminResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+json podsJson(Gateway& g) {
+  auto snapshot = g.pods().snapshot();
+  const int64_t now = routing::steadyNowMs();
+  json pods = json::array();
+  for (const auto& pod : snapshot->pods()) {
+    pods.push_back({{"name", pod->name()},
+                    {"id", pod->id().value},
+                    {"address", pod->spec().address},
+                    {"models", pod->spec().models},
+                    {"ready", pod->ready(now)},
+                    {"healthy", pod->healthy()},
+                    {"health_checked", pod->checked()},
+                    {"ejected_for_ms", std::max<int64_t>(0, pod->ejectedUntilMs() - now)},
+                    {"in_flight", pod->inFlight()},
+                    {"kv_events", pod->spec().kv_events},
+                    {"kv_replay", pod->spec().kv_replay}});
+  }
+  return json{{"pods", pods}};
+}
+
+AdminResponse debugRoute(ControlPlane& control, http::request<http::string_body>& req) {
+  std::string_view target = req.target();
+  openai::Endpoint endpoint = openai::Endpoint::kChatCompletions;
+  if (target.find("endpoint=completions") != std::string_view::npos) endpoint = openai::Endpoint::kCompletions;
+  else if (target.find("endpoint=embeddings") != std::string_view::npos) endpoint = openai::Endpoint::kEmbeddings;
+  Gateway& g = control.gateway;
+  openai::RequestView request;
+  if (auto err = openai::parseRequest(endpoint, req.body(), g.config().routing.prefix_cache.include_tools, request))
+    return {err.status, "application/json", openai::errorBody(err.status, err.message, err.param)};
+  routing::RouteQuery query{request, req["routing-strategy"], req["config-profile"], {}, true};
+  routing::Decision d = g.router().choose(query, control.rng);
+  if (d.failure != routing::RouteFailure::kNone) {
+    int status = routing::statusFor(d.failure);
+    return {status, "application/json", openai::errorBody(status, d.message)};
+  }
+  json pods = json::array();
+  for (const auto& c : d.candidates) {
+    pods.push_back({{"name", c.pod->name()},
+                    {"match_percent", c.match_percent < 0 ? json(nullptr) : json(c.match_percent)},
+                    {"load_score", std::isnan(c.load_score) ? json(nullptr) : json(c.load_score)},
+                    {"score", c.score},
+                    {"in_flight", c.in_flight}});
+  }
+  json out{{"strategy", d.strategy}, {"pod", d.pod->name()}, {"pods", pods}};
+  out["match_percent"] = d.match_percent < 0 ? json(nullptr) : json(d.match_percent);
+  if (!d.outcome.empty()) out["selection"] = d.outcome;
+  for (const auto& [key, value] : d.details) out[key] = value;
+  return {200, "application/json", out.dump()};
+}
+
+AdminResponse handle(ControlPlane& control, http::request<http::string_body>& req) {
+  Gateway& g = control.gateway;
+  std::string_view path = req.target().substr(0, req.target().find('?'));
+  const bool get = req.method() == http::verb::get;
+  if (path == "/healthz" && get) return {200, "text/plain", "ok\n"};
+  if (path == "/readyz" && get) {
+    if (g.draining()) return {503, "text/plain", "draining\n"};
+    const int64_t now = routing::steadyNowMs();
+    for (const auto& pod : g.pods().snapshot()->pods())
+      if (pod->ready(now)) return {200, "text/plain", "ready\n"};
+    return {503, "text/plain", "no ready pod\n"};
+  }
+  if (path == "/metrics" && get)
+    return {200, "text/plain; version=0.0.4; charset=utf-8", g.metrics().serialize(*g.pods().snapshot(), routing::steadyNowMs())};
+  if (path == "/debug/pods" && get) return {200, "application/json", podsJson(g).dump(2)};
+  if (path == "/debug/route" && req.method() == http::verb::post) return debugRoute(control, req);
+  if (path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/debug/pods" || path == "/debug/route")
+    return {405, "application/json", openai::errorBody(405, "method not allowed")};
+  return {404, "application/json", openai::errorBody(404, "unknown admin path '" + std::string(path) + "'")};
+}
+
+asio::awaitable<void> serveAdmin(ControlPlane& control, asio::ip::tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(kAdminBodyLimit);
+    stream.expires_after(kAdminIdleTimeout);
+    error_code ec;
+    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) break;
+    auto& req = parser.get();
+    AdminResponse res = handle(control, req);
+    bool keep_alive = req.keep_alive();
+    if (!co_await writeResponse(stream, res.status, res.content_type, std::move(res.body), keep_alive) || !keep_alive) break;
+  }
+  error_code ignored;
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+}
+
+}  // namespace
+
+void startAdmin(ControlPlane& control) {
+  control.admin_acceptor.async_accept([&control](error_code ec, asio::ip::tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !control.admin_acceptor.is_open()) return;
+    if (!ec) asio::co_spawn(control.io, serveAdmin(control, std::move(socket)), asio::detached);
+    startAdmin(control);
+  });
+}
+
+}  // namespace prefixgate::server

@@ -1,0 +1,33 @@
+#pragma once
+// The control thread: the admin listener, discovery and health checks. Nothing here is on a request's path.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "discovery/file/pods_file.h"
+#include "discovery/health_checker.h"
+
+namespace prefixgate::server {
+
+class Gateway;
+
+class ControlPlane {
+ public:
+  explicit ControlPlane(Gateway& gateway);
+  Gateway& gateway;
+  boost::asio::io_context io{1};
+  boost::asio::ip::tcp::acceptor admin_acceptor{io};
+  boost::asio::signal_set signals{io};
+  std::unique_ptr<discovery::FilePodSource> file_source;
+  std::unique_ptr<discovery::HealthChecker> health;
+  std::mt19937_64 rng{std::random_device{}()};
+  std::thread thread;
+};
+
+// Accepts admin connections (/metrics, /healthz, /readyz, /debug/*) on the control thread.
+void startAdmin(ControlPlane& control);
+
+}  // namespace prefixgate::server

@@ -1,0 +1,136 @@
+#include "server/gateway.h"
+
+#include <boost/asio/post.hpp>
+#include <chrono>
+
+#include "net/listener.h"
+#include "server/control_plane.h"
+#include "server/worker.h"
+#include "util/log.h"
+
+namespace prefixgate::server {
+namespace asio = boost::asio;
+
+namespace {
+constexpr auto kDrainPoll = std::chrono::milliseconds(20);
+}
+
+ControlPlane::ControlPlane(Gateway& g) : gateway(g) {}
+
+Gateway::Gateway(config::Config config) : config_(std::move(config)) {}
+
+Gateway::~Gateway() {
+  beginShutdown();
+  wait();
+}
+
+bool Gateway::start(std::string& error) {
+  control_ = std::make_unique<ControlPlane>(*this);
+  router_ = std::make_unique<routing::Router>(config_, routing::StrategyRegistry::builtin(), pods_, routing::steadyNowMs);
+  if (config_.discovery.kubernetes) {
+    error = "discovery.kubernetes is not supported by this build yet; use discovery.file";
+    return false;
+  }
+  control_->file_source = std::make_unique<discovery::FilePodSource>(
+      control_->io, config_.discovery.file, std::chrono::milliseconds(config_.discovery.file_poll_interval_ms), pods_);
+  auto problems = control_->file_source->start();
+  if (!problems.empty()) {
+    error = problems.front();
+    return false;
+  }
+  control_->health = std::make_unique<discovery::HealthChecker>(control_->io, pods_, config_.health_check);
+
+  std::string host;
+  uint16_t port = 0;
+  unsigned threads = config_.threads ? config_.threads : std::max(1u, std::thread::hardware_concurrency());
+  try {
+    net::splitHostPort(config_.listen, host, port);
+    std::random_device seed;
+    for (unsigned i = 0; i < threads; ++i) {
+      auto w = std::make_unique<Worker>(*this, std::chrono::milliseconds(config_.upstream.pool_idle_ms),
+                                        (static_cast<uint64_t>(seed()) << 32) ^ seed());
+      // Port 0: the first acceptor gets a free port; the others share it through SO_REUSEPORT.
+      net::openAcceptor(w->acceptor, host, listen_port_ ? listen_port_ : port, true);
+      listen_port_ = w->acceptor.local_endpoint().port();
+      workers_.push_back(std::move(w));
+    }
+    net::splitHostPort(config_.admin_listen, host, port);
+    net::openAcceptor(control_->admin_acceptor, host, port, false);
+    admin_port_ = control_->admin_acceptor.local_endpoint().port();
+  } catch (const std::exception& e) {
+    error = e.what();
+    return false;
+  }
+
+  control_->signals.add(SIGTERM);
+  control_->signals.add(SIGINT);
+  control_->signals.async_wait([this](boost::system::error_code ec, int signal) {
+    if (ec) return;
+    log::info("signal {} received: draining (grace {} ms)", signal, config_.shutdown_grace_ms);
+    beginShutdown();
+  });
+  control_->health->start();
+  startAdmin(*control_);
+  control_->thread = std::thread([this] { control_->io.run(); });
+  drain_thread_ = std::thread([this] { drainAndStop(); });
+  for (auto& w : workers_) {
+    w->pool.startSweeping();
+    startAccepting(*w);
+    w->thread = std::thread([&io = w->io] { io.run(); });
+  }
+  log::info("prefixgate {} listening on {}:{} ({} threads), admin on {}:{}, {} pods from {}", PREFIXGATE_VERSION,
+            config_.listen.substr(0, config_.listen.rfind(':')), listen_port_, threads,
+            config_.admin_listen.substr(0, config_.admin_listen.rfind(':')), admin_port_,
+            pods_.snapshot()->pods().size(), config_.discovery.file);
+  return true;
+}
+
+void Gateway::beginShutdown() {
+  bool expected = false;
+  if (!draining_.compare_exchange_strong(expected, true)) return;
+  if (!control_) return;
+  log::info("draining: /readyz now fails, listeners closed, waiting for {} requests in flight", active_requests_.load());
+  for (auto& w : workers_) {
+    asio::post(w->io, [wp = w.get()] {
+      boost::system::error_code ignored;
+      wp->acceptor.close(ignored);
+      closeIdleClients(*wp);
+    });
+  }
+  std::lock_guard lock(drain_mutex_);
+  drain_cv_.notify_all();
+}
+
+void Gateway::drainAndStop() {
+  {
+    std::unique_lock lock(drain_mutex_);
+    drain_cv_.wait(lock, [this] { return draining(); });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.shutdown_grace_ms);
+  while (active_requests_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(kDrainPoll);
+  }
+  if (active_requests_.load() > 0)
+    log::warn("grace period over with {} requests still in flight; stopping", active_requests_.load());
+  else
+    log::info("drained: no request in flight; stopping");
+  for (auto& w : workers_) {
+    asio::post(w->io, [wp = w.get()] {
+      wp->pool.stopSweeping();
+      wp->pool.clear();
+      wp->io.stop();
+    });
+  }
+  if (control_->health) control_->health->stop();
+  if (control_->file_source) asio::post(control_->io, [this] { control_->file_source->stop(); });
+  control_->io.stop();
+}
+
+void Gateway::wait() {
+  for (auto& w : workers_)
+    if (w->thread.joinable()) w->thread.join();
+  if (control_ && control_->thread.joinable()) control_->thread.join();
+  if (drain_thread_.joinable()) drain_thread_.join();
+}
+
+}  // namespace prefixgate::server

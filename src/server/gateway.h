@@ -1,0 +1,66 @@
+#pragma once
+// The gateway process: N event-loop threads (one io_context, acceptor and upstream pool each, SO_REUSEPORT),
+// plus one control thread for the admin listener, discovery and health checks.
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/config.h"
+#include "discovery/pod_set.h"
+#include "metrics/gateway_metrics.h"
+#include "routing/router.h"
+
+namespace prefixgate::server {
+
+struct Worker;
+class ControlPlane;
+
+class Gateway {
+ public:
+  explicit Gateway(config::Config config);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // Loads the pods, binds the listeners and starts every thread. On failure returns false with `error` set.
+  bool start(std::string& error);
+  // Blocks until a shutdown has drained (or its grace period ran out) and every thread has stopped.
+  void wait();
+  // Stops accepting, fails /readyz, lets in-flight requests finish. Thread-safe, idempotent.
+  void beginShutdown();
+
+  uint16_t listenPort() const { return listen_port_; }
+  uint16_t adminPort() const { return admin_port_; }
+
+  // Shared with sessions (all thread-safe).
+  const config::Config& config() const { return config_; }
+  routing::Router& router() { return *router_; }
+  metrics::GatewayMetrics& metrics() { return metrics_; }
+  discovery::PodRegistry& pods() { return pods_; }
+  bool draining() const { return draining_.load(std::memory_order_acquire); }
+  std::atomic<int64_t>& activeRequests() { return active_requests_; }
+  std::atomic<int64_t>& openConnections() { return open_connections_; }
+
+ private:
+  void drainAndStop();
+  config::Config config_;
+  discovery::PodRegistry pods_;
+  metrics::GatewayMetrics metrics_;
+  std::unique_ptr<routing::Router> router_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<ControlPlane> control_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> active_requests_{0};
+  std::atomic<int64_t> open_connections_{0};
+  uint16_t listen_port_ = 0;
+  uint16_t admin_port_ = 0;
+  std::mutex drain_mutex_;
+  std::condition_variable drain_cv_;
+  std::thread drain_thread_;
+};
+
+}  // namespace prefixgate::server

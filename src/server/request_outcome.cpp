@@ -1,0 +1,87 @@
+#include "server/request_outcome.h"
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "server/gateway.h"
+#include "util/log.h"
+
+namespace prefixgate::server {
+namespace http = boost::beast::http;
+
+std::string newRequestId() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{:016x}{:016x}", rng(), rng());
+}
+
+namespace {
+// A client-given id is kept only when it is short and printable, so it is safe in logs and headers.
+bool usableId(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id)
+    if (c <= ' ' || c > '~') return false;
+  return true;
+}
+}  // namespace
+
+void RequestOutcome::begin(const http::request_header<>& head) {
+  begun_ = true;
+  start_ = std::chrono::steady_clock::now();
+  std::string_view given = head["x-request-id"];
+  request_id_ = usableId(given) ? std::string(given) : newRequestId();
+  method_ = std::string(head.method_string());
+  path_ = std::string(head.target().substr(0, head.target().find('?')));
+  gateway_.activeRequests().fetch_add(1);
+}
+
+void RequestOutcome::setRequest(const openai::RequestView& request) {
+  model_ = request.model;
+  stream_ = request.stream;
+}
+
+void RequestOutcome::setDecision(const routing::Decision& decision, const proxy::RelayOutcome& relayed) {
+  strategy_ = decision.strategy;
+  pod_ = decision.pod ? decision.pod->name() : "";
+  match_percent_ = decision.match_percent;
+  status_ = relayed.status;
+  first_byte_seconds_ = relayed.first_byte_seconds;
+  retries_ = relayed.retries;
+  if (!relayed.error.empty()) {
+    reason_ = relayed.error_reason;
+    message_ = relayed.error;
+  }
+}
+
+void RequestOutcome::fail(int status, std::string reason, std::string message) {
+  status_ = status;
+  reason_ = std::move(reason);
+  message_ = std::move(message);
+}
+
+RequestOutcome::~RequestOutcome() {
+  if (!begun_) {
+    if (status_ != 0) log::info("request status={} {}", status_, message_);  // failed before a complete head
+    return;
+  }
+  gateway_.activeRequests().fetch_sub(1);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const std::string model = model_.empty() ? "" : model_;
+  gateway_.metrics().requestDone(model, pod_, status_, strategy_, seconds);
+  if (first_byte_seconds_ >= 0) gateway_.metrics().firstByte(model, first_byte_seconds_);
+  if (!reason_.empty() && !pod_.empty() && status_ >= 500) gateway_.metrics().upstreamError(pod_, reason_);
+  if (retries_ > 0) gateway_.metrics().retried(reason_.empty() ? "recovered" : reason_);
+  if (!log::enabled(status_ >= 500 && status_ != 499 ? log::Level::kWarn : log::Level::kInfo)) return;
+  std::string line = fmt::format("request id={} {} {} model={} strategy={} pod={} match={} status={} latency_ms={:.1f}",
+                                 request_id_, method_, path_, model_.empty() ? "-" : model_,
+                                 strategy_.empty() ? "-" : strategy_, pod_.empty() ? "-" : pod_,
+                                 match_percent_ >= 0 ? std::to_string(match_percent_) : "-", status_, seconds * 1000);
+  if (first_byte_seconds_ >= 0) line += fmt::format(" ttfb_ms={:.1f}", first_byte_seconds_ * 1000);
+  if (stream_) line += " stream=true";
+  if (retries_ > 0) line += fmt::format(" retries={}", retries_);
+  if (!message_.empty()) line += " error=\"" + message_ + "\"";
+  if (status_ >= 500 && status_ != 499) log::warn("{}", line);
+  else log::info("{}", line);
+}
+
+}  // namespace prefixgate::server

@@ -1,0 +1,60 @@
+#pragma once
+// The one place every request's outcome passes through (success, client error, upstream error, timeout, client
+// gone): it counts the request as active while it lives, and on destruction writes the log line and the metrics.
+#include <boost/beast/http/fields.hpp>
+#include <boost/beast/http/message.hpp>
+#include <chrono>
+#include <string>
+
+#include "openai/request.h"
+#include "proxy/relay.h"
+#include "routing/router.h"
+#include "server/responses.h"
+
+namespace prefixgate::server {
+
+class Gateway;
+
+class RequestOutcome {
+ public:
+  explicit RequestOutcome(Gateway& gateway) : gateway_(gateway) {}
+  ~RequestOutcome();
+  RequestOutcome(const RequestOutcome&) = delete;
+  RequestOutcome& operator=(const RequestOutcome&) = delete;
+
+  // The request head arrived: take (or make) its id and start the clock.
+  void begin(const boost::beast::http::request_header<>& head);
+  void setRequest(const openai::RequestView& request);
+  void setDecision(const routing::Decision& decision, const proxy::RelayOutcome& relayed);
+  void fail(int status, std::string reason, std::string message);
+  void succeed(int status) { status_ = status; }
+
+  const std::string& requestId() const { return request_id_; }
+  int status() const { return status_; }
+  const std::string& message() const { return message_; }
+  // Headers every gateway-made response carries.
+  HeaderList headers() const { return {{"request-id", request_id_}}; }
+
+ private:
+  Gateway& gateway_;
+  bool begun_ = false;
+  std::chrono::steady_clock::time_point start_;
+  std::string request_id_;
+  std::string method_;
+  std::string path_;
+  std::string model_;
+  bool stream_ = false;
+  std::string strategy_;
+  std::string pod_;
+  int match_percent_ = -1;
+  int status_ = 0;
+  std::string reason_;
+  std::string message_;
+  double first_byte_seconds_ = -1;
+  int retries_ = 0;
+};
+
+// A random request id: 32 hex digits.
+std::string newRequestId();
+
+}  // namespace prefixgate::server

@@ -1,0 +1,35 @@
+#pragma once
+// One event-loop thread of the gateway: its io_context, acceptor, upstream pool and random generator.
+// Everything here is touched only from that thread (except stop/close requests, which are posted to it).
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <random>
+#include <thread>
+#include <unordered_set>
+
+#include "proxy/upstream_pool.h"
+
+namespace prefixgate::server {
+
+class Gateway;
+
+struct Worker {
+  Worker(Gateway& gateway, std::chrono::milliseconds pool_idle, uint64_t seed)
+      : gateway(gateway), io(1), acceptor(io), pool(io, pool_idle), rng(seed) {}
+  Gateway& gateway;
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor;
+  proxy::UpstreamPool pool;
+  std::mt19937_64 rng;
+  // Client connections waiting for their next request; closed at once when the gateway drains.
+  std::unordered_set<boost::beast::tcp_stream*> idle_clients;
+  std::thread thread;
+};
+
+// Accepts on the worker's acceptor until it closes, serving each connection on the same thread.
+void startAccepting(Worker& worker);
+// Closes idle keep-alive client connections (drain). Must run on the worker's thread.
+void closeIdleClients(Worker& worker);
+
+}  // namespace prefixgate::server

@@ -1,0 +1,159 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace prefixgate::config {
+namespace {
+
+const std::vector<std::string> kStrategies = {"least-request", "prefix-cache", "random"};
+
+bool hasProblem(const Problems& problems, const std::string& needle) {
+  for (const auto& p : problems)
+    if (p.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+// Defaults match CONTRACT.md when the file sets nothing but discovery.
+TEST(Config, DefaultsMatchTheContract) {
+  Problems problems;
+  Config c = parseYaml("discovery: {file: pods.yaml}\n", "/etc/pg/gw.yaml", problems);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_EQ(c.listen, "0.0.0.0:8080");
+  EXPECT_EQ(c.admin_listen, "127.0.0.1:9090");
+  EXPECT_EQ(c.routing.strategy, "prefix-cache");
+  EXPECT_EQ(c.routing.prefix_cache.block_size, 128u);
+  EXPECT_EQ(c.routing.prefix_cache.block_number, 200000u);
+  EXPECT_DOUBLE_EQ(c.routing.prefix_cache.standard_deviation_factor, 2.0);
+  EXPECT_DOUBLE_EQ(c.routing.blend.prefix_cache_weight, 5);
+  EXPECT_DOUBLE_EQ(c.routing.blend.prefix_cache_load_balance_weight, 4);
+  EXPECT_EQ(c.limits.max_body_bytes, 33554432u);
+  EXPECT_EQ(c.upstream.pool_idle_ms, 4000u);
+  // Relative pods file paths resolve against the config file's folder.
+  EXPECT_EQ(c.discovery.file, "/etc/pg/pods.yaml");
+  validate(c, kStrategies, problems);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+}
+
+// Every key of the contract's example parses without an unknown-key complaint.
+TEST(Config, ParsesEveryContractKey) {
+  Problems problems;
+  Config c = parseYaml(R"(
+listen: 127.0.0.1:1
+admin_listen: 127.0.0.1:2
+threads: 3
+discovery: {file: /p.yaml}
+routing:
+  strategy: random
+  prefix_cache: {tokenizer: tiktoken, block_size: 64, block_number: 10, eviction_duration_mins: 5,
+                 standard_deviation_factor: 1.5, include_tools: false, use_remote_tokenizer: true,
+                 kv_event_sync: true, hash_seed: 42}
+  blend: {prefix_cache_weight: 2, prefix_cache_load_balance_weight: 3, load_balance_weight: 0}
+  load_balance: {lambda: 0.5, alpha: 1, kv_critical: 0.2}
+  load_imbalance: {min_gap: 16, factor: 3}
+engine_metrics: {scrape_interval_ms: 100, scrape_timeout_ms: 500}
+models:
+  my-model:
+    routing_strategy: least-request
+    locked_routing_strategy: ""
+    profiles:
+      long-docs:
+        routing_strategy: random
+        routing_config: {prefix_cache: {standard_deviation_factor: 3}}
+state_sync: {enabled: true, redis: redis://10.0.0.1:6379}
+upstream: {connect_timeout_ms: 1, response_header_timeout_ms: 2, idle_timeout_ms: 3, pool_idle_ms: 4, max_retries: 0}
+health_check: {interval_ms: 5, timeout_ms: 6, unhealthy_threshold: 7, healthy_threshold: 8}
+limits: {max_body_bytes: 9, max_header_bytes: 2048, max_in_flight: 11, header_timeout_ms: 12,
+         client_idle_timeout_ms: 13, max_connections: 14}
+)", "gw.yaml", problems);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(c.threads, 3u);
+  EXPECT_EQ(c.routing.prefix_cache.tokenizer, "tiktoken");
+  EXPECT_EQ(c.routing.prefix_cache.hash_seed.value(), 42u);
+  EXPECT_FALSE(c.routing.prefix_cache.include_tools);
+  EXPECT_DOUBLE_EQ(c.routing.blend.load_balance_weight, 0);
+  EXPECT_EQ(c.models.at("my-model").routing_strategy, "least-request");
+  EXPECT_DOUBLE_EQ(c.models.at("my-model").profiles.at("long-docs").standard_deviation_factor.value(), 3);
+  EXPECT_TRUE(c.state_sync.enabled);
+  EXPECT_EQ(c.limits.max_connections, 14u);
+  EXPECT_EQ(c.health_check.healthy_threshold, 8u);
+}
+
+// Problems name the file, the dotted key and what is wrong; all of them are reported, not just the first.
+TEST(Config, ProblemsNameFileKeyAndReason) {
+  Problems problems;
+  parseYaml("routing:\n  strategi: random\n  prefix_cache: {block_size: -3}\nlimits: {max_in_flight: many}\n",
+            "gw.yaml", problems);
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategi: unknown key"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.prefix_cache.block_size: expected a whole number"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: limits.max_in_flight: expected a whole number"));
+  EXPECT_EQ(problems.size(), 3u);
+}
+
+// Invalid YAML reports the line.
+TEST(Config, InvalidYamlNamesTheLine) {
+  Problems problems;
+  parseYaml("listen: [\n", "gw.yaml", problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("gw.yaml: line"), std::string::npos);
+}
+
+// The AIBrix environment variables override the file, and bad values name the variable and the key.
+TEST(Config, EnvironmentOverridesAndValidates) {
+  Problems problems;
+  Config c = parseYaml("discovery: {file: p.yaml}\nrouting: {strategy: random}\n", "gw.yaml", problems);
+  std::map<std::string, std::string> env = {{"ROUTING_ALGORITHM", "least-request"},
+                                            {"AIBRIX_PREFIX_CACHE_BLOCK_SIZE", "16"},
+                                            {"AIBRIX_PREFIX_CACHE_INCLUDE_TOOLS", "0"},
+                                            {"AIBRIX_PREFIX_CACHE_HASH_SEED", "7"},
+                                            {"AIBRIX_ROUTING_AUTO_BLEND_LOAD_BALANCE_WEIGHT", "0"},
+                                            {"AIBRIX_STATESYNC_ENABLED", "yes-please"},
+                                            {"REDIS_HOST", "10.1.2.3"}};
+  applyEnvironment(c, [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  }, problems);
+  EXPECT_EQ(c.routing.strategy, "least-request");
+  EXPECT_EQ(c.routing.prefix_cache.block_size, 16u);
+  EXPECT_FALSE(c.routing.prefix_cache.include_tools);
+  EXPECT_EQ(c.routing.prefix_cache.hash_seed.value(), 7u);
+  EXPECT_DOUBLE_EQ(c.routing.blend.load_balance_weight, 0);
+  EXPECT_EQ(c.state_sync.redis, "redis://10.1.2.3:6379");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("AIBRIX_STATESYNC_ENABLED (state_sync.enabled): 'yes-please'"), std::string::npos);
+}
+
+// Validation catches unknown strategies (listing the valid ones), bad addresses and impossible values.
+TEST(Config, ValidateReportsEachBadValue) {
+  Problems problems;
+  Config c = parseYaml("listen: nope\ndiscovery: {file: p.yaml}\nrouting: {strategy: fastest, prefix_cache: {tokenizer: gpt}}\n"
+                       "models: {m: {locked_routing_strategy: bogus}}\nlimits: {max_connections: 0}\n",
+                       "gw.yaml", problems);
+  ASSERT_TRUE(problems.empty());
+  validate(c, kStrategies, problems);
+  EXPECT_TRUE(hasProblem(problems, "listen: expected HOST:PORT"));
+  EXPECT_TRUE(hasProblem(problems, "routing.strategy: unknown strategy 'fastest' (valid: least-request, prefix-cache, random)"));
+  EXPECT_TRUE(hasProblem(problems, "routing.prefix_cache.tokenizer: expected character or tiktoken"));
+  EXPECT_TRUE(hasProblem(problems, "models.m.locked_routing_strategy: unknown strategy 'bogus'"));
+  EXPECT_TRUE(hasProblem(problems, "limits.max_connections: must be greater than 0"));
+}
+
+// A configuration without any discovery source is rejected.
+TEST(Config, DiscoveryIsRequired) {
+  Problems problems;
+  Config c = parseYaml("listen: 127.0.0.1:1\n", "gw.yaml", problems);
+  validate(c, kStrategies, problems);
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: discovery: set discovery.file"));
+}
+
+// A missing file is one clear problem naming it.
+TEST(Config, MissingFileIsAProblem) {
+  Problems problems;
+  loadFile("/nonexistent/prefixgate.yaml", problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0], "/nonexistent/prefixgate.yaml: cannot read the file");
+}
+
+}  // namespace
+}  // namespace prefixgate::config

@@ -1,0 +1,124 @@
+#include "discovery/pod_set.h"
+
+#include <gtest/gtest.h>
+
+#include "discovery/file/pods_file.h"
+
+namespace prefixgate::discovery {
+namespace {
+
+PodSpec spec(const std::string& name, uint16_t port, std::vector<std::string> models = {"m"}) {
+  PodSpec s;
+  s.name = name;
+  s.address = "127.0.0.1:" + std::to_string(port);
+  s.host = "127.0.0.1";
+  s.port = port;
+  s.models = std::move(models);
+  return s;
+}
+
+// An unchanged pod keeps its state (and in-flight count) across a reload; a changed one gets a fresh id.
+TEST(PodRegistry, ReloadKeepsUnchangedPods) {
+  PodRegistry r;
+  r.update({spec("a", 1), spec("b", 2)});
+  PodPtr a = r.snapshot()->find("a");
+  InFlightGuard g(a);
+  r.update({spec("a", 1), spec("b", 3)});
+  EXPECT_EQ(r.snapshot()->find("a"), a);
+  EXPECT_EQ(r.snapshot()->find("a")->inFlight(), 1);
+  EXPECT_NE(r.snapshot()->find("b")->spec().port, 2);
+}
+
+// A removed pod is marked removed and reported; its in-flight count goes to its own state, never negative, and
+// a pod re-added under the same name starts from zero with a new id.
+TEST(PodRegistry, RemovedAndReAddedPodsHaveSeparateCounters) {
+  PodRegistry r;
+  std::vector<uint32_t> removed;
+  r.onRemoved([&](PodId id) { removed.push_back(id.value); });
+  r.update({spec("a", 1)});
+  PodPtr old = r.snapshot()->find("a");
+  {
+    InFlightGuard g(old);
+    r.update({});
+    EXPECT_TRUE(old->removed());
+    EXPECT_EQ(removed, std::vector<uint32_t>{old->id().value});
+    r.update({spec("a", 1)});
+    PodPtr fresh = r.snapshot()->find("a");
+    EXPECT_NE(fresh, old);
+    EXPECT_NE(fresh->id(), old->id());
+    EXPECT_EQ(fresh->inFlight(), 0);
+  }
+  EXPECT_EQ(old->inFlight(), 0);
+}
+
+// Models map to the pods that serve them.
+TEST(PodSet, IndexesByModel) {
+  PodSet set({std::make_shared<PodState>(PodId{1}, spec("a", 1, {"x", "y"})),
+              std::make_shared<PodState>(PodId{2}, spec("b", 2, {"y"}))});
+  EXPECT_EQ(set.podsFor("y")->size(), 2u);
+  EXPECT_EQ(set.podsFor("x")->size(), 1u);
+  EXPECT_EQ(set.podsFor("z"), nullptr);
+  EXPECT_EQ(set.models(), (std::vector<std::string>{"x", "y"}));
+}
+
+// Health thresholds: a pod becomes ready after healthy_threshold passes and leaves after unhealthy_threshold
+// failures in a row; a passing check ends a passive ejection.
+TEST(PodState, HealthThresholdsAndEjection) {
+  PodState p(PodId{1}, spec("a", 1));
+  EXPECT_FALSE(p.ready(0));
+  p.recordHealth(true, 2, 2);
+  EXPECT_FALSE(p.ready(0));
+  p.recordHealth(true, 2, 2);
+  EXPECT_TRUE(p.ready(0));
+  p.recordHealth(false, 2, 2);
+  EXPECT_TRUE(p.ready(0));
+  p.recordHealth(false, 2, 2);
+  EXPECT_FALSE(p.ready(0));
+  p.recordHealth(true, 1, 2);
+  p.eject(100);
+  EXPECT_FALSE(p.ready(50));
+  EXPECT_TRUE(p.ready(100));
+  p.eject(1000);
+  p.recordHealth(true, 1, 2);
+  EXPECT_TRUE(p.ready(50));
+}
+
+// The pods file parses the contract's shape and reports each problem with its index and key.
+TEST(PodsFile, ParsesAndReportsProblems) {
+  std::vector<std::string> problems;
+  auto pods = parsePodsFile(R"(pods:
+  - name: engine-0
+    address: 127.0.0.1:8001
+    models: [m]
+    kv_events: tcp://127.0.0.1:5557
+    kv_replay: tcp://127.0.0.1:5558
+)", "pods.yaml", problems);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  ASSERT_EQ(pods.size(), 1u);
+  EXPECT_EQ(pods[0].port, 8001);
+  EXPECT_EQ(pods[0].kv_events, "tcp://127.0.0.1:5557");
+
+  parsePodsFile(R"(pods:
+  - name: a
+    address: nowhere
+    models: [m]
+  - name: a
+    address: 127.0.0.1:1
+  - address: 127.0.0.1:2
+    models: [m]
+    colour: red
+)", "pods.yaml", problems);
+  auto has = [&](const std::string& s) {
+    for (const auto& p : problems)
+      if (p == s) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("pods.yaml: pods[0].address: expected HOST:PORT, got 'nowhere'"));
+  EXPECT_TRUE(has("pods.yaml: pods[1].name: duplicate pod name 'a'"));
+  EXPECT_TRUE(has("pods.yaml: pods[1].models: required: the models this pod serves"));
+  EXPECT_TRUE(has("pods.yaml: pods[2].name: required"));
+  EXPECT_TRUE(has("pods.yaml: pods[2].colour: unknown key"));
+}
+
+}  // namespace
+}  // namespace prefixgate::discovery

@@ -1,0 +1,134 @@
+#include "routing/router.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "proxy/relay.h"
+
+namespace prefixgate::routing {
+namespace {
+
+using discovery::PodSpec;
+
+PodSpec spec(const std::string& name, std::vector<std::string> models, uint16_t port) {
+  PodSpec s;
+  s.name = name;
+  s.address = "127.0.0.1:" + std::to_string(port);
+  s.host = "127.0.0.1";
+  s.port = port;
+  s.models = std::move(models);
+  return s;
+}
+
+class RouterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.routing.strategy = "least-request";
+    config_.discovery.file = "p.yaml";
+    pods_.update({spec("a", {"m"}, 1), spec("b", {"m"}, 2), spec("c", {"other"}, 3)});
+    for (const auto& p : pods_.snapshot()->pods()) p->recordHealth(true, 1, 1);
+    router_ = std::make_unique<Router>(config_, StrategyRegistry::builtin(), pods_, [this] { return now_ms_; });
+    request_.model = "m";
+  }
+  Decision choose(std::string_view header = "", std::string_view profile = "", bool dry = false) {
+    RouteQuery q{request_, header, profile, {}, dry};
+    return router_->choose(q, rng_);
+  }
+  config::Config config_;
+  discovery::PodRegistry pods_;
+  std::unique_ptr<Router> router_;
+  openai::RequestView request_;
+  std::mt19937_64 rng_{42};
+  int64_t now_ms_ = 1000;
+};
+
+// least-request counts each choice at once, so back-to-back decisions alternate instead of piling up.
+TEST_F(RouterTest, LeastRequestCountsAtTheMomentOfChoice) {
+  std::vector<Decision> held;
+  std::map<std::string, int> per_pod;
+  for (int i = 0; i < 10; ++i) {
+    held.push_back(choose());
+    ASSERT_EQ(held.back().failure, RouteFailure::kNone);
+    per_pod[held.back().pod->name()]++;
+  }
+  EXPECT_EQ(per_pod["a"], 5);
+  EXPECT_EQ(per_pod["b"], 5);
+  EXPECT_EQ(pods_.snapshot()->find("a")->inFlight(), 5);
+  held.clear();  // every guard releases its count
+  EXPECT_EQ(pods_.snapshot()->find("a")->inFlight(), 0);
+  EXPECT_EQ(pods_.snapshot()->find("b")->inFlight(), 0);
+}
+
+// Unknown model -> 404; no ready pod -> 503; unknown strategy -> 400 naming the valid ones.
+TEST_F(RouterTest, TypedFailures) {
+  request_.model = "nope";
+  EXPECT_EQ(choose().failure, RouteFailure::kModelNotServed);
+  EXPECT_EQ(statusFor(RouteFailure::kModelNotServed), 404);
+  request_.model = "other";
+  pods_.snapshot()->find("c")->eject(now_ms_ + 10);
+  Decision d = choose();
+  EXPECT_EQ(d.failure, RouteFailure::kNoReadyPod);
+  EXPECT_EQ(statusFor(d.failure), 503);
+  now_ms_ += 11;  // the ejection ends by itself
+  EXPECT_EQ(choose().failure, RouteFailure::kNone);
+  Decision bad = choose("fastest");
+  EXPECT_EQ(bad.failure, RouteFailure::kUnknownStrategy);
+  EXPECT_NE(bad.message.find("valid: least-request, random"), std::string::npos);
+}
+
+// Pods failing health checks or ejected are not candidates.
+TEST_F(RouterTest, OnlyReadyPodsAreCandidates) {
+  pods_.snapshot()->find("a")->recordHealth(false, 1, 1);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(choose().pod->name(), "b");
+}
+
+// Excluded pods (already tried) are skipped.
+TEST_F(RouterTest, ExcludedPodsAreSkipped) {
+  PodId a = pods_.snapshot()->find("a")->id();
+  std::vector<PodId> exclude{a};
+  RouteQuery q{request_, "", "", exclude, false};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(router_->choose(q, rng_).pod->name(), "b");
+}
+
+// Strategy precedence: locked > header > profile > model > default.
+TEST_F(RouterTest, StrategyPrecedence) {
+  EXPECT_EQ(choose().strategy, "least-request");
+  config_.models["m"].routing_strategy = "random";
+  EXPECT_EQ(choose().strategy, "random");
+  config_.models["m"].routing_strategy = "";
+  config_.models["m"].profiles["p"].routing_strategy = "random";
+  EXPECT_EQ(choose("", "p").strategy, "random");
+  EXPECT_EQ(choose("", "unknown-profile").strategy, "least-request");
+  EXPECT_EQ(choose("least-request", "p").strategy, "least-request");
+  config_.models["m"].locked_routing_strategy = "random";
+  EXPECT_EQ(choose("least-request", "p").strategy, "random");
+}
+
+// A dry run decides without counting the request against the pod.
+TEST_F(RouterTest, DryRunCountsNothing) {
+  Decision d = choose("", "", true);
+  ASSERT_TRUE(d.pod);
+  EXPECT_EQ(d.pod->inFlight(), 0);
+  EXPECT_EQ(d.candidates.size(), 2u);
+}
+
+// random spreads over all candidates.
+TEST_F(RouterTest, RandomReachesEveryPod) {
+  std::map<std::string, int> seen;
+  for (int i = 0; i < 200; ++i) seen[choose("random").pod->name()]++;
+  EXPECT_GT(seen["a"], 50);
+  EXPECT_GT(seen["b"], 50);
+}
+
+// Hop-by-hop headers are recognised case-insensitively; end-to-end ones are not.
+TEST(HopByHop, Recognised) {
+  EXPECT_TRUE(proxy::isHopByHop("Connection"));
+  EXPECT_TRUE(proxy::isHopByHop("transfer-encoding"));
+  EXPECT_TRUE(proxy::isHopByHop("Keep-Alive"));
+  EXPECT_FALSE(proxy::isHopByHop("authorization"));
+  EXPECT_FALSE(proxy::isHopByHop("content-type"));
+}
+
+}  // namespace
+}  // namespace prefixgate::routing
