@@ -129,6 +129,7 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
   beast::flat_buffer up_buffer;
   std::optional<http::response_parser<http::buffer_body>> parser;
   bool fresh_only = false;  // after a reused connection failed, the retry uses a new one
+  int pod_switches = 0;     // retries on another pod (bounded by max_retries); fresh-connection retries are free
   error_code ec;
   for (;;) {
     const discovery::PodSpec& spec = d.pod->spec();
@@ -149,9 +150,10 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
         out.error = "cannot connect to pod " + spec.name + ": " + ec.message();
         // Keep new requests away from it until a health check passes again.
         d.pod->eject(routing::steadyNowMs() + 2 * 1000);
-        if (out.retries < static_cast<int>(rq.config.max_retries)) {
+        if (pod_switches < static_cast<int>(rq.config.max_retries)) {
           routing::Decision next = rq.choose_again(tried);
           if (next.pod) {
+            ++pod_switches;
             ++out.retries;
             d = std::move(next);
             fresh_only = false;
@@ -215,7 +217,8 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     up_head.body().size = buffer.size();
     up->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     error_code read_ec;
-    co_await http::async_read(*up, up_buffer, *parser, asio::redirect_error(kAwait, read_ec));
+    // read_some returns as soon as any body bytes arrived, so each SSE event is forwarded without waiting for more.
+    co_await http::async_read_some(*up, up_buffer, *parser, asio::redirect_error(kAwait, read_ec));
     if (read_ec == http::error::need_buffer) read_ec = {};
     if (read_ec) {
       out.error_reason = watch->gone ? "client_gone" : (isTimeout(read_ec) ? "idle_timeout" : reasonOf(read_ec));
@@ -226,6 +229,9 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     res.body().data = buffer.data();
     res.body().size = buffer.size() - up_head.body().size;
     res.body().more = !parser->is_done();
+    // A read that only consumed chunk framing has no body bytes: writing an empty buffer would end the chunked
+    // response to the client early, so wait for real bytes.
+    if (res.body().size == 0 && res.body().more) continue;
     rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
     if (ec == http::error::need_buffer) ec = {};

@@ -116,7 +116,12 @@ class ClientSession {
 
   asio::awaitable<bool> headerFailed(const error_code& ec, RequestOutcome& outcome) {
     if (ec == http::error::end_of_stream || ec == asio::error::eof) co_return false;
-    if (ec == http::error::header_limit) {
+    if (ec == http::error::body_limit) {
+      // The head announced a Content-Length over the limit (Beast checks it with the head).
+      outcome.fail(413, "body_too_large", "request body is larger than limits.max_body_bytes (" +
+                                              std::to_string(limits_.max_body_bytes) + " bytes)");
+      co_await writeError(stream_, 413, outcome.message(), false, outcome.headers());
+    } else if (ec == http::error::header_limit) {
       outcome.fail(431, "request_header_too_large", "request header is larger than limits.max_header_bytes");
       co_await writeError(stream_, 431, outcome.message(), false, outcome.headers());
     } else if (ec == beast::error::timeout) {

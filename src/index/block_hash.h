@@ -1,0 +1,29 @@
+#pragma once
+// Chained block hashes of a tokenized prompt, bit-compatible with AIBrix's standard mode so that replicas of
+// either gateway sharing one hash seed agree on every block.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "prefixgate/types.h"
+
+namespace prefixgate::index {
+
+// Hashes every FULL block of `bytes` (the trailing partial block is ignored, so a prompt shorter than one block
+// yields no hashes):
+//   parent = seed; for each full block b: h = XXH64(LE_u64(parent) ++ b, seed); emit h; parent = h
+// Because each hash covers its parent, a block hash identifies the whole prefix up to and including that block.
+// A block_size of 0 yields no hashes. Pure function; thread-safe; no allocation beyond the returned vector.
+std::vector<BlockHash> hashBlocks(std::span<const uint8_t> bytes, size_t block_size, uint64_t seed);
+
+// Same, but appends to `out` (which is not cleared), so a caller that reuses its vector allocates nothing in the
+// steady state. Returns the number of hashes appended.
+size_t hashBlocks(std::span<const uint8_t> bytes, size_t block_size, uint64_t seed, std::vector<BlockHash>& out);
+
+// Number of full blocks in a buffer of `byte_count` bytes (what hashBlocks would emit).
+constexpr size_t fullBlockCount(size_t byte_count, size_t block_size) {
+  return block_size == 0 ? 0 : byte_count / block_size;
+}
+
+}  // namespace prefixgate::index

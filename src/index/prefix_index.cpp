@@ -1,0 +1,397 @@
+#include "index/prefix_index.h"
+
+#include <algorithm>
+#include <bit>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace prefixgate::index {
+namespace {
+
+// Reclamation done by record() for each block it writes: enough to keep pace with writes (every block written
+// can retire at least one dead block) while keeping the work per call proportional to its input.
+constexpr uint32_t kTailChecksPerWrite = 2;
+constexpr uint32_t kSweepNodesPerWrite = 1;
+// How many blocks ahead match() and record() prefetch table slots: enough to cover a memory round trip with
+// the work of a few lookups.
+constexpr size_t kPrefetchDistance = 4;
+// Ticks are 32 bits and ages are compared as unsigned differences, so an expiry must stay below 2^31 ticks.
+constexpr uint64_t kMaxExpiryTicks = (uint64_t{1} << 31) - 1;
+
+constexpr uint32_t kNoCandidate = ~uint32_t{0};
+
+// A pod id -> candidate position table over caller-provided storage, linear probing, never resized.
+struct CandidateSlot {
+  uint32_t pod;
+  uint32_t position_plus_one;  // 0 = empty
+};
+
+class CandidateMap {
+ public:
+  explicit CandidateMap(std::span<CandidateSlot> slots) : slots_(slots), mask_(slots.size() - 1) {
+    std::fill(slots_.begin(), slots_.end(), CandidateSlot{0, 0});
+  }
+  // Returns kNoCandidate after inserting, or the earlier position of a repeated pod.
+  uint32_t insert(uint32_t pod, uint32_t position) {
+    for (size_t i = home(pod);; i = (i + 1) & mask_) {
+      if (slots_[i].position_plus_one == 0) {
+        slots_[i] = CandidateSlot{pod, position + 1};
+        return kNoCandidate;
+      }
+      if (slots_[i].pod == pod) return slots_[i].position_plus_one - 1;
+    }
+  }
+  uint32_t find(uint32_t pod) const {
+    for (size_t i = home(pod);; i = (i + 1) & mask_) {
+      if (slots_[i].position_plus_one == 0) return kNoCandidate;
+      if (slots_[i].pod == pod) return slots_[i].position_plus_one - 1;
+    }
+  }
+
+ private:
+  size_t home(uint32_t pod) const { return static_cast<size_t>((uint64_t{pod} * 0x9E3779B97F4A7C15ULL) >> 40) & mask_; }
+  std::span<CandidateSlot> slots_;
+  size_t mask_;
+};
+
+// At most half full, so probes stay short.
+size_t candidateMapSize(size_t candidates) { return std::bit_ceil(std::max<size_t>(2 * candidates, 2)); }
+
+template <class Fn>
+void forEachBit(std::span<const uint64_t> words, Fn&& fn) {
+  for (size_t w = 0; w < words.size(); ++w) {
+    for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) fn(w * 64 + std::countr_zero(bits));
+  }
+}
+
+[[noreturn]] void invalid(const std::string& field, const std::string& value, const std::string& reason) {
+  throw std::invalid_argument("prefix index option " + field + " = " + value + ": " + reason);
+}
+
+size_t effectiveShards(const PrefixIndexOptions& options) {
+  if (options.block_capacity == 0) invalid("block_capacity", "0", "must be at least 1");
+  if (options.block_capacity > PrefixIndex::kMaxShards * size_t{BlockStore::kMaxBlocks}) {
+    invalid("block_capacity", std::to_string(options.block_capacity),
+            "must be at most " + std::to_string(PrefixIndex::kMaxShards * size_t{BlockStore::kMaxBlocks}));
+  }
+  if (options.shards == 0 || options.shards > PrefixIndex::kMaxShards) {
+    invalid("shards", std::to_string(options.shards), "must be 1.." + std::to_string(PrefixIndex::kMaxShards));
+  }
+  size_t shards = std::bit_floor(options.shards);
+  while (shards > 1 && options.block_capacity / shards < PrefixIndex::kMinBlocksPerShard) shards /= 2;
+  while ((options.block_capacity + shards - 1) / shards > BlockStore::kMaxBlocks) shards *= 2;
+  return shards;
+}
+
+Tick expiryTicks(std::chrono::nanoseconds expiry) {
+  if (expiry <= std::chrono::nanoseconds::zero()) {
+    invalid("expiry", std::to_string(expiry.count()) + "ns", "must be positive");
+  }
+  const auto tick = std::chrono::duration_cast<std::chrono::nanoseconds>(PrefixIndex::kTouchTick);
+  const uint64_t ticks = static_cast<uint64_t>((expiry + tick - std::chrono::nanoseconds(1)) / tick);
+  if (ticks > kMaxExpiryTicks) {
+    invalid("expiry", std::to_string(expiry.count()) + "ns", "must be under 2^31 ticks of 10 ms (~248 days)");
+  }
+  return static_cast<Tick>(ticks);
+}
+
+}  // namespace
+
+// One shard on its own cache lines, so that threads locking neighbouring shards do not contend on one line.
+struct alignas(64) PrefixIndex::Shard {
+  mutable std::mutex mutex;
+  std::optional<BlockStore> store;
+};
+
+struct PrefixIndex::MatchBuffers {
+  std::span<CandidateSlot> map;
+  std::span<uint64_t> alive;  // candidates holding every block so far
+  std::span<uint64_t> next;   // of those, the ones holding the current block
+};
+
+PrefixIndex::PrefixIndex(const PrefixIndexOptions& options, const Clock& clock)
+    : clock_(clock),
+      epoch_(clock.now()),
+      expiry_ticks_(expiryTicks(options.expiry)),
+      block_capacity_(options.block_capacity),
+      shard_count_(effectiveShards(options)),
+      shards_(new Shard[shard_count_]) {
+  for (size_t i = 0; i < shard_count_; ++i) {
+    // Spread the remainder so the budgets add up to block_capacity exactly.
+    const size_t budget = block_capacity_ / shard_count_ + (i < block_capacity_ % shard_count_ ? 1 : 0);
+    shards_[i].store.emplace(static_cast<uint32_t>(budget));
+  }
+}
+
+PrefixIndex::~PrefixIndex() = default;
+
+Tick PrefixIndex::nowTick() const {
+  const auto elapsed = clock_.now() - epoch_;
+  if (elapsed.count() <= 0) return 0;
+  return static_cast<Tick>(static_cast<uint64_t>(elapsed / kTouchTick));  // wraps by design, see Tick
+}
+
+PrefixIndex::Shard& PrefixIndex::shardFor(uint64_t mixed) const { return shards_[mixed & (shard_count_ - 1)]; }
+
+template <class Fn>
+size_t PrefixIndex::forEachBlock(ModelKey model, std::span<const BlockHash> hashes, size_t first, bool reverse,
+                                 Fn&& fn) const {
+  // Two-stage prefetch: the table slot kSlotLead blocks ahead, then the node kNodeLead blocks ahead (by then
+  // its slot is cached), so a long prompt keeps several cache misses in flight instead of one at a time.
+  constexpr size_t kNodeLead = kPrefetchDistance;
+  constexpr size_t kSlotLead = 2 * kPrefetchDistance;
+  constexpr size_t kRing = 4 * kPrefetchDistance;  // mixed keys computed once, at the slot prefetch
+  static_assert(kRing > kSlotLead && (kRing & (kRing - 1)) == 0);
+  uint64_t mixed[kRing];
+  const size_t n = hashes.size();
+  if (first >= n) return n;
+  const size_t steps = n - first;
+  auto blockAt = [&](size_t step) { return reverse ? n - 1 - step : first + step; };
+  auto stageSlot = [&](size_t step) {
+    const uint64_t m = mixBlockKey(hashes[blockAt(step)].value, model);
+    mixed[step % kRing] = m;
+    shardFor(m).store->prefetchSlot(m);
+  };
+  auto stageNode = [&](size_t step) {
+    const uint64_t m = mixed[step % kRing];
+    shardFor(m).store->prefetchNode(m);
+  };
+  for (size_t step = 0; step < std::min(steps, kSlotLead); ++step) stageSlot(step);
+  for (size_t step = 0; step < std::min(steps, kNodeLead); ++step) stageNode(step);
+  for (size_t step = 0; step < steps; ++step) {
+    if (step + kSlotLead < steps) stageSlot(step + kSlotLead);
+    if (step + kNodeLead < steps) stageNode(step + kNodeLead);
+    const size_t index = blockAt(step);
+    const uint64_t m = mixed[step % kRing];
+    if (!fn(index, shardFor(m), BlockKey{hashes[index].value, m, model})) return index;
+  }
+  return n;
+}
+
+// The fresh entries of a prompt's first block, copied out while few.
+struct PrefixIndex::FirstBlock {
+  uint32_t pods[kFewHolders];
+  size_t count = 0;
+  bool many = false;  // more than kFewHolders fresh entries
+};
+
+uint32_t PrefixIndex::match(std::string_view model, std::span<const BlockHash> hashes,
+                            std::span<const PodId> candidates, std::span<uint32_t> matched_out) const {
+  const size_t count = std::min(candidates.size(), matched_out.size());
+  candidates = candidates.first(count);
+  matched_out = matched_out.first(count);
+  std::fill(matched_out.begin(), matched_out.end(), 0u);
+  if (count == 0 || hashes.empty()) return 0;
+  const std::optional<ModelKey> model_key = models_.find(model);
+  if (!model_key) return 0;  // never recorded: nothing to match, and a read must not register it
+
+  const Liveness live = liveness();
+  FirstBlock first;
+  {
+    const BlockKey key = makeBlockKey(hashes[0], *model_key);
+    const Shard& shard = shardFor(key.mixed);
+    std::lock_guard lock(shard.mutex);
+    shard.store->visit(key, [&](const TouchEntry& e) {
+      if (!live.fresh(e)) return;
+      if (first.count < kFewHolders) {
+        first.pods[first.count++] = e.pod;
+      } else {
+        first.many = true;
+      }
+    });
+  }
+  if (first.count == 0) return 0;
+  if (!first.many) return matchFew(*model_key, hashes, candidates, matched_out, first, live);
+  return matchMany(*model_key, hashes, candidates, matched_out, live);
+}
+
+namespace {
+
+// Branch-free so that it vectorises: the candidate lists are short and scanned whole.
+bool containsPod(std::span<const PodId> candidates, uint32_t pod) {
+  bool found = false;
+  for (const PodId c : candidates) found |= c.value == pod;
+  return found;
+}
+
+}  // namespace
+
+uint32_t PrefixIndex::matchFew(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
+                               std::span<uint32_t> matched, const FirstBlock& first, const Liveness& live) const {
+  static_assert(kFewHolders <= 32, "alive set is a 32-bit mask");
+  struct Listed {
+    uint32_t pod;
+    uint32_t matched;
+  };
+  Listed listed[kFewHolders];
+  uint32_t listed_count = 0;
+  for (size_t i = 0; i < first.count; ++i) {
+    const uint32_t pod = first.pods[i];
+    if (containsPod(candidates, pod) && !removed_.contains(PodId{pod})) listed[listed_count++] = Listed{pod, 0};
+  }
+  if (listed_count == 0) return 0;
+
+  uint32_t alive = (listed_count == 32) ? ~0u : (1u << listed_count) - 1;  // listed pods holding every block so far
+  const size_t stop = forEachBlock(model, hashes, 1, false, [&](size_t block, const Shard& shard, const BlockKey& key) {
+    uint32_t holding = 0;
+    {
+      std::lock_guard lock(shard.mutex);
+      shard.store->visit(key, [&](const TouchEntry& e) {
+        if (!live.fresh(e)) return;
+        for (uint32_t bits = alive; bits != 0; bits &= bits - 1) {
+          const int j = std::countr_zero(bits);
+          if (listed[j].pod == e.pod) holding |= 1u << j;
+        }
+      });
+    }
+    if (holding == 0) return false;
+    for (uint32_t dropped = alive & ~holding; dropped != 0; dropped &= dropped - 1) {
+      listed[std::countr_zero(dropped)].matched = static_cast<uint32_t>(block);
+    }
+    alive = holding;
+    return true;
+  });
+  for (uint32_t bits = alive; bits != 0; bits &= bits - 1) listed[std::countr_zero(bits)].matched = static_cast<uint32_t>(stop);
+  // Every position of a listed pod gets its count, so a repeated candidate gets the same one.
+  for (uint32_t j = 0; j < listed_count; ++j) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (candidates[i].value == listed[j].pod) matched[i] = listed[j].matched;
+    }
+  }
+  return static_cast<uint32_t>(stop);
+}
+
+uint32_t PrefixIndex::matchMany(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
+                                std::span<uint32_t> matched, const Liveness& live) const {
+  const size_t count = candidates.size();
+  const size_t words = (count + 63) / 64;
+  const size_t map_size = candidateMapSize(count);
+  if (count <= kInlineCandidates) {
+    CandidateSlot map[2 * kInlineCandidates];
+    uint64_t alive[1];
+    uint64_t next[1];
+    return walkMany(model, hashes, candidates, matched, live,
+                    MatchBuffers{std::span(map, map_size), std::span(alive, words), std::span(next, words)});
+  }
+  // Past kInlineCandidates the buffers would make a large stack frame; one set per thread is kept instead.
+  thread_local std::vector<CandidateSlot> map;
+  thread_local std::vector<uint64_t> bits;
+  if (map.size() < map_size) map.resize(map_size);
+  if (bits.size() < 2 * words) bits.resize(2 * words);
+  return walkMany(model, hashes, candidates, matched, live,
+                  MatchBuffers{std::span(map).first(map_size), std::span(bits).first(words),
+                               std::span(bits).subspan(words, words)});
+}
+
+uint32_t PrefixIndex::walkMany(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
+                               std::span<uint32_t> matched, const Liveness& live,
+                               const MatchBuffers& buffers) const {
+  CandidateMap positions(buffers.map);
+  std::span<uint64_t> alive = buffers.alive;
+  std::span<uint64_t> next = buffers.next;
+  std::fill(alive.begin(), alive.end(), 0);
+  std::fill(next.begin(), next.end(), 0);
+
+  // Removed pods are dropped here, once per call, so the per-entry loop below needs no tombstone lookups.
+  uint32_t alive_count = 0;
+  bool repeated = false;
+  for (uint32_t i = 0; i < candidates.size(); ++i) {
+    if (removed_.contains(candidates[i])) continue;
+    if (positions.insert(candidates[i].value, i) != kNoCandidate) {
+      repeated = true;
+      continue;
+    }
+    alive[i / 64] |= uint64_t{1} << (i % 64);
+    ++alive_count;
+  }
+  if (alive_count == 0) return 0;
+
+  const size_t stop = forEachBlock(model, hashes, 0, false, [&](size_t block, const Shard& shard, const BlockKey& key) {
+    uint32_t next_count = 0;
+    {
+      std::lock_guard lock(shard.mutex);
+      shard.store->visit(key, [&](const TouchEntry& e) {
+        if (!live.fresh(e)) return;
+        const uint32_t c = positions.find(e.pod);
+        if (c == kNoCandidate) return;
+        const uint64_t bit = uint64_t{1} << (c % 64);
+        if ((alive[c / 64] & bit) != 0 && (next[c / 64] & bit) == 0) {
+          next[c / 64] |= bit;
+          ++next_count;
+        }
+      });
+    }
+    if (next_count == 0) return false;
+    if (next_count != alive_count) {
+      // Candidates that held blocks [0, block) but not this one: their match ends here.
+      for (size_t w = 0; w < alive.size(); ++w) alive[w] &= ~next[w];
+      forEachBit(alive, [&](size_t c) { matched[c] = static_cast<uint32_t>(block); });
+    }
+    std::swap(alive, next);
+    std::fill(next.begin(), next.end(), 0);
+    alive_count = next_count;
+    return true;
+  });
+  forEachBit(alive, [&](size_t c) { matched[c] = static_cast<uint32_t>(stop); });
+  if (repeated) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const uint32_t first = positions.find(candidates[i].value);
+      if (first != kNoCandidate) matched[i] = matched[first];
+    }
+  }
+  return static_cast<uint32_t>(stop);
+}
+
+bool PrefixIndex::record(std::string_view model, std::span<const BlockHash> hashes, PodId pod) {
+  if (removed_.contains(pod)) return false;
+  const std::optional<ModelKey> model_key = models_.findOrAdd(model);
+  if (!model_key) return false;
+  const Liveness live = liveness();
+  // Last block first: see the header, a prompt's head must outlive its tail in the LRU.
+  forEachBlock(*model_key, hashes, 0, true, [&](size_t, Shard& shard, const BlockKey& key) {
+    std::lock_guard lock(shard.mutex);
+    shard.store->record(key, pod.value, live);
+    shard.store->reclaim(live, kTailChecksPerWrite, kSweepNodesPerWrite);
+    return true;
+  });
+  return true;
+}
+
+void PrefixIndex::removePod(PodId pod) { removed_.add(pod); }
+
+size_t PrefixIndex::size() const {
+  size_t total = 0;
+  for (size_t i = 0; i < shard_count_; ++i) {
+    std::lock_guard lock(shards_[i].mutex);
+    total += shards_[i].store->blocks();
+  }
+  return total;
+}
+
+size_t PrefixIndex::entryCount() const {
+  size_t total = 0;
+  for (size_t i = 0; i < shard_count_; ++i) {
+    std::lock_guard lock(shards_[i].mutex);
+    total += shards_[i].store->entries();
+  }
+  return total;
+}
+
+size_t PrefixIndex::memoryBytes() const {
+  size_t total = sizeof(*this) + shard_count_ * sizeof(Shard) + models_.memoryBytes() + removed_.memoryBytes();
+  for (size_t i = 0; i < shard_count_; ++i) {
+    std::lock_guard lock(shards_[i].mutex);
+    total += shards_[i].store->memoryBytes() - sizeof(BlockStore);  // the store itself lives inside its Shard
+  }
+  return total;
+}
+
+double PrefixIndex::bytesPerEntryEstimate() const {
+  const size_t entries = entryCount();
+  return entries == 0 ? 0.0 : static_cast<double>(memoryBytes()) / static_cast<double>(entries);
+}
+
+}  // namespace prefixgate::index

@@ -1,0 +1,131 @@
+#pragma once
+// The prefix index of standard mode: for each model, which pods the gateway has routed each block to, and when.
+// Pure data structure: no sockets, no timers, an injected clock. One instance serves every model; a model's
+// blocks never match for another model.
+//
+// Cost per (block, pod) entry, measured (see tests/unit/index/prefix_index_memory_test.cpp): ~45 bytes for a
+// block held by one pod, including the hash table and LRU links; each further pod up to three adds nothing
+// (inline), pods beyond three cost 8 bytes each in a spill list.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "index/block_store.h"
+#include "index/model_registry.h"
+#include "index/pod_tombstones.h"
+#include "prefixgate/types.h"
+
+namespace prefixgate::index {
+
+struct PrefixIndexOptions {
+  // Most blocks held at once, over all models (AIBRIX_PREFIX_CACHE_BLOCK_NUMBER). The budget is split evenly
+  // over the shards and each shard evicts its own least recently updated block, which with uniformly spread
+  // hashes approximates one global LRU; the total never exceeds this number.
+  size_t block_capacity = 200000;
+  // A (block, pod) entry not refreshed for this long stops matching (AIBRIX_PREFIX_CACHE_EVICTION_DURATION_MINS).
+  // Resolution: kTouchTick.
+  std::chrono::nanoseconds expiry = std::chrono::minutes(20);
+  // Lock shards; rounded down to a power of two and reduced so that each shard keeps at least
+  // kMinBlocksPerShard blocks (small indexes get one shard and an exact LRU), raised when a shard would exceed
+  // BlockStore::kMaxBlocks.
+  size_t shards = 64;
+};
+
+class PrefixIndex {
+ public:
+  // Touch times are stored as 32-bit counts of this tick: expiry is exact to within one tick, blocks updated
+  // within the same tick keep their LRU order, and counts wrap only after ~497 days.
+  static constexpr std::chrono::milliseconds kTouchTick{10};
+  static constexpr size_t kMinBlocksPerShard = 64;
+  static constexpr size_t kMaxShards = 4096;
+  // When at most this many pods hold a prompt's first block (the common case), match() follows them in a small
+  // list on the stack and never builds a map of the candidates, whatever their number.
+  static constexpr size_t kFewHolders = 16;
+  // Otherwise it maps all candidates; up to this many on the stack, more in a per-thread buffer that is
+  // allocated once and reused.
+  static constexpr size_t kInlineCandidates = 64;
+
+  // Throws std::invalid_argument naming the field when an option is out of range (start-up only). `clock`
+  // must outlive the index.
+  PrefixIndex(const PrefixIndexOptions& options, const Clock& clock);
+  ~PrefixIndex();
+  PrefixIndex(const PrefixIndex&) = delete;
+  PrefixIndex& operator=(const PrefixIndex&) = delete;
+
+  // For each candidate pod, writes to matched_out[i] how many of `hashes` it holds from the start (its prefix
+  // match in blocks). Walks the blocks in order keeping the candidates that hold every block so far, and stops
+  // at the first block none of them holds. Expired entries, removed pods and unknown models match nothing.
+  // Returns the longest match. Candidates should be distinct (a repeated pod gets the same count);
+  // matched_out must have candidates.size() elements (extra candidates are ignored, extra outputs untouched).
+  // Thread-safe; a pure read: refreshes nothing. Allocates nothing, except once per thread for its first call
+  // with more than kInlineCandidates candidates and a first block held by more than kFewHolders pods. Takes each
+  // touched shard's lock briefly, one block at a time. Cost: O(blocks walked x pods per block) plus
+  // O(candidates x kFewHolders), or O(candidates) when the first block is widely held.
+  uint32_t match(std::string_view model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
+                 std::span<uint32_t> matched_out) const;
+
+  // Marks `pod` as holding every block of `hashes` under `model`, touched now: new blocks are inserted (evicting
+  // the least recently updated block of a full shard), known ones refreshed. Blocks are written last to first,
+  // so a prompt's first blocks are its most recently updated and are evicted after its tail. Each call also
+  // reclaims a bounded number of expired or removed entries in the shards it visits (never a full scan).
+  // Returns false, storing nothing, when `pod` was removed or the model registry is full
+  // (ModelRegistry::kMaxModels). Thread-safe.
+  bool record(std::string_view model, std::span<const BlockHash> hashes, PodId pod);
+
+  // Removes `pod` from the index. Its entries stop matching before this returns (an O(1) check in match), and
+  // their memory is reclaimed incrementally by later record() calls. Later record() calls for it are ignored.
+  // Contract: the gateway never reuses a PodId after removing it, so the id is tombstoned for the life of the
+  // index (8-16 bytes per removed pod). Thread-safe.
+  void removePod(PodId pod);
+  bool isRemoved(PodId pod) const { return removed_.contains(pod); }
+
+  // Blocks stored now, over all models. Includes expired blocks not yet reclaimed. Locks each shard in turn.
+  size_t size() const;
+  // (block, pod) entries stored now, including dead ones not yet reclaimed. Locks each shard in turn.
+  size_t entryCount() const;
+  // Bytes allocated by the index (shards' tables, nodes and spill lists, registries, tombstones).
+  size_t memoryBytes() const;
+  // memoryBytes() / entryCount() (0 when empty): the figure to compare with the 48-byte target.
+  double bytesPerEntryEstimate() const;
+
+  size_t shardCount() const { return shard_count_; }
+  size_t blockCapacity() const { return block_capacity_; }
+
+ private:
+  struct Shard;
+  // Per-call state of matchMany(): a pod -> candidate map and two bitsets over the candidates.
+  struct MatchBuffers;
+  struct FirstBlock;
+
+  // Visits blocks [first, size) in order (or, with `reverse`, from the last down to `first`), prefetching the
+  // table slots and nodes of the blocks ahead; fn(index, shard, key) does its own locking and returns false to
+  // stop. Returns the index where it stopped, or hashes.size() after the last block. Shards are handed out
+  // mutable (they are owned through a pointer); only record() writes through them.
+  template <class Fn>
+  size_t forEachBlock(ModelKey model, std::span<const BlockHash> hashes, size_t first, bool reverse, Fn&& fn) const;
+  // The two ways match() walks: with the few (<= kFewHolders) pods that hold the first block as a list, or,
+  // when the first block is widely held, with a bitset over all candidates.
+  uint32_t matchFew(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
+                    std::span<uint32_t> matched, const FirstBlock& first, const Liveness& live) const;
+  uint32_t matchMany(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
+                     std::span<uint32_t> matched, const Liveness& live) const;
+  uint32_t walkMany(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
+                    std::span<uint32_t> matched, const Liveness& live, const MatchBuffers& buffers) const;
+  Tick nowTick() const;
+  Liveness liveness() const { return Liveness{nowTick(), expiry_ticks_, &removed_}; }
+  Shard& shardFor(uint64_t mixed) const;
+
+  const Clock& clock_;
+  const SteadyTime epoch_;
+  const Tick expiry_ticks_;
+  const size_t block_capacity_;
+  const size_t shard_count_;
+  std::unique_ptr<Shard[]> shards_;
+  ModelRegistry models_;
+  PodTombstones removed_;
+};
+
+}  // namespace prefixgate::index

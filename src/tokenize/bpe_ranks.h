@@ -1,0 +1,91 @@
+#pragma once
+// The merge ranks of a byte-level BPE vocabulary (byte string -> rank, which is also the token id), and the
+// byte-pair merge that turns one pre-tokenized piece into token ids exactly as tiktoken does.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace prefixgate::tokenize {
+
+using Rank = uint32_t;
+inline constexpr Rank kNoRank = 0xFFFFFFFF;
+
+// Immutable after build(); every const method is safe to call from many threads at once.
+// Two open-addressing tables rather than one std::unordered_map: keys of up to 7 bytes (nearly all lookups made
+// while merging) are packed into one integer and compared in one instruction; longer keys live in one arena.
+class BpeRanks {
+ public:
+  struct Entry {
+    std::string bytes;
+    Rank rank;
+  };
+
+  // Fails (naming the problem in error) on an empty or duplicate byte string, a rank equal to kNoRank, or a
+  // vocabulary that lacks one of the 256 single bytes (every text must be encodable).
+  bool build(const std::vector<Entry>& entries, std::string& error);
+
+  Rank find(const uint8_t* bytes, size_t length) const {
+    return length <= kMaxPackedLength ? findPacked(pack(bytes, length)) : findLong(bytes, length);
+  }
+  Rank find(std::string_view bytes) const {
+    return find(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  }
+  Rank byteRank(uint8_t b) const { return byte_ranks_[b]; }
+  // The rank of the two bytes a, b joined: the first lookups of every merge, served from a flat table.
+  Rank pairRank(uint8_t a, uint8_t b) const { return pair_ranks_[(size_t{a} << 8) | b]; }
+  size_t size() const { return size_; }
+
+ private:
+  static constexpr size_t kMaxPackedLength = 7;
+
+  struct PackedSlot {
+    uint64_t key = 0;  // 0 = empty; a packed key is never 0 because its top byte holds the length (>= 1)
+    Rank rank = kNoRank;
+  };
+  struct LongSlot {
+    uint64_t hash = 0;
+    uint32_t offset = 0;  // into arena_
+    uint32_t length = 0;  // 0 = empty
+    Rank rank = kNoRank;
+  };
+
+  static uint64_t pack(const uint8_t* bytes, size_t length) {
+    uint64_t key = static_cast<uint64_t>(length) << 56;
+    for (size_t i = 0; i < length; ++i) key |= static_cast<uint64_t>(bytes[i]) << (8 * i);
+    return key;
+  }
+  static size_t packedIndex(uint64_t key, unsigned shift) {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift);
+  }
+
+  Rank findPacked(uint64_t key) const;
+  Rank findLong(const uint8_t* bytes, size_t length) const;
+  bool insert(std::string_view bytes, Rank rank);
+
+  std::vector<PackedSlot> packed_;
+  unsigned packed_shift_ = 64;  // 64 - log2(packed_.size())
+  std::vector<LongSlot> long_;
+  std::string arena_;
+  Rank byte_ranks_[256] = {};
+  std::vector<Rank> pair_ranks_;  // 65536 entries (256 KB): small enough to stay in cache, unlike packed_
+  size_t size_ = 0;
+};
+
+// Appends the token ids of one piece (as 4-byte big-endian values) to out: one lookup when the whole piece is a
+// token (most pieces are), else tiktoken's merge: repeatedly join the adjacent pair whose concatenation has the
+// lowest rank, the leftmost on ties. Short pieces use a quadratic scan over a stack array, long ones (runs of
+// white space or punctuation) a heap, so the cost stays O(n log n). Uses thread-local scratch that grows to the
+// longest piece seen, so steady-state calls allocate nothing beyond out's growth.
+void bytePairEncode(const BpeRanks& ranks, std::string_view piece, std::vector<uint8_t>& out);
+
+// Appends id as 4 bytes, big-endian: the byte form every token-id tokenizer hands to block hashing.
+inline void appendTokenId(uint32_t id, std::vector<uint8_t>& out) {
+  const uint8_t bytes[4] = {static_cast<uint8_t>(id >> 24), static_cast<uint8_t>(id >> 16),
+                            static_cast<uint8_t>(id >> 8), static_cast<uint8_t>(id)};
+  out.insert(out.end(), bytes, bytes + 4);
+}
+
+}  // namespace prefixgate::tokenize

@@ -1,0 +1,140 @@
+// tiktoken's byte-pair merge (`byte_pair_merge` in its Rust core), in two forms that give identical results: each
+// step joins the adjacent pair of parts whose concatenated bytes have the lowest rank, the leftmost one on ties,
+// and stops when no adjacent pair forms a token.
+#include <algorithm>
+#include <functional>
+
+#include "tokenize/bpe_ranks.h"
+
+namespace prefixgate::tokenize {
+namespace {
+
+// Up to this many bytes the quadratic scan over a stack array beats a heap; past it the heap keeps runs of
+// thousands of spaces or '=' from taking quadratic time.
+constexpr size_t kSmallPieceBytes = 64;
+
+// Marks a part that has been joined into its left neighbour.
+constexpr uint32_t kJoined = 0xFFFFFFFF;
+
+void mergeSmall(const BpeRanks& ranks, const uint8_t* p, size_t n, std::vector<uint8_t>& out) {
+  // part i covers bytes [start[i], start[i + 1]); rank[i] is the rank of part i joined with part i + 1. The last
+  // entry is a sentinel holding the end of the piece, as in tiktoken.
+  uint32_t start[kSmallPieceBytes + 1];
+  Rank rank[kSmallPieceBytes + 1];
+  for (size_t i = 0; i + 1 < n; ++i) {
+    start[i] = static_cast<uint32_t>(i);
+    rank[i] = ranks.pairRank(p[i], p[i + 1]);
+  }
+  start[n - 1] = static_cast<uint32_t>(n - 1);
+  rank[n - 1] = kNoRank;
+  start[n] = static_cast<uint32_t>(n);
+  rank[n] = kNoRank;
+  size_t count = n + 1;
+
+  // The rank of parts i and i + 1 joined, given the layout before the join at i + 1 is applied (tiktoken's
+  // get_rank looks three entries ahead for the same reason).
+  auto joinedRank = [&](size_t i) {
+    return i + 3 < count ? ranks.find(p + start[i], start[i + 3] - start[i]) : kNoRank;
+  };
+  for (;;) {
+    Rank best = kNoRank;
+    size_t at = 0;
+    for (size_t i = 0; i + 1 < count; ++i) {
+      if (rank[i] < best) {
+        best = rank[i];
+        at = i;
+      }
+    }
+    if (best == kNoRank) break;
+    if (at > 0) rank[at - 1] = joinedRank(at - 1);
+    rank[at] = joinedRank(at);
+    std::copy(start + at + 2, start + count, start + at + 1);
+    std::copy(rank + at + 2, rank + count, rank + at + 1);
+    --count;
+  }
+  for (size_t i = 0; i + 1 < count; ++i) {
+    const uint32_t length = start[i + 1] - start[i];
+    appendTokenId(length == 1 ? ranks.byteRank(p[start[i]]) : ranks.find(p + start[i], length), out);
+  }
+}
+
+// Per-thread scratch for long pieces, reused so that a steady stream of requests allocates nothing here.
+struct LongPieceScratch {
+  std::vector<uint32_t> next;   // next[i]: start of the part after the part starting at i, or kJoined
+  std::vector<uint32_t> prev;   // prev[i]: start of the part before it (unused for i == 0)
+  std::vector<Rank> pair_rank;  // pair_rank[i]: rank of the part at i joined with its next part
+  std::vector<uint64_t> heap;   // (rank << 32 | start): a min-heap orders by rank, then leftmost
+};
+
+void mergeLong(const BpeRanks& ranks, const uint8_t* p, size_t n, std::vector<uint8_t>& out) {
+  thread_local LongPieceScratch s;
+  s.next.resize(n);
+  s.prev.resize(n);
+  s.pair_rank.resize(n);
+  s.heap.clear();
+  const uint32_t end = static_cast<uint32_t>(n);
+  for (uint32_t i = 0; i < end; ++i) {
+    s.next[i] = i + 1;
+    s.prev[i] = i - 1;
+    s.pair_rank[i] = i + 1 < end ? ranks.pairRank(p[i], p[i + 1]) : kNoRank;
+    if (s.pair_rank[i] != kNoRank) s.heap.push_back((uint64_t{s.pair_rank[i]} << 32) | i);
+  }
+  const auto later = std::greater<uint64_t>();
+  std::make_heap(s.heap.begin(), s.heap.end(), later);
+  auto push = [&](uint32_t i) {
+    if (s.pair_rank[i] == kNoRank) return;
+    s.heap.push_back((uint64_t{s.pair_rank[i]} << 32) | i);
+    std::push_heap(s.heap.begin(), s.heap.end(), later);
+  };
+
+  while (!s.heap.empty()) {
+    std::pop_heap(s.heap.begin(), s.heap.end(), later);
+    const uint64_t top = s.heap.back();
+    s.heap.pop_back();
+    const uint32_t i = static_cast<uint32_t>(top);
+    const Rank rank = static_cast<Rank>(top >> 32);
+    // Entries are never removed, only outdated. Ranks identify byte strings, and a part's pair can only change
+    // length, so an entry whose rank still equals the part's current pair rank is exactly current.
+    if (s.next[i] == kJoined || s.pair_rank[i] != rank) continue;
+    const uint32_t j = s.next[i];
+    const uint32_t k = s.next[j];
+    s.next[j] = kJoined;
+    s.next[i] = k;
+    if (k < end) s.prev[k] = i;
+    s.pair_rank[i] = k < end ? ranks.find(p + i, s.next[k] - i) : kNoRank;
+    push(i);
+    if (i > 0) {
+      const uint32_t h = s.prev[i];
+      s.pair_rank[h] = ranks.find(p + h, k - h);
+      push(h);
+    }
+  }
+  for (uint32_t i = 0; i < end; i = s.next[i]) {
+    const uint32_t length = s.next[i] - i;
+    appendTokenId(length == 1 ? ranks.byteRank(p[i]) : ranks.find(p + i, length), out);
+  }
+}
+
+}  // namespace
+
+void bytePairEncode(const BpeRanks& ranks, std::string_view piece, std::vector<uint8_t>& out) {
+  const auto* p = reinterpret_cast<const uint8_t*>(piece.data());
+  const size_t n = piece.size();
+  if (n == 0) return;
+  if (n == 1) {
+    appendTokenId(ranks.byteRank(p[0]), out);
+    return;
+  }
+  const Rank whole = ranks.find(p, n);
+  if (whole != kNoRank) {
+    appendTokenId(whole, out);
+    return;
+  }
+  if (n <= kSmallPieceBytes) {
+    mergeSmall(ranks, p, n, out);
+  } else {
+    mergeLong(ranks, p, n, out);
+  }
+}
+
+}  // namespace prefixgate::tokenize

@@ -1,0 +1,201 @@
+"""Starting the real prefixgate and prefixgate-engine-sim binaries on loopback, and talking HTTP to them."""
+import http.client
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+GATEWAY_BIN = os.environ.get("PREFIXGATE_BIN", str(ROOT / "build" / "prefixgate"))
+SIM_BIN = os.environ.get("PREFIXGATE_SIM_BIN", str(ROOT / "build" / "loadtest" / "prefixgate-engine-sim"))
+START_TIMEOUT_S = 20
+
+
+def wait_until(predicate, timeout=10.0, interval=0.02, what="condition"):
+    """Polls `predicate` until it returns a truthy value; fails the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Process:
+    """A child process whose stdout announces `listening on HOST:PORT` lines; stderr goes to a log file."""
+
+    def __init__(self, args, log_path, expect_lines=1, env=None):
+        self.log_path = Path(log_path)
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL, env=env)
+        self.ports = []
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while len(self.ports) < expect_lines:
+            line = self.proc.stdout.readline().decode()
+            if not line:
+                raise RuntimeError(f"{args[0]} exited before listening: {self.read_log()[-2000:]}")
+            if "listening on" in line:
+                self.ports.append(int(line.strip().rsplit(":", 1)[1]))
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{args[0]} did not start in time")
+        # Keep draining stdout so the child never blocks on a full pipe.
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+
+    @property
+    def port(self):
+        return self.ports[0]
+
+    def read_log(self):
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self, timeout=10):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+class Sim(Process):
+    def __init__(self, tmp_path, name, *extra, model="sim-model", time_scale="0.05"):
+        args = [SIM_BIN, "--port", "0", "--name", name, "--model", model, "--time-scale", time_scale, *extra]
+        super().__init__(args, Path(tmp_path) / f"{name}.log")
+        self.name = name
+        self.model = model
+
+    def pod_entry(self):
+        return {"name": self.name, "address": f"127.0.0.1:{self.port}", "models": [self.model]}
+
+    def requests(self):
+        status, _, body = request("127.0.0.1", self.port, "GET", "/sim/requests")
+        assert status == 200
+        return json.loads(body)
+
+    def completions_seen(self):
+        return [r for r in self.requests() if r["path"].startswith("/v1/")]
+
+    def fault(self, **faults):
+        status, _, _ = request("127.0.0.1", self.port, "POST", "/sim/fault", json.dumps(faults))
+        assert status == 200
+
+
+def write_pods(path, sims):
+    """Writes a pods file atomically (rename), so the gateway never reads a half-written one."""
+    import yaml
+
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(yaml.safe_dump({"pods": [s.pod_entry() if isinstance(s, Sim) else s for s in sims]}))
+    os.replace(tmp, path)
+
+
+class Gateway(Process):
+    def __init__(self, tmp_path, sims, config=None, env=None, name="gateway"):
+        import yaml
+
+        tmp_path = Path(tmp_path)
+        self.pods_file = tmp_path / f"{name}-pods.yaml"
+        write_pods(self.pods_file, sims)
+        cfg = {
+            "listen": "127.0.0.1:0",
+            "admin_listen": "127.0.0.1:0",
+            "threads": 2,
+            "discovery": {"file": self.pods_file.name, "file_poll_interval_ms": 100},
+            "routing": {"strategy": "least-request"},
+            "health_check": {"interval_ms": 200, "timeout_ms": 500},
+        }
+        for key, value in (config or {}).items():
+            if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+                cfg[key] = {**cfg[key], **value}
+            else:
+                cfg[key] = value
+        self.config_file = tmp_path / f"{name}.yaml"
+        self.config_file.write_text(yaml.safe_dump(cfg))
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("AIBRIX_", "ROUTING_ALGORITHM"))}
+        full_env.update(env or {})
+        args = [GATEWAY_BIN, "--config", str(self.config_file)]
+        super().__init__(args, tmp_path / f"{name}.log", expect_lines=2, env=full_env)
+        self.admin_port = self.ports[1]
+        wait_until(lambda: self.admin("GET", "/readyz")[0] == 200, what="gateway /readyz")
+
+    def call(self, method, path, body=None, headers=None, timeout=30):
+        return request("127.0.0.1", self.port, method, path, body, headers, timeout)
+
+    def admin(self, method, path, body=None, headers=None):
+        return request("127.0.0.1", self.admin_port, method, path, body, headers)
+
+    def chat(self, content, max_tokens=4, stream=False, headers=None, model="sim-model", **extra):
+        body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens,
+                "stream": stream, **extra}
+        return self.call("POST", "/v1/chat/completions", json.dumps(body), headers)
+
+    def metrics_text(self):
+        status, _, body = self.admin("GET", "/metrics")
+        assert status == 200
+        return body.decode()
+
+    def debug_pods(self):
+        return json.loads(self.admin("GET", "/debug/pods")[2])["pods"]
+
+
+def request(host, port, method, path, body=None, headers=None, timeout=30):
+    """One HTTP request on a fresh connection; returns (status, headers as a lower-cased dict, body bytes)."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        hdrs = {"Content-Type": "application/json"} if body is not None else {}
+        hdrs.update(headers or {})
+        conn.request(method, path, body=body, headers=hdrs)
+        res = conn.getresponse()
+        data = res.read()
+        return res.status, {k.lower(): v for k, v in res.getheaders()}, data
+    finally:
+        conn.close()
+
+
+def sse_events(raw):
+    """The `data:` payloads of an SSE body, in order."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    return [block[len("data: "):] for block in text.split("\n\n") if block.startswith("data: ")]
+
+
+def stream_content(raw):
+    """The text of a streamed chat or text completion, joined from its chunks."""
+    out = []
+    for data in sse_events(raw):
+        if data == "[DONE]":
+            continue
+        chunk = json.loads(data)
+        for choice in chunk.get("choices", []):
+            out.append(choice.get("delta", {}).get("content") or choice.get("text") or "")
+    return "".join(out)
+
+
+def read_chunks(res):
+    """Reads a chunked HTTP/1.1 body chunk by chunk as it arrives; returns [(arrival time, bytes)]."""
+    chunks = []
+    while True:
+        size_line = res.fp.readline()
+        if not size_line:
+            break
+        size = int(size_line.split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            res.fp.readline()
+            break
+        data = res.fp.read(size)
+        res.fp.readline()
+        chunks.append((time.monotonic(), data))
+    return chunks
