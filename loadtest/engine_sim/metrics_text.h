@@ -1,0 +1,53 @@
+#pragma once
+// The engine's Prometheus exposition, with vLLM's metric names and labels (pure: renders a snapshot).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine_sim/scheduler.h"
+
+namespace prefixgate::sim {
+
+// A Prometheus histogram: observations counted in the first bucket whose upper bound holds them.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+  const std::vector<double>& upperBounds() const { return upper_bounds_; }
+  // Per-bucket (not cumulative) counts; one more than upperBounds() for +Inf.
+  const std::vector<uint64_t>& bucketCounts() const { return bucket_counts_; }
+  double sum() const { return sum_; }
+  uint64_t count() const { return count_; }
+
+ private:
+  std::vector<double> upper_bounds_;
+  std::vector<uint64_t> bucket_counts_;
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+// Latency histograms in seconds, with vLLM's bucket bounds (shortened).
+struct EngineHistograms {
+  Histogram time_to_first_token{{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                                 7.5, 10.0, 20.0, 40.0, 80.0}};
+  Histogram e2e_request_latency{{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+                                 120.0, 240.0}};
+  Histogram request_queue_time{{0.001, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0}};
+  Histogram inter_token_latency{{0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5}};
+};
+
+struct MetricsSnapshot {
+  size_t num_requests_running = 0;
+  size_t num_requests_waiting = 0;
+  double kv_cache_usage = 0;  // 0..1
+  EngineCounters counters;
+  uint32_t block_size = 16;
+  uint64_t num_gpu_blocks = 0;
+};
+
+// The /metrics body: gauges, counters (with _total), histograms and vllm:cache_config_info, each with # HELP and
+// # TYPE lines and the labels model_name="<model_name>", engine="0".
+std::string renderMetrics(const MetricsSnapshot& snapshot, const EngineHistograms& histograms,
+                          const std::string& model_name);
+
+}  // namespace prefixgate::sim

@@ -1,0 +1,192 @@
+#include "engine_sim/request_handlers.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace prefixgate::sim {
+namespace {
+
+using nlohmann::json;
+
+json parseBody(std::string_view body) { return json::parse(body.begin(), body.end(), nullptr, false); }
+
+// Checks the JSON object and its "model": absent means the first served model. Returns the error status or 0.
+int checkModel(const SimConfig& config, const json& body, std::string& model, std::string& error) {
+  if (body.is_discarded()) {
+    error = "malformed JSON in the request body";
+    return 400;
+  }
+  if (!body.is_object()) {
+    error = "the request body must be a JSON object";
+    return 400;
+  }
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) {
+    model = config.servedModel();
+    return 0;
+  }
+  if (!it->is_string()) {
+    error = "'model' must be a string";
+    return 400;
+  }
+  model = it->get<std::string>();
+  if (std::find(config.models.begin(), config.models.end(), model) == config.models.end()) {
+    error = fmt::format("The model `{}` does not exist.", model);
+    return 404;
+  }
+  return 0;
+}
+
+// Reads an optional positive integer field; null counts as absent.
+bool readPositive(const json& body, const char* key, uint32_t& value, bool& present, std::string& error) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return true;
+  if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > UINT32_MAX) {
+    error = fmt::format("'{}' must be an integer of at least 1", key);
+    return false;
+  }
+  value = static_cast<uint32_t>(it->get<int64_t>());
+  present = true;
+  return true;
+}
+
+bool readBool(const json& object, const char* key, bool& value, std::string& error) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return true;
+  if (!it->is_boolean()) {
+    error = fmt::format("'{}' must be a boolean", key);
+    return false;
+  }
+  value = it->get<bool>();
+  return true;
+}
+
+bool readStreamOptions(const json& body, bool& include_usage, std::string& error) {
+  auto it = body.find("stream_options");
+  if (it == body.end() || it->is_null()) return true;
+  if (!it->is_object()) {
+    error = "'stream_options' must be an object";
+    return false;
+  }
+  return readBool(*it, "include_usage", include_usage, error);
+}
+
+}  // namespace
+
+SimpleResponse errorResponse(int status, std::string_view message) {
+  return SimpleResponse{status, "application/json", errorJson(status, message).dump()};
+}
+
+Parsed<CompletionRequest> parseCompletionRequest(const SimConfig& config, Endpoint endpoint, std::string_view body) {
+  Parsed<CompletionRequest> parsed;
+  CompletionRequest& request = parsed.request;
+  request.endpoint = endpoint;
+  json doc = parseBody(body);
+  parsed.status = checkModel(config, doc, request.model, parsed.error);
+  if (!parsed.ok()) return parsed;
+  PromptResult prompt = endpoint == Endpoint::kChat ? chatPrompt(doc, true) : completionPrompt(doc);
+  bool present = false;
+  request.max_tokens = config.max_tokens_default;
+  bool valid = prompt.ok() && readPositive(doc, "max_tokens", request.max_tokens, present, parsed.error) &&
+               (endpoint != Endpoint::kChat ||
+                readPositive(doc, "max_completion_tokens", request.max_tokens, present, parsed.error)) &&
+               readBool(doc, "stream", request.stream, parsed.error) &&
+               readStreamOptions(doc, request.include_usage, parsed.error);
+  if (!prompt.ok()) parsed.error = prompt.error;
+  if (!valid) {
+    parsed.status = 400;
+    return parsed;
+  }
+  request.prompt = std::move(prompt.prompt);
+  request.finish_reason = present ? "length" : "stop";
+  uint64_t total = request.prompt.tokens.size() + uint64_t{request.max_tokens};
+  if (total > config.max_model_len) {
+    parsed.status = 400;
+    parsed.error = fmt::format(
+        "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the messages, "
+        "{} in the completion). Please reduce the length of the messages or completion.",
+        config.max_model_len, total, request.prompt.tokens.size(), request.max_tokens);
+  }
+  return parsed;
+}
+
+Parsed<EmbeddingRequest> parseEmbeddingRequest(const SimConfig& config, std::string_view body) {
+  Parsed<EmbeddingRequest> parsed;
+  json doc = parseBody(body);
+  parsed.status = checkModel(config, doc, parsed.request.model, parsed.error);
+  if (!parsed.ok()) return parsed;
+  PromptsResult inputs = embeddingInputs(doc);
+  if (!inputs.ok()) {
+    parsed.status = 400;
+    parsed.error = inputs.error;
+    return parsed;
+  }
+  for (const auto& input : inputs.prompts) {
+    if (input.tokens.size() > config.max_model_len) {
+      parsed.status = 400;
+      parsed.error = fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
+                                 "tokens in the input for embedding generation.",
+                                 config.max_model_len, input.tokens.size());
+      return parsed;
+    }
+  }
+  parsed.request.inputs = std::move(inputs.prompts);
+  return parsed;
+}
+
+SimpleResponse handleTokenize(const SimConfig& config, std::string_view body) {
+  json doc = parseBody(body);
+  std::string model;
+  std::string error;
+  if (int status = checkModel(config, doc, model, error); status != 0) return errorResponse(status, error);
+  PromptResult prompt;
+  if (doc.contains("messages")) {
+    bool add_generation_prompt = true;
+    if (!readBool(doc, "add_generation_prompt", add_generation_prompt, error)) return errorResponse(400, error);
+    prompt = chatPrompt(doc, add_generation_prompt);
+  } else {
+    prompt = completionPrompt(doc);
+  }
+  if (!prompt.ok()) return errorResponse(400, prompt.error);
+  json answer{{"count", prompt.prompt.tokens.size()},
+              {"max_model_len", config.max_model_len},
+              {"tokens", prompt.prompt.tokens}};
+  return SimpleResponse{200, "application/json", answer.dump()};
+}
+
+SimpleResponse handleModels(const SimConfig& config, int64_t created) {
+  return SimpleResponse{200, "application/json", modelsList(config.models, created, config.max_model_len).dump()};
+}
+
+SimpleResponse faultsResponse(const Faults& faults) {
+  json answer{{"health_status", faults.health_status},
+              {"error_status", faults.error_status},
+              {"stall", faults.stall}};
+  return SimpleResponse{200, "application/json", answer.dump()};
+}
+
+SimpleResponse handleFault(Faults& faults, std::string_view body) {
+  json doc = parseBody(body);
+  if (doc.is_discarded() || !doc.is_object()) return errorResponse(400, "the fault must be a JSON object");
+  Faults next = faults;
+  auto readStatus = [&](const char* key, int& value, bool allow_zero) {
+    auto it = doc.find(key);
+    if (it == doc.end()) return true;
+    if (!it->is_number_integer()) return false;
+    int64_t status = it->get<int64_t>();
+    if (!((allow_zero && status == 0) || (status >= 100 && status <= 599))) return false;
+    value = static_cast<int>(status);
+    return true;
+  };
+  if (!readStatus("health_status", next.health_status, false))
+    return errorResponse(400, "'health_status' must be an HTTP status (100-599)");
+  if (!readStatus("error_status", next.error_status, true))
+    return errorResponse(400, "'error_status' must be 0 or an HTTP status (100-599)");
+  std::string error;
+  if (!readBool(doc, "stall", next.stall, error)) return errorResponse(400, error);
+  faults = next;
+  return faultsResponse(faults);
+}
+
+}  // namespace prefixgate::sim

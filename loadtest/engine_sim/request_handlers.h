@@ -1,0 +1,73 @@
+#pragma once
+// The HTTP API as pure functions from a request body to a response (no sockets): validation of the OpenAI
+// requests (400 / 404 answers in OpenAI's error shape), and the endpoints that answer at once (/tokenize,
+// /v1/models, /sim/fault). The server only does the I/O around them.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine_sim/openai_json.h"
+#include "engine_sim/prompt.h"
+#include "engine_sim/sim_config.h"
+
+namespace prefixgate::sim {
+
+struct SimpleResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+// Injected faults (POST /sim/fault).
+struct Faults {
+  int health_status = 200;  // what GET /health answers
+  int error_status = 0;     // non-zero: every chat/completion/embedding request gets this status
+  bool stall = false;       // accept chat/completion/embedding requests and never answer them
+};
+
+// A validated /v1/chat/completions or /v1/completions request.
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;
+  Prompt prompt;
+  uint32_t max_tokens = 0;
+  // "length" when the client set max_tokens (generation stops at the limit), else "stop" (the simulated model
+  // ends on its own after max_tokens_default tokens).
+  std::string finish_reason;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+struct EmbeddingRequest {
+  std::string model;
+  std::vector<Prompt> inputs;
+};
+
+// A parse either yields the request (status 0) or the error answer to send.
+template <class Request>
+struct Parsed {
+  Request request;
+  int status = 0;
+  std::string error;
+  bool ok() const { return status == 0; }
+};
+
+// An OpenAI-shaped error response.
+SimpleResponse errorResponse(int status, std::string_view message);
+
+// Validates a chat or completion body: JSON, model served, prompt, max_tokens (max_completion_tokens for chat),
+// stream, stream_options, and prompt + max_tokens within max_model_len.
+Parsed<CompletionRequest> parseCompletionRequest(const SimConfig& config, Endpoint endpoint, std::string_view body);
+Parsed<EmbeddingRequest> parseEmbeddingRequest(const SimConfig& config, std::string_view body);
+
+// POST /tokenize, completion form {"model", "prompt"} or chat form {"model", "messages", "add_generation_prompt"}.
+SimpleResponse handleTokenize(const SimConfig& config, std::string_view body);
+// GET /v1/models.
+SimpleResponse handleModels(const SimConfig& config, int64_t created);
+// POST /sim/fault: applies the fields present ({"health_status", "error_status", "stall"}); answers the faults now
+// in force.
+SimpleResponse handleFault(Faults& faults, std::string_view body);
+SimpleResponse faultsResponse(const Faults& faults);
+
+}  // namespace prefixgate::sim

@@ -1,0 +1,445 @@
+#include "engine_sim/server.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "engine_sim/engine.h"
+#include "engine_sim/metrics_text.h"
+#include "engine_sim/output_text.h"
+#include "engine_sim/request_handlers.h"
+#include "engine_sim/request_log.h"
+#include "net/listener.h"
+#include "util/log.h"
+
+namespace prefixgate::sim {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using namespace asio::experimental::awaitable_operators;
+using Request = http::request<http::string_body>;
+
+struct ServerState {
+  explicit ServerState(SimConfig c) : config(std::move(c)), engine(config) {}
+  SimConfig config;
+  Engine engine;
+  RequestLog requests;
+  Faults faults;
+  uint64_t next_response_id = 1;
+  int64_t started_at = 0;  // unix seconds
+};
+
+namespace {
+
+constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable);
+// While a response is generated the session reads ahead only to notice the client leaving; it stops reading once
+// this much pipelined data is buffered.
+constexpr size_t kWatchReadBytes = 4096;
+constexpr size_t kMaxPipelinedBytes = 1 << 20;
+constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(50);
+constexpr const char* kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+int64_t unixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double msSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string lowercase(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+void logFailure(std::exception_ptr failure) {
+  if (!failure) return;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    log::error("engine-sim: connection failed: {}", e.what());
+  } catch (...) {
+    log::error("engine-sim: connection failed");
+  }
+}
+
+void logRequest(const RequestRecord& r, double latency_ms) {
+  log::info("{} {} status={} model={} prompt_tokens={} cached_tokens={} output_tokens={} latency_ms={:.1f}{}",
+            r.method, r.path, r.status, r.model.empty() ? "-" : r.model, r.prompt_tokens, r.cached_tokens,
+            r.completion_tokens, latency_ms, r.cancelled ? " cancelled" : "");
+}
+
+// The answer instead of serving a parsed request: an injected error status, or the parse's own error.
+template <class ParsedRequest>
+std::optional<SimpleResponse> refuseWith(const Faults& faults, const ParsedRequest& parsed) {
+  if (faults.error_status != 0) return errorResponse(faults.error_status, "injected fault");
+  if (!parsed.ok()) return errorResponse(parsed.status, parsed.error);
+  return std::nullopt;
+}
+
+// One client connection: reads requests one after another (keep-alive) and answers each.
+class Session {
+ public:
+  Session(ServerState& state, tcp::socket socket) : state_(state), stream_(std::move(socket)) {}
+  asio::awaitable<void> run();
+
+ private:
+  asio::awaitable<bool> serve(Request& request);
+  asio::awaitable<bool> route(Request& request, std::string_view path);
+  asio::awaitable<bool> serveCompletion(const Request& request, Endpoint endpoint, RequestRecord& record);
+  asio::awaitable<bool> generate(const Request& request, const CompletionRequest& job, Engine::Sequence& sequence,
+                                 RequestRecord& record);
+  asio::awaitable<bool> serveEmbeddings(const Request& request, RequestRecord& record);
+  // GCC 12 destroys temporaries in a co_await's arguments twice: callers pass named objects by reference.
+  asio::awaitable<bool> send(const Request& request, const SimpleResponse& response, RequestRecord* record = nullptr);
+  std::optional<SimpleResponse> answerAtOnce(const Request& request, std::string_view path);
+  asio::awaitable<bool> writeStreamHead(const Request& request);
+  asio::awaitable<bool> writeChunk(const std::string& data);
+  asio::awaitable<bool> writeLastChunk();
+  asio::awaitable<void> watchClose();
+  std::shared_ptr<RequestRecord> recordRequest(const Request& request, std::string_view path);
+  std::string nextResponseId(Endpoint endpoint);
+  void armWriteTimeout() { stream_.expires_after(std::chrono::milliseconds(state_.config.write_timeout_ms)); }
+
+  ServerState& state_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+};
+
+asio::awaitable<void> Session::run() {
+  const SimConfig& config = state_.config;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(config.max_header_bytes);
+    parser.body_limit(config.max_body_bytes);
+    // vLLM closes keep-alive connections idle this long; the gateway's pool relies on it.
+    stream_.expires_after(std::chrono::milliseconds(config.keep_alive_timeout_ms));
+    auto [ec, bytes] = co_await http::async_read_header(stream_, buffer_, parser, kUseTuple);
+    if (ec) break;
+    if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+      http::response<http::empty_body> proceed{http::status::continue_, parser.get().version()};
+      armWriteTimeout();
+      std::tie(ec, bytes) = co_await http::async_write(stream_, proceed, kUseTuple);
+      if (ec) break;
+    }
+    stream_.expires_after(std::chrono::milliseconds(config.body_read_timeout_ms));
+    std::tie(ec, bytes) = co_await http::async_read(stream_, buffer_, parser, kUseTuple);
+    if (ec == http::error::body_limit) {
+      Request head = parser.release();
+      head.keep_alive(false);
+      SimpleResponse too_large = errorResponse(413, "the request body is too large");
+      co_await send(head, too_large);
+      break;
+    }
+    if (ec) break;
+    Request request = parser.release();
+    if (!co_await serve(request) || !request.keep_alive()) break;
+  }
+  beast::error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+asio::awaitable<bool> Session::serve(Request& request) {
+  std::string_view target = request.target();
+  std::string_view path = target.substr(0, target.find('?'));
+  bool keep = false;
+  try {
+    keep = co_await route(request, path);
+  } catch (const std::exception& e) {
+    // A bug, not bad input (that gets a 4xx): drop this connection and keep serving the others.
+    log::error("engine-sim: {} {} failed: {}", std::string(request.method_string()), std::string(path), e.what());
+  }
+  co_return keep;
+}
+
+// The endpoints that are not recorded in /sim/requests, and unknown paths.
+std::optional<SimpleResponse> Session::answerAtOnce(const Request& request, std::string_view path) {
+  http::verb method = request.method();
+  if (path == "/health" && method == http::verb::get)
+    return SimpleResponse{state_.faults.health_status, "text/plain", ""};
+  if (path == "/metrics" && method == http::verb::get) {
+    const Engine& engine = state_.engine;
+    return SimpleResponse{200, kMetricsContentType,
+                          renderMetrics(engine.snapshot(), engine.histograms(), state_.config.servedModel())};
+  }
+  if (path == "/sim/requests" && (method == http::verb::get || method == http::verb::delete_)) {
+    if (method == http::verb::delete_) state_.requests.clear();
+    return SimpleResponse{200, "application/json",
+                          state_.requests.toJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+  }
+  if (path == "/sim/fault" && method == http::verb::post) return handleFault(state_.faults, request.body());
+  if (path == "/sim/fault" && method == http::verb::get) return faultsResponse(state_.faults);
+  for (std::string_view known : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models",
+                                 "/tokenize"})
+    if (path == known) return std::nullopt;
+  return errorResponse(404, "Not Found");
+}
+
+asio::awaitable<bool> Session::route(Request& request, std::string_view path) {
+  if (std::optional<SimpleResponse> answer = answerAtOnce(request, path)) co_return co_await send(request, *answer);
+  auto started = std::chrono::steady_clock::now();
+  std::shared_ptr<RequestRecord> record = recordRequest(request, path);
+  bool chat = path == "/v1/chat/completions";
+  bool completions = path == "/v1/completions";
+  bool models = path == "/v1/models";
+  std::optional<SimpleResponse> answer;
+  if (request.method() != (models ? http::verb::get : http::verb::post)) {
+    answer = errorResponse(405, "Method Not Allowed");
+  } else if (models) {
+    answer = handleModels(state_.config, state_.started_at);
+  } else if (path == "/tokenize") {
+    answer = handleTokenize(state_.config, request.body());
+  }
+  bool keep = false;
+  if (answer) {
+    keep = co_await send(request, *answer, record.get());
+  } else if (chat || completions) {
+    keep = co_await serveCompletion(request, chat ? Endpoint::kChat : Endpoint::kCompletion, *record);
+  } else {
+    keep = co_await serveEmbeddings(request, *record);
+  }
+  logRequest(*record, msSince(started));
+  co_return keep;
+}
+
+asio::awaitable<bool> Session::serveCompletion(const Request& request, Endpoint endpoint, RequestRecord& record) {
+  Parsed<CompletionRequest> parsed = parseCompletionRequest(state_.config, endpoint, request.body());
+  const CompletionRequest& job = parsed.request;
+  record.model = job.model;
+  record.stream = job.stream;
+  record.prompt_tokens = static_cast<uint32_t>(job.prompt.tokens.size());
+  if (state_.faults.stall) {
+    co_await watchClose();
+    record.cancelled = true;
+    co_return false;
+  }
+  std::optional<SimpleResponse> refusal = refuseWith(state_.faults, parsed);
+  if (refusal) co_return co_await send(request, *refusal, &record);
+
+  Engine::StartResult started =
+      state_.engine.start(co_await asio::this_coro::executor, job.prompt.tokens, job.max_tokens);
+  if (!started.sequence) {
+    SimpleResponse never_fits = errorResponse(400, started.error);
+    co_return co_await send(request, never_fits, &record);
+  }
+  // Generation races the client: if the client goes first, generation is cancelled and the sequence (destroyed
+  // when this returns) frees its slot, as vLLM aborts a request whose client disconnected.
+  auto outcome = co_await (generate(request, job, *started.sequence, record) || watchClose());
+  bool finished = outcome.index() == 0 && std::get<0>(outcome);
+  if (!finished) record.cancelled = true;
+  co_return finished;
+}
+
+asio::awaitable<bool> Session::generate(const Request& request, const CompletionRequest& job,
+                                        Engine::Sequence& sequence, RequestRecord& record) {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  Engine& engine = state_.engine;
+  CompletionMeta meta{job.endpoint, nextResponseId(job.endpoint), unixNow(), job.model};
+  // Like vLLM, a stream's head goes out at once; its first event follows the prefill.
+  if (job.stream) {
+    if (!co_await writeStreamHead(request)) co_return false;
+    record.status = 200;
+  }
+  if (!co_await engine.prefill(sequence)) co_return false;
+  record.cached_tokens = sequence.cachedTokens();
+  OutputText output = OutputText::forPrompt(job.prompt.tokens);
+  std::string text;
+  for (uint32_t index = 0; index < job.max_tokens; ++index) {
+    if (index > 0 && !co_await engine.decodeStep(sequence)) co_return false;
+    engine.tokenEmitted(sequence);
+    record.completion_tokens = sequence.generatedTokens();
+    std::string piece = output.token(index);
+    if (!job.stream) {
+      text += piece;
+      continue;
+    }
+    std::string event = sseEvent(tokenChunk(meta, piece, index == 0));
+    if (!co_await writeChunk(event)) co_return false;
+  }
+  engine.finish(sequence);
+  Usage usage{sequence.promptTokens(), sequence.generatedTokens(), sequence.cachedTokens()};
+  if (!job.stream) {
+    SimpleResponse response{200, "application/json", completionResponse(meta, text, job.finish_reason, usage).dump()};
+    co_return co_await send(request, response, &record);
+  }
+  std::string tail = sseEvent(finishChunk(meta, job.finish_reason));
+  if (job.include_usage) tail += sseEvent(usageChunk(meta, usage));
+  tail += kSseDone;
+  if (!co_await writeChunk(tail)) co_return false;
+  if (!co_await writeLastChunk()) co_return false;
+  record.completed = true;
+  co_return true;
+}
+
+asio::awaitable<bool> Session::serveEmbeddings(const Request& request, RequestRecord& record) {
+  Parsed<EmbeddingRequest> parsed = parseEmbeddingRequest(state_.config, request.body());
+  record.model = parsed.request.model;
+  uint64_t tokens = 0;
+  for (const auto& input : parsed.request.inputs) tokens += input.tokens.size();
+  record.prompt_tokens = static_cast<uint32_t>(tokens);
+  if (state_.faults.stall) {
+    co_await watchClose();
+    record.cancelled = true;
+    co_return false;
+  }
+  std::optional<SimpleResponse> refusal = refuseWith(state_.faults, parsed);
+  if (refusal) co_return co_await send(request, *refusal, &record);
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  auto outcome = co_await (state_.engine.prefillOnly(timer, tokens) || watchClose());
+  if (outcome.index() != 0 || !std::get<0>(outcome)) {
+    record.cancelled = true;
+    co_return false;
+  }
+  std::vector<std::vector<float>> embeddings;
+  for (const auto& input : parsed.request.inputs) embeddings.push_back(embeddingFor(input.tokens));
+  SimpleResponse response{200, "application/json", embeddingsResponse(parsed.request.model, embeddings, tokens).dump()};
+  co_return co_await send(request, response, &record);
+}
+
+asio::awaitable<bool> Session::send(const Request& request, const SimpleResponse& response, RequestRecord* record) {
+  http::response<http::string_body> message;
+  message.version(request.version());
+  message.result(static_cast<unsigned>(response.status));
+  message.set(http::field::content_type, response.content_type);
+  message.set("x-sim-pod", state_.config.name);
+  message.keep_alive(request.keep_alive());
+  message.body() = response.body;
+  message.prepare_payload();
+  if (record != nullptr) record->status = response.status;
+  armWriteTimeout();
+  auto [ec, bytes] = co_await http::async_write(stream_, message, kUseTuple);
+  if (ec) co_return false;
+  if (record != nullptr) record->completed = true;
+  co_return true;
+}
+
+asio::awaitable<bool> Session::writeStreamHead(const Request& request) {
+  http::response<http::empty_body> head{http::status::ok, request.version()};
+  head.set(http::field::content_type, "text/event-stream");
+  head.set(http::field::cache_control, "no-cache");
+  head.set("x-sim-pod", state_.config.name);
+  head.keep_alive(request.keep_alive());
+  head.chunked(true);
+  http::response_serializer<http::empty_body> serializer{head};
+  armWriteTimeout();
+  auto [ec, bytes] = co_await http::async_write_header(stream_, serializer, kUseTuple);
+  co_return !ec;
+}
+
+asio::awaitable<bool> Session::writeChunk(const std::string& data) {
+  armWriteTimeout();
+  auto [ec, bytes] = co_await asio::async_write(stream_, http::make_chunk(asio::buffer(data)), kUseTuple);
+  co_return !ec;
+}
+
+asio::awaitable<bool> Session::writeLastChunk() {
+  armWriteTimeout();
+  auto [ec, bytes] = co_await asio::async_write(stream_, http::make_chunk_last(), kUseTuple);
+  co_return !ec;
+}
+
+// Completes when the client closes the connection (or it fails). Reads the raw socket, past the stream's
+// timeouts; bytes a client pipelines meanwhile stay in buffer_ for the next request.
+asio::awaitable<void> Session::watchClose() {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  while (buffer_.size() < kMaxPipelinedBytes) {
+    auto [ec, bytes] = co_await stream_.socket().async_read_some(buffer_.prepare(kWatchReadBytes), kUseTuple);
+    if (ec) co_return;
+    buffer_.commit(bytes);
+  }
+  // Too much pipelined: stop reading and wait to be cancelled.
+  asio::steady_timer never(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+  boost::system::error_code ec;
+  co_await never.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+std::shared_ptr<RequestRecord> Session::recordRequest(const Request& request, std::string_view path) {
+  RequestRecord record;
+  record.method = std::string(request.method_string());
+  record.path = std::string(path);
+  for (const auto& field : request) {
+    std::string& value = record.headers[lowercase(field.name_string())];
+    if (!value.empty()) value += ", ";
+    value += std::string(field.value());
+  }
+  record.body_bytes = request.body().size();
+  return state_.requests.add(std::move(record));
+}
+
+std::string Session::nextResponseId(Endpoint endpoint) {
+  return fmt::format("{}-{:x}{:08x}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", state_.started_at,
+                     state_.next_response_id++);
+}
+
+asio::awaitable<void> runSession(ServerState& state, tcp::socket socket) {
+  Session session(state, std::move(socket));
+  co_await session.run();
+}
+
+asio::awaitable<void> acceptLoop(ServerState& state, tcp::acceptor& acceptor) {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) {
+      // Out of file descriptors and the like: back off instead of spinning.
+      log::warn("engine-sim: accept failed: {}", ec.message());
+      asio::steady_timer pause(acceptor.get_executor(), kAcceptRetryDelay);
+      co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    asio::co_spawn(acceptor.get_executor(), runSession(state, std::move(socket)), logFailure);
+  }
+}
+
+}  // namespace
+
+Server::Server(SimConfig config) : state_(std::make_unique<ServerState>(std::move(config))) {
+  state_->started_at = unixNow();
+}
+
+Server::~Server() = default;
+
+int Server::run(const std::function<void(const std::string& host, uint16_t port)>& on_listening) {
+  // Declared before the io_context's handlers are destroyed (at the end of this function), the engine and the
+  // request log in state_ outlive every session coroutine.
+  asio::io_context io(1);
+  tcp::acceptor acceptor(io);
+  net::openAcceptor(acceptor, state_->config.host, state_->config.port, false);
+  uint16_t port = acceptor.local_endpoint().port();
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    log::info("engine-sim: signal {}, stopping", signal);
+    boost::system::error_code ignored;
+    acceptor.close(ignored);
+    io.stop();
+  });
+  asio::co_spawn(io, acceptLoop(*state_, acceptor), logFailure);
+  on_listening(state_->config.host, port);
+  io.run();
+  state_->engine.stop();
+  return 0;
+}
+
+}  // namespace prefixgate::sim

@@ -1,0 +1,48 @@
+#pragma once
+// Every setting of the simulated vLLM engine pod, with the defaults of an 8B model on one H100-class GPU
+// (see docs: shared/reference/vllm-interfaces.md). Filled by main.cpp from the command line.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace prefixgate::sim {
+
+struct SimConfig {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0 = the kernel picks a free port
+  std::string name = "engine-sim";
+  std::vector<std::string> models = {"sim-model"};
+
+  // KV cache and prefix caching.
+  uint64_t kv_capacity_tokens = 400000;
+  uint32_t block_size = 16;
+
+  // Timing model (simulated time; every delay is multiplied by time_scale before it is waited for).
+  double prefill_tokens_per_s = 25000;
+  double step_overhead_ms = 15;
+  double decode_ms_per_token = 4.5;
+  double decode_ms_per_running_seq = 0.046;
+  double time_scale = 1.0;
+
+  // Scheduler limits.
+  uint32_t max_num_seqs = 256;
+  uint32_t max_tokens_default = 16;
+  uint32_t max_model_len = 32768;
+
+  // HTTP limits (vLLM's server closes keep-alive connections idle for 5 s).
+  uint32_t keep_alive_timeout_ms = 5000;
+  uint32_t body_read_timeout_ms = 60000;
+  uint32_t write_timeout_ms = 60000;
+  uint64_t max_body_bytes = 64ull * 1024 * 1024;
+  uint32_t max_header_bytes = 64 * 1024;
+
+  std::string log_level = "info";
+
+  uint64_t capacityBlocks() const { return block_size == 0 ? 0 : kv_capacity_tokens / block_size; }
+  const std::string& servedModel() const { return models.front(); }
+};
+
+// Returns one line naming the first invalid setting ("--block-size: must be at least 1"), or "" when valid.
+std::string validateConfig(const SimConfig& config);
+
+}  // namespace prefixgate::sim
