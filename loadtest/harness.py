@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 GATEWAY_BIN = os.environ.get("PREFIXGATE_BIN", str(ROOT / "build" / "prefixgate"))
 SIM_BIN = os.environ.get("PREFIXGATE_SIM_BIN", str(ROOT / "build" / "loadtest" / "prefixgate-engine-sim"))
 START_TIMEOUT_S = 20
@@ -24,6 +24,16 @@ def wait_until(predicate, timeout=10.0, interval=0.02, what="condition"):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "WARNING: ThreadSanitizer")
+
+
+def check_sanitizer_reports(log_text, where):
+    for marker in SANITIZER_MARKERS:
+        if marker in log_text:
+            start = log_text.index(marker)
+            raise AssertionError(f"sanitizer report in {where}:\n{log_text[max(0, start - 200):start + 3000]}")
 
 
 class Process:
@@ -62,13 +72,16 @@ class Process:
             self.proc.wait(10)
 
     def stop(self, timeout=10):
+        """SIGTERM, wait, and fail if a sanitizer (ASan, UBSan, LSan) reported anything in the log."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
-        self.log.close()
+        if not self.log.closed:
+            self.log.close()
+        check_sanitizer_reports(self.read_log(), self.log_path)
 
 
 class Sim(Process):

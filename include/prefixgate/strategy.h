@@ -25,6 +25,7 @@ namespace prefixgate::routing {
 // One candidate pod with the numbers a strategy sees and the ones it fills in.
 struct Candidate {
   discovery::PodState* pod = nullptr;
+  PodId pod_id;
   int32_t in_flight = 0;       // the gateway's own count, read once when the decision starts
   double score = 0;            // filled by the strategy: higher wins
   int match_percent = -1;      // filled by prefix strategies (explanations, headers); -1 = not computed
@@ -42,8 +43,6 @@ struct RoutingInput {
   RequestSettings settings;
   std::mt19937_64& rng;             // per-thread generator (seeded in tests)
   bool dry_run = false;             // /debug/route: decide, but record nothing
-  // Strategy-private data carried from score() to onPicked() (e.g. the request's block hashes).
-  std::shared_ptr<void> scratch;
   // A label for aibrix_prefix_cache_routing_selection_total-style outcomes; "" when the strategy has none.
   std::string_view outcome;
   // Facts about the request a strategy computed (e.g. "tokens", "blocks"), shown by /debug/route.

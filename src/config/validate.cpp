@@ -62,6 +62,12 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   if (r.prefix_cache.tokenizer == "tiktoken" && r.prefix_cache.block_size % 4 != 0)
     check.fail("routing.prefix_cache.block_size", "must be a multiple of 4 with the tiktoken tokenizer (4 bytes per token)");
   check.positive("routing.prefix_cache.block_number", r.prefix_cache.block_number);
+  // Modes later releases add: refuse them rather than silently run without them.
+  if (r.prefix_cache.use_remote_tokenizer)
+    check.fail("routing.prefix_cache.use_remote_tokenizer", "the remote (engine /tokenize) tokenizer is not supported yet");
+  if (r.prefix_cache.kv_event_sync)
+    check.fail("routing.prefix_cache.kv_event_sync", "KV event sync mode is not supported yet; use standard mode");
+  if (c.state_sync.enabled) check.fail("state_sync.enabled", "replica state sync through Redis is not supported yet");
   check.positive("routing.prefix_cache.eviction_duration_mins", r.prefix_cache.eviction_duration_mins);
   check.nonNegative("routing.blend.prefix_cache_weight", r.blend.prefix_cache_weight);
   check.nonNegative("routing.blend.prefix_cache_load_balance_weight", r.blend.prefix_cache_load_balance_weight);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "routing/load_score.h"
+
 namespace prefixgate::routing {
 
 int statusFor(RouteFailure f) {
@@ -30,9 +32,9 @@ int64_t steadyNowMs() {
   return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
 }
 
-Router::Router(const config::Config& config, const StrategyRegistry& registry, const discovery::PodRegistry& pods,
+Router::Router(const StrategyRegistry& registry, const StrategyDeps& deps, const discovery::PodRegistry& pods,
                NowMs now_ms)
-    : config_(config), pods_(pods), now_ms_(std::move(now_ms)), strategies_(registry.createAll(StrategyDeps{config})) {}
+    : config_(deps.config), pods_(pods), now_ms_(std::move(now_ms)), strategies_(registry.createAll(deps)) {}
 
 std::vector<std::string> Router::strategyNames() const {
   std::vector<std::string> out;
@@ -95,7 +97,7 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   for (const discovery::PodPtr& pod : *serving) {
     if (!pod->ready(now)) continue;
     if (std::find(query.exclude.begin(), query.exclude.end(), pod->id()) != query.exclude.end()) continue;
-    candidates.push_back(Candidate{pod.get(), pod->inFlight()});
+    candidates.push_back(Candidate{pod.get(), pod->id(), pod->inFlight()});
   }
   if (candidates.empty()) {
     d.failure = RouteFailure::kNoReadyPod;
@@ -103,7 +105,9 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
     return d;
   }
 
-  RoutingInput input{query.request, candidates, settings, rng, query.dry_run, nullptr, {}};
+  // Before any strategy: when load is severely skewed, only the least-loaded pods stay candidates.
+  applyImbalanceGate(candidates, config_.routing.load_imbalance);
+  RoutingInput input{query.request, candidates, settings, rng, query.dry_run, {}, {}};
   strategy->score(input);
 
   // Pick: highest score; among equals the fewest in flight; among those, uniformly at random.

@@ -44,7 +44,8 @@ struct Decision {
 class Router {
  public:
   using NowMs = std::function<int64_t()>;
-  Router(const config::Config& config, const StrategyRegistry& registry, const discovery::PodRegistry& pods, NowMs now_ms);
+  // Builds every strategy of `registry` with `deps` (deps.config must outlive the router).
+  Router(const StrategyRegistry& registry, const StrategyDeps& deps, const discovery::PodRegistry& pods, NowMs now_ms);
 
   // Thread-safe; never blocks. `rng` is the calling thread's generator.
   Decision choose(const RouteQuery& query, std::mt19937_64& rng);

@@ -6,6 +6,7 @@ StrategyRegistry StrategyRegistry::builtin() {
   StrategyRegistry r;
   registerRandom(r);
   registerLeastRequest(r);
+  registerPrefixCache(r);
   return r;
 }
 
@@ -17,7 +18,8 @@ std::vector<std::string> StrategyRegistry::names() const {
 
 std::map<std::string, std::unique_ptr<Strategy>, std::less<>> StrategyRegistry::createAll(const StrategyDeps& deps) const {
   std::map<std::string, std::unique_ptr<Strategy>, std::less<>> out;
-  for (const auto& [name, f] : factories_) out.emplace(name, f(deps));
+  for (const auto& [name, f] : factories_)
+    if (auto strategy = f(deps)) out.emplace(name, std::move(strategy));
   return out;
 }
 

@@ -12,9 +12,15 @@
 
 namespace prefixgate::routing {
 
-// What a strategy may need, handed to its factory (no downcasting, no globals).
+class PrefixServices;
+class PrefixMetrics;
+
+// What a strategy may need, handed to its factory (no downcasting, no globals). Pointers may be null in tests
+// of strategies that do not use them.
 struct StrategyDeps {
   const config::Config& config;
+  PrefixServices* prefix = nullptr;
+  PrefixMetrics* prefix_metrics = nullptr;
 };
 
 class StrategyRegistry {
@@ -24,7 +30,7 @@ class StrategyRegistry {
   static StrategyRegistry builtin();
   void add(std::string name, Factory factory) { factories_[std::move(name)] = std::move(factory); }
   std::vector<std::string> names() const;
-  // Builds one instance of each strategy.
+  // Builds one instance of each strategy (those whose dependencies are absent from `deps` are skipped).
   std::map<std::string, std::unique_ptr<Strategy>, std::less<>> createAll(const StrategyDeps& deps) const;
 
  private:
@@ -33,5 +39,6 @@ class StrategyRegistry {
 
 void registerRandom(StrategyRegistry& registry);
 void registerLeastRequest(StrategyRegistry& registry);
+void registerPrefixCache(StrategyRegistry& registry);
 
 }  // namespace prefixgate::routing

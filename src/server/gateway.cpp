@@ -4,6 +4,8 @@
 #include <chrono>
 
 #include "net/listener.h"
+#include "routing/prefix/prefix_metrics.h"
+#include "routing/prefix/prefix_services.h"
 #include "server/control_plane.h"
 #include "server/worker.h"
 #include "util/log.h"
@@ -26,7 +28,13 @@ Gateway::~Gateway() {
 
 bool Gateway::start(std::string& error) {
   control_ = std::make_unique<ControlPlane>(*this);
-  router_ = std::make_unique<routing::Router>(config_, routing::StrategyRegistry::builtin(), pods_, routing::steadyNowMs);
+  prefix_ = routing::PrefixServices::create(config_, error);
+  if (!prefix_) return false;
+  prefix_metrics_ = std::make_unique<routing::PrefixMetrics>(metrics_.registry());
+  routing::StrategyDeps deps{config_, prefix_.get(), prefix_metrics_.get()};
+  router_ = std::make_unique<routing::Router>(routing::StrategyRegistry::builtin(), deps, pods_, routing::steadyNowMs);
+  // A pod that leaves stops matching in the index at once (its PodId is never reused).
+  pods_.onRemoved([this](PodId id) { prefix_->index().removePod(id); });
   if (config_.discovery.kubernetes) {
     error = "discovery.kubernetes is not supported by this build yet; use discovery.file";
     return false;

@@ -14,6 +14,11 @@
 #include "metrics/gateway_metrics.h"
 #include "routing/router.h"
 
+namespace prefixgate::routing {
+class PrefixServices;
+class PrefixMetrics;
+}  // namespace prefixgate::routing
+
 namespace prefixgate::server {
 
 struct Worker;
@@ -50,6 +55,8 @@ class Gateway {
   config::Config config_;
   discovery::PodRegistry pods_;
   metrics::GatewayMetrics metrics_;
+  std::unique_ptr<routing::PrefixServices> prefix_;
+  std::unique_ptr<routing::PrefixMetrics> prefix_metrics_;
   std::unique_ptr<routing::Router> router_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<ControlPlane> control_;

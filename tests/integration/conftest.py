@@ -1,6 +1,12 @@
+import sys
+from pathlib import Path
+
 import pytest
 
-from harness import Gateway, Sim
+# The process harness lives with the load-test tools (the demo and the benchmarks use it too).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loadtest"))
+
+from harness import Gateway, Sim  # noqa: E402
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ class RouterTest : public ::testing::Test {
     config_.discovery.file = "p.yaml";
     pods_.update({spec("a", {"m"}, 1), spec("b", {"m"}, 2), spec("c", {"other"}, 3)});
     for (const auto& p : pods_.snapshot()->pods()) p->recordHealth(true, 1, 1);
-    router_ = std::make_unique<Router>(config_, StrategyRegistry::builtin(), pods_, [this] { return now_ms_; });
+    router_ = std::make_unique<Router>(StrategyRegistry::builtin(), StrategyDeps{config_}, pods_, [this] { return now_ms_; });
     request_.model = "m";
   }
   Decision choose(std::string_view header = "", std::string_view profile = "", bool dry = false) {

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Configures and builds prefixgate. Usage: scripts/build.sh [release|asan] [ninja targets...]
+#   release  RelWithDebInfo in build/ (default)
+#   asan     AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+flavour=${1:-release}
+shift || true
+case "$flavour" in
+  release) dir=build; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
+  asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=Debug -DPREFIXGATE_SANITIZE=ON -DPREFIXGATE_BENCHMARKS=OFF) ;;
+  *) echo "usage: $0 [release|asan] [targets...]" >&2; exit 2 ;;
+esac
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/prefixgate-ccache}
+export CCACHE_NOHASHDIR=1
+cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
+ninja -C "$dir" "$@"

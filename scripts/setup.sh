@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build, test and benchmark prefixgate. Idempotent, and fast
+# (a few dpkg queries) when nothing is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libboost1.81-dev            # Beast/Asio (libboost-dev is 1.74: do not use it)
+  libsimdjson-dev libxxhash-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-pytest python3-prometheus-client python3-yaml python3-matplotlib
+  nodejs npm                  # the tiktoken encoder tables and the reference encoder for exactness tests
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  [[ "$pkg" == \#* ]] && continue
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ -x scripts/fetch_tiktoken.sh ]]; then
+  scripts/fetch_tiktoken.sh >/dev/null
+fi
+echo "setup: all build and test dependencies are present"

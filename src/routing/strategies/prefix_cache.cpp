@@ -1,0 +1,81 @@
+// prefix-cache: send each request to a pod that already holds the longest prefix of its prompt, weighed against
+// load (the blend, by default) or by AIBrix's standalone rule when routing.blend.load_balance_weight is 0.
+// Standard mode: the index records where the gateway routed each block.
+#include <chrono>
+
+#include "routing/prefix/prefix_metrics.h"
+#include "routing/prefix/prefix_services.h"
+#include "routing/prefix/selection.h"
+#include "routing/strategy_registry.h"
+
+namespace prefixgate::routing {
+namespace {
+
+class PrefixCacheStrategy final : public Strategy {
+ public:
+  PrefixCacheStrategy(const config::Config& config, PrefixServices& services, PrefixMetrics& metrics)
+      : config_(config), services_(services), metrics_(metrics) {}
+
+  std::string_view name() const override { return "prefix-cache"; }
+
+  void score(RoutingInput& input) override {
+    Scratch& s = scratch();
+    s.started = std::chrono::steady_clock::now();
+    services_.hashPrompt(input.request, s.prompt);
+    s.pods.clear();
+    for (const Candidate& c : input.candidates) s.pods.push_back(c.pod_id);
+    s.matched.assign(input.candidates.size(), 0);
+    services_.index().match(input.request.model, s.prompt.hashes, s.pods, s.matched);
+    const auto& blend = config_.routing.blend;
+    const size_t blocks = s.prompt.hashes.size();
+    if (blend.load_balance_weight > 0) {
+      blendScores(input.candidates, s.matched, blocks, blend.prefix_cache_weight,
+                  blend.prefix_cache_load_balance_weight, config_.routing.load_balance);
+      input.outcome = {};
+    } else {
+      input.outcome = standaloneScores(input.candidates, s.matched, blocks, input.settings.standard_deviation_factor);
+    }
+    input.details = {{"tokens", static_cast<int64_t>(s.prompt.tokens)}, {"blocks", static_cast<int64_t>(blocks)}};
+  }
+
+  void onPicked(RoutingInput& input, size_t chosen) override {
+    Scratch& s = scratch();
+    if (input.outcome.empty()) input.outcome = outcomeOfBlend(input.candidates, chosen);
+    if (input.dry_run) return;
+    const Candidate& pick = input.candidates[chosen];
+    // Recorded before proxying, so the next request with the same prefix already follows this one.
+    if (!s.prompt.hashes.empty() && !services_.index().record(input.request.model, s.prompt.hashes, pick.pod_id))
+      metrics_.error(input.request.model, "record_failed");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+    metrics_.decision(input.request.model, pick.match_percent, input.outcome, seconds);
+  }
+
+ private:
+  // score() and onPicked() of one decision run back to back on the same thread: per-thread scratch carries the
+  // hashes between them and keeps its capacity, so a decision allocates nothing once warm.
+  struct Scratch {
+    PromptBlocks prompt;
+    std::vector<PodId> pods;
+    std::vector<uint32_t> matched;
+    std::chrono::steady_clock::time_point started;
+  };
+  static Scratch& scratch() {
+    thread_local Scratch s;
+    return s;
+  }
+
+  const config::Config& config_;
+  PrefixServices& services_;
+  PrefixMetrics& metrics_;
+};
+
+}  // namespace
+
+void registerPrefixCache(StrategyRegistry& registry) {
+  registry.add("prefix-cache", [](const StrategyDeps& deps) -> std::unique_ptr<Strategy> {
+    if (!deps.prefix || !deps.prefix_metrics) return nullptr;
+    return std::make_unique<PrefixCacheStrategy>(deps.config, *deps.prefix, *deps.prefix_metrics);
+  });
+}
+
+}  // namespace prefixgate::routing

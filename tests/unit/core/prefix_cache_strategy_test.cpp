@@ -1,0 +1,148 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "routing/prefix/prefix_metrics.h"
+#include "routing/prefix/prefix_services.h"
+#include "routing/router.h"
+
+namespace prefixgate::routing {
+namespace {
+
+class FakeClock : public Clock {
+ public:
+  SteadyTime now() const override { return now_; }
+  SteadyTime now_{std::chrono::hours(1)};
+};
+
+discovery::PodSpec spec(const std::string& name, uint16_t port) {
+  discovery::PodSpec s;
+  s.name = name;
+  s.address = "127.0.0.1:" + std::to_string(port);
+  s.host = "127.0.0.1";
+  s.port = port;
+  s.models = {"m"};
+  return s;
+}
+
+// The prefix-cache strategy end to end through the Router, on the real index and the character tokenizer.
+class PrefixCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.discovery.file = "p.yaml";
+    config_.routing.strategy = "prefix-cache";
+    config_.routing.prefix_cache.block_size = 4;
+    build();
+  }
+  void build() {
+    index::PrefixIndexOptions options;
+    options.block_capacity = 1000;
+    options.expiry = std::chrono::minutes(20);
+    services_ = std::make_unique<PrefixServices>(std::make_unique<tokenize::CharacterTokenizer>(),
+                                                 config_.routing.prefix_cache.block_size, 0, options, &clock_);
+    metrics_ = std::make_unique<PrefixMetrics>(registry_);
+    pods_ = std::make_unique<discovery::PodRegistry>();
+    pods_->update({spec("a", 1), spec("b", 2), spec("c", 3)});
+    for (const auto& p : pods_->snapshot()->pods()) p->recordHealth(true, 1, 1);
+    router_ = std::make_unique<Router>(StrategyRegistry::builtin(), StrategyDeps{config_, services_.get(), metrics_.get()},
+                                       *pods_, [] { return 0; });
+  }
+  Decision route(const std::string& prompt, bool dry = false) {
+    openai::RequestView r;
+    r.model = "m";
+    r.prompt_text = prompt;
+    RouteQuery q{r, "", "", {}, dry};
+    return router_->choose(q, rng_);
+  }
+  config::Config config_;
+  FakeClock clock_;
+  prometheus::Registry registry_;
+  std::unique_ptr<PrefixServices> services_;
+  std::unique_ptr<PrefixMetrics> metrics_;
+  std::unique_ptr<discovery::PodRegistry> pods_;
+  std::unique_ptr<Router> router_;
+  std::mt19937_64 rng_{7};
+};
+
+// A request sharing a recorded prefix goes to the pod that holds it, with its match percent reported.
+TEST_F(PrefixCacheTest, FollowsTheRecordedPrefix) {
+  Decision first = route("aaaabbbbccccdddd");
+  ASSERT_EQ(first.failure, RouteFailure::kNone);
+  EXPECT_EQ(first.match_percent, 0);
+  std::string holder = first.pod->name();
+  first = Decision{};  // request done: in-flight back to 0
+  Decision second = route("aaaabbbbccccXXXX");
+  EXPECT_EQ(second.pod->name(), holder);
+  EXPECT_EQ(second.match_percent, 75);
+  EXPECT_EQ(second.outcome, "prefix_match");
+  EXPECT_EQ(second.details, (std::vector<std::pair<std::string, int64_t>>{{"tokens", 16}, {"blocks", 4}}));
+}
+
+// A dry run (/debug/route) records nothing: the next real request still sees no match.
+TEST_F(PrefixCacheTest, DryRunRecordsNothing) {
+  route("zzzzyyyy", true);
+  EXPECT_EQ(route("zzzzyyyy").match_percent, 0);
+}
+
+// A prompt shorter than one block matches nothing and still routes.
+TEST_F(PrefixCacheTest, ShortPromptRoutes) {
+  Decision d = route("abc");
+  ASSERT_EQ(d.failure, RouteFailure::kNone);
+  EXPECT_EQ(d.match_percent, 0);
+}
+
+// A burst of identical new prompts (each request still in flight) does not all land on one pod.
+TEST_F(PrefixCacheTest, BurstOfIdenticalPromptsSpreads) {
+  std::vector<Decision> held;
+  std::map<std::string, int> per_pod;
+  for (int i = 0; i < 50; ++i) {
+    held.push_back(route("the same brand new system prompt, again and again"));
+    per_pod[held.back().pod->name()]++;
+  }
+  EXPECT_EQ(per_pod.size(), 3u);
+  for (const auto& [pod, n] : per_pod) EXPECT_LT(n, 30) << pod;
+}
+
+// A removed pod's entries stop matching at once.
+TEST_F(PrefixCacheTest, RemovedPodStopsMatching) {
+  Decision first = route("qqqqrrrrsssstttt");
+  std::string holder = first.pod->name();
+  PodId id = first.pod->id();
+  first = Decision{};
+  services_->index().removePod(id);
+  Decision next = route("qqqqrrrrsssstttt", true);
+  for (const auto& c : next.candidates)
+    if (c.pod->name() == holder) EXPECT_EQ(c.match_percent, 0);
+}
+
+// Standalone mode (blend weight 0) labels its outcomes like AIBrix.
+TEST_F(PrefixCacheTest, StandaloneModeOutcomes) {
+  config_.routing.blend.load_balance_weight = 0;
+  build();
+  EXPECT_EQ(route("mmmmnnnnoooopppp").outcome, "least_request_fallback");
+  EXPECT_EQ(route("mmmmnnnnoooopppp").outcome, "prefix_match");
+}
+
+// Every decision is counted in the aibrix_prefix_cache_* series with AIBrix's labels.
+TEST_F(PrefixCacheTest, RecordsAIBrixSeries) {
+  route("kkkkllll");
+  route("kkkkllll");
+  std::map<std::string, double> counts;
+  for (const auto& family : registry_.Collect())
+    for (const auto& m : family.metric) {
+      std::string key = family.name;
+      for (const auto& l : m.label) key += "|" + l.name + "=" + l.value;
+      counts[key] = family.type == prometheus::MetricType::Counter ? m.counter.value
+                    : family.type == prometheus::MetricType::Gauge ? m.gauge.value
+                                                                   : double(m.histogram.sample_count);
+    }
+  EXPECT_EQ(counts["aibrix_prefix_cache_routing_decisions_total|match_percent_bucket=0|model=m"], 1);
+  EXPECT_EQ(counts["aibrix_prefix_cache_routing_decisions_total|match_percent_bucket=76-100|model=m"], 1);
+  EXPECT_EQ(counts["aibrix_prefix_cache_routing_selection_total|model=m|selection=prefix_match"], 1);
+  EXPECT_EQ(counts["aibrix_prefix_cache_routing_selection_total|model=m|selection=least_request_fallback"], 1);
+  EXPECT_EQ(counts["aibrix_prefix_cache_routing_latency_seconds|model=m"], 2);
+  EXPECT_EQ(counts["aibrix_prefix_cache_indexer_status|indexer_type=local|model=m"], 1);
+}
+
+}  // namespace
+}  // namespace prefixgate::routing
