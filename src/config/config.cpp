@@ -128,6 +128,7 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   up.read("idle_timeout_ms", c.upstream.idle_timeout_ms);
   up.read("pool_idle_ms", c.upstream.pool_idle_ms);
   up.read("max_retries", c.upstream.max_retries);
+  up.read("connect_failure_eject_ms", c.upstream.connect_failure_eject_ms);
   up.finish();
   YamlReader hc = r.child("health_check");
   hc.read("interval_ms", c.health_check.interval_ms);

@@ -96,6 +96,7 @@ struct UpstreamConfig {
   uint32_t idle_timeout_ms = 120000;
   uint32_t pool_idle_ms = 4000;
   uint32_t max_retries = 1;
+  uint32_t connect_failure_eject_ms = 2000;  // a pod that refused a connection gets no new requests this long
 };
 
 struct HealthCheckConfig {

@@ -51,6 +51,8 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
     check.fail("discovery", "set discovery.file (a pods file) or discovery.kubernetes");
   if (!c.discovery.file.empty() && c.discovery.kubernetes)
     check.fail("discovery", "set only one of discovery.file and discovery.kubernetes");
+  else if (c.discovery.kubernetes)
+    check.fail("discovery.kubernetes", "Kubernetes discovery is not supported yet; use discovery.file");
   check.positive("discovery.file_poll_interval_ms", c.discovery.file_poll_interval_ms);
 
   const auto& r = c.routing;

@@ -23,7 +23,7 @@ GatewayMetrics::GatewayMetrics()
                     .Register(*registry_)),
       duration_(prometheus::BuildHistogram()
                     .Name("prefixgate_request_duration_seconds")
-                    .Help("Time from the request head to the last response byte, by model")
+                    .Help("Time from the request head to the last response byte, by model, pod and HTTP status")
                     .Register(*registry_)),
       first_byte_(prometheus::BuildHistogram()
                       .Name("prefixgate_time_to_first_byte_seconds")
@@ -50,7 +50,7 @@ GatewayMetrics::GatewayMetrics()
 void GatewayMetrics::requestDone(const std::string& model, const std::string& pod, int status,
                                  const std::string& strategy, double seconds) {
   requests_.Add({{"model", model}, {"pod", pod}, {"status", std::to_string(status)}, {"strategy", strategy}}).Increment();
-  duration_.Add({{"model", model}}, latencyBuckets()).Observe(seconds);
+  duration_.Add({{"model", model}, {"pod", pod}, {"status", std::to_string(status)}}, latencyBuckets()).Observe(seconds);
 }
 
 void GatewayMetrics::firstByte(const std::string& model, double seconds) {

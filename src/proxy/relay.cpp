@@ -139,6 +139,13 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     if (!up) {
       up = std::make_unique<UpstreamStream>(executor);
       asio::ip::tcp::endpoint endpoint(asio::ip::make_address(spec.host, ec), spec.port);
+      if (ec) {
+        // A host name (e.g. a Kubernetes service): resolved on each new connection; pooled ones skip this.
+        asio::ip::tcp::resolver resolver(executor);
+        auto results = co_await resolver.async_resolve(spec.host, std::to_string(spec.port), asio::redirect_error(kAwait, ec));
+        if (!ec && results.empty()) ec = asio::error::host_not_found;
+        if (!ec) endpoint = results.begin()->endpoint();
+      }
       if (!ec) {
         up->expires_after(std::chrono::milliseconds(rq.config.connect_timeout_ms));
         co_await up->async_connect(endpoint, asio::redirect_error(kAwait, ec));
@@ -148,8 +155,8 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
         log::warn("request {}: cannot connect to pod {} ({}): {}", rq.request_id, spec.name, spec.address, ec.message());
         out.error_reason = isTimeout(ec) ? "connect_timeout" : "connect";
         out.error = "cannot connect to pod " + spec.name + ": " + ec.message();
-        // Keep new requests away from it until a health check passes again.
-        d.pod->eject(routing::steadyNowMs() + 2 * 1000);
+        // Keep new requests away from it for a while (a passing health check ends this sooner).
+        d.pod->eject(routing::steadyNowMs() + rq.config.connect_failure_eject_ms);
         if (pod_switches < static_cast<int>(rq.config.max_retries)) {
           routing::Decision next = rq.choose_again(tried);
           if (next.pod) {

@@ -306,3 +306,38 @@ def test_help_and_version():
         assert words in out.stdout
     version = subprocess.run([GATEWAY_BIN, "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.startswith("prefixgate ")
+
+
+def test_engine_that_never_answers_gets_504_and_others_keep_serving(sims, gateway_factory):
+    """A pod that accepts and never answers yields a clean 504 after response_header_timeout_ms; the request's
+    in-flight count is released."""
+    gw = gateway_factory(sims[:1], config={"upstream": {"response_header_timeout_ms": 300}})
+    sims[0].fault(stall=True)
+    started = time.monotonic()
+    status, headers, body = gw.chat("hello")
+    assert status == 504
+    assert 0.25 < time.monotonic() - started < 5
+    assert json.loads(body)["error"]["code"] == 504
+    assert headers["request-id"]
+    sims[0].fault(stall=False)
+    assert gw.chat("hello")[0] == 200
+    assert gw.debug_pods()[0]["in_flight"] == 0
+
+
+def test_engine_errors_pass_through_unchanged(sims, gateway_factory):
+    """An engine's own error response (here a 500) reaches the client as the engine sent it, with the gateway's
+    headers added."""
+    gw = gateway_factory(sims[:1])
+    sims[0].fault(error_status=500)
+    status, headers, body = gw.chat("hello")
+    assert status == 500
+    assert headers["target-pod"] == "engine-0"
+    assert "error" in json.loads(body)
+
+
+def test_pod_addressed_by_host_name(sims, gateway_factory):
+    """A pod given by host name (as Kubernetes services are) is resolved, health-checked and proxied to."""
+    entry = {"name": "by-name", "address": f"localhost:{sims[0].port}", "models": ["sim-model"]}
+    gw = gateway_factory([entry])
+    status, headers, _ = gw.chat("hello")
+    assert status == 200 and headers["target-pod"] == "by-name"

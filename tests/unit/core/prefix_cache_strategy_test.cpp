@@ -112,7 +112,9 @@ TEST_F(PrefixCacheTest, RemovedPodStopsMatching) {
   services_->index().removePod(id);
   Decision next = route("qqqqrrrrsssstttt", true);
   for (const auto& c : next.candidates)
-    if (c.pod->name() == holder) EXPECT_EQ(c.match_percent, 0);
+    if (c.pod->name() == holder) {
+      EXPECT_EQ(c.match_percent, 0);
+    }
 }
 
 // Standalone mode (blend weight 0) labels its outcomes like AIBrix.
