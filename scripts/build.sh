@@ -13,5 +13,7 @@ case "$flavour" in
 esac
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/prefixgate-ccache}
 export CCACHE_NOHASHDIR=1
+# Relative paths in the hash let a fresh clone in another folder (as CI makes) reuse the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
 ninja -C "$dir" "$@"

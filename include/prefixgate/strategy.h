@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/config.h"
 #include "prefixgate/types.h"
 
 namespace prefixgate::discovery {
@@ -30,11 +31,18 @@ struct Candidate {
   double score = 0;            // filled by the strategy: higher wins
   int match_percent = -1;      // filled by prefix strategies (explanations, headers); -1 = not computed
   double load_score = NAN;     // filled by load-aware strategies (explanations); NaN = not computed
+  // Engine load, read by the Router when the decision starts (engine metrics older than the staleness limit
+  // count as unknown, so a pod whose /metrics stopped answering is scored as neutral, not as idle or full).
+  double waiting = 0;          // vllm:num_requests_waiting; 0 when unknown
+  double kv_usage = NAN;       // KV cache usage 0..1; NaN = unknown
+  double capacity = 0;         // measured output tokens/s; 0 = not measured (scored as the mean of the others)
+  bool excluded = false;       // set by the Router on pods it filtered out (listed by /debug/route, never scored)
 };
 
 // Per-request settings resolved from the model's config profile.
 struct RequestSettings {
   double standard_deviation_factor = 0;
+  config::LoadBalanceConfig load_balance;  // routing.load_balance with the model's and profile's overrides
 };
 
 struct RoutingInput {

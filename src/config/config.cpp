@@ -45,11 +45,17 @@ void readRouting(YamlReader r, RoutingConfig& c) {
   r.finish();
 }
 
-// routing_config: {prefix_cache: {standard_deviation_factor: N}} inside a model or a profile.
-void readRoutingOverrides(YamlReader r, std::optional<double>& factor) {
+// routing_config: {prefix_cache: {standard_deviation_factor: N}, load_balance: {lambda, alpha, kv_critical}}
+// inside a model or a profile.
+void readRoutingOverrides(YamlReader r, std::optional<double>& factor, LoadBalanceOverrides& load_balance) {
   YamlReader pc = r.child("prefix_cache");
   pc.read("standard_deviation_factor", factor);
   pc.finish();
+  YamlReader lb = r.child("load_balance");
+  lb.read("lambda", load_balance.lambda);
+  lb.read("alpha", load_balance.alpha);
+  lb.read("kv_critical", load_balance.kv_critical);
+  lb.finish();
   r.finish();
 }
 
@@ -59,13 +65,13 @@ void readModels(YamlReader r, std::map<std::string, ModelConfig>& models) {
     ModelConfig& mc = models[name];
     m.read("routing_strategy", mc.routing_strategy);
     m.read("locked_routing_strategy", mc.locked_routing_strategy);
-    readRoutingOverrides(m.child("routing_config"), mc.standard_deviation_factor);
+    readRoutingOverrides(m.child("routing_config"), mc.standard_deviation_factor, mc.load_balance);
     YamlReader profiles = m.child("profiles");
     for (const std::string& pname : profiles.keys()) {
       YamlReader p = profiles.child(pname);
       ModelProfile& profile = mc.profiles[pname];
       p.read("routing_strategy", profile.routing_strategy);
-      readRoutingOverrides(p.child("routing_config"), profile.standard_deviation_factor);
+      readRoutingOverrides(p.child("routing_config"), profile.standard_deviation_factor, profile.load_balance);
       p.finish();
     }
     m.finish();
@@ -128,18 +134,21 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   up.read("idle_timeout_ms", c.upstream.idle_timeout_ms);
   up.read("pool_idle_ms", c.upstream.pool_idle_ms);
   up.read("max_retries", c.upstream.max_retries);
-  up.read("connect_failure_eject_ms", c.upstream.connect_failure_eject_ms);
   up.finish();
   YamlReader hc = r.child("health_check");
   hc.read("interval_ms", c.health_check.interval_ms);
   hc.read("timeout_ms", c.health_check.timeout_ms);
   hc.read("unhealthy_threshold", c.health_check.unhealthy_threshold);
   hc.read("healthy_threshold", c.health_check.healthy_threshold);
+  hc.read("passive_failure_threshold", c.health_check.passive_failure_threshold);
+  hc.read("eject_base_ms", c.health_check.eject_base_ms);
+  hc.read("eject_max_ms", c.health_check.eject_max_ms);
   hc.finish();
   YamlReader lim = r.child("limits");
   lim.read("max_body_bytes", c.limits.max_body_bytes);
   lim.read("max_header_bytes", c.limits.max_header_bytes);
   lim.read("max_in_flight", c.limits.max_in_flight);
+  lim.read("max_in_flight_per_pod", c.limits.max_in_flight_per_pod);
   lim.read("header_timeout_ms", c.limits.header_timeout_ms);
   lim.read("client_idle_timeout_ms", c.limits.client_idle_timeout_ms);
   lim.read("max_connections", c.limits.max_connections);

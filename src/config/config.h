@@ -36,6 +36,20 @@ struct LoadBalanceConfig {
   double kv_critical = 0.10;
 };
 
+// A model's or profile's overrides of routing.load_balance (`routing_config.load_balance`); unset = inherited.
+struct LoadBalanceOverrides {
+  std::optional<double> lambda;
+  std::optional<double> alpha;
+  std::optional<double> kv_critical;
+  // `base` with the set fields replaced.
+  LoadBalanceConfig over(LoadBalanceConfig base) const {
+    if (lambda) base.lambda = *lambda;
+    if (alpha) base.alpha = *alpha;
+    if (kv_critical) base.kv_critical = *kv_critical;
+    return base;
+  }
+};
+
 struct LoadImbalanceConfig {
   uint32_t min_gap = 8;
   double factor = 2.0;
@@ -53,12 +67,14 @@ struct RoutingConfig {
 struct ModelProfile {
   std::string routing_strategy;
   std::optional<double> standard_deviation_factor;
+  LoadBalanceOverrides load_balance;
 };
 
 struct ModelConfig {
   std::string routing_strategy;         // empty = the configured default
   std::string locked_routing_strategy;  // when set, wins over the request header
   std::optional<double> standard_deviation_factor;
+  LoadBalanceOverrides load_balance;
   std::map<std::string, ModelProfile> profiles;
 };
 
@@ -96,7 +112,6 @@ struct UpstreamConfig {
   uint32_t idle_timeout_ms = 120000;
   uint32_t pool_idle_ms = 4000;
   uint32_t max_retries = 1;
-  uint32_t connect_failure_eject_ms = 2000;  // a pod that refused a connection gets no new requests this long
 };
 
 struct HealthCheckConfig {
@@ -104,12 +119,18 @@ struct HealthCheckConfig {
   uint32_t timeout_ms = 1000;
   uint32_t unhealthy_threshold = 2;
   uint32_t healthy_threshold = 1;
+  // Passive ejection: after this many consecutive connection failures or 5xx answers a pod gets no new requests
+  // for eject_base_ms, doubling on each further ejection up to eject_max_ms (a passing health check ends it).
+  uint32_t passive_failure_threshold = 1;
+  uint32_t eject_base_ms = 1000;
+  uint32_t eject_max_ms = 30000;
 };
 
 struct LimitsConfig {
   uint64_t max_body_bytes = 33554432;
   uint32_t max_header_bytes = 16384;
   uint32_t max_in_flight = 0;
+  uint32_t max_in_flight_per_pod = 0;  // 0 = unlimited; a pod at the bound takes no more; all at it: 429
   uint32_t header_timeout_ms = 10000;
   uint32_t client_idle_timeout_ms = 60000;
   uint32_t max_connections = 20000;

@@ -82,12 +82,22 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
     check.fail("routing.load_balance.kv_critical", "must be in [0, 1)");
   if (r.load_imbalance.factor < 1) check.fail("routing.load_imbalance.factor", "must be at least 1");
 
+  // A model's or profile's routing_config.load_balance: the same ranges as routing.load_balance.
+  auto checkLoadBalance = [&check](const std::string& key, const LoadBalanceOverrides& lb) {
+    if (lb.lambda) check.nonNegative(key + ".lambda", *lb.lambda);
+    if (lb.alpha) check.nonNegative(key + ".alpha", *lb.alpha);
+    if (lb.kv_critical && (*lb.kv_critical < 0 || *lb.kv_critical >= 1))
+      check.fail(key + ".kv_critical", "must be in [0, 1)");
+  };
   for (const auto& [model, mc] : c.models) {
     std::string base = "models." + model;
     check.strategy(base + ".routing_strategy", mc.routing_strategy, known);
     check.strategy(base + ".locked_routing_strategy", mc.locked_routing_strategy, known);
-    for (const auto& [pname, profile] : mc.profiles)
+    checkLoadBalance(base + ".routing_config.load_balance", mc.load_balance);
+    for (const auto& [pname, profile] : mc.profiles) {
       check.strategy(base + ".profiles." + pname + ".routing_strategy", profile.routing_strategy, known);
+      checkLoadBalance(base + ".profiles." + pname + ".routing_config.load_balance", profile.load_balance);
+    }
   }
 
   check.positive("engine_metrics.scrape_interval_ms", c.engine_metrics.scrape_interval_ms);
@@ -101,6 +111,10 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   check.positive("health_check.timeout_ms", c.health_check.timeout_ms);
   check.positive("health_check.unhealthy_threshold", c.health_check.unhealthy_threshold);
   check.positive("health_check.healthy_threshold", c.health_check.healthy_threshold);
+  check.positive("health_check.passive_failure_threshold", c.health_check.passive_failure_threshold);
+  check.positive("health_check.eject_base_ms", c.health_check.eject_base_ms);
+  if (c.health_check.eject_max_ms < c.health_check.eject_base_ms)
+    check.fail("health_check.eject_max_ms", "must be at least health_check.eject_base_ms");
   check.positive("limits.max_body_bytes", c.limits.max_body_bytes);
   if (c.limits.max_header_bytes < 1024) check.fail("limits.max_header_bytes", "must be at least 1024");
   check.positive("limits.header_timeout_ms", c.limits.header_timeout_ms);

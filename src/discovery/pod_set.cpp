@@ -10,16 +10,28 @@ void PodState::recordHealth(bool ok, uint32_t healthy_threshold, uint32_t unheal
   if (ok) {
     failures_.store(0, std::memory_order_relaxed);
     uint32_t passes = passes_.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (passes >= healthy_threshold) {
-      healthy_.store(true, std::memory_order_relaxed);
-      ejected_until_ms_.store(0, std::memory_order_relaxed);  // a passing check ends a passive ejection
-    }
+    // A passing check does not end a passive ejection: a pod whose /health passes while its requests fail
+    // must still wait out its back-off.
+    if (passes >= healthy_threshold) healthy_.store(true, std::memory_order_relaxed);
   } else {
     passes_.store(0, std::memory_order_relaxed);
     uint32_t failures = failures_.fetch_add(1, std::memory_order_relaxed) + 1;
     // A pod never yet seen healthy is not ready; one that was needs `unhealthy_threshold` failures in a row.
     if (failures >= unhealthy_threshold) healthy_.store(false, std::memory_order_relaxed);
   }
+}
+
+void PodState::recordPassive(bool ok, int64_t now_ms, const config::HealthCheckConfig& config) {
+  if (ok) {
+    passive_failures_.store(0, std::memory_order_relaxed);
+    ejections_.store(0, std::memory_order_relaxed);
+    return;
+  }
+  if (passive_failures_.fetch_add(1, std::memory_order_relaxed) + 1 < config.passive_failure_threshold) return;
+  passive_failures_.store(0, std::memory_order_relaxed);
+  const uint32_t n = std::min<uint32_t>(ejections_.fetch_add(1, std::memory_order_relaxed), 20);
+  const int64_t backoff = std::min<int64_t>(int64_t{config.eject_base_ms} << n, config.eject_max_ms);
+  eject(now_ms + backoff);
 }
 
 PodSet::PodSet(std::vector<PodPtr> pods) : pods_(std::move(pods)) {

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "config/config.h"
+#include "engine/engine_load.h"
 #include "prefixgate/types.h"
 
 namespace prefixgate::discovery {
@@ -50,9 +52,18 @@ class PodState {
 
   // Health-check results (called from the health checker only); thresholds are consecutive counts.
   void recordHealth(bool ok, uint32_t healthy_threshold, uint32_t unhealthy_threshold);
-  // A request could not reach the pod: keep new requests away until `until_ms` (or a passing health check).
+  // Keeps new requests away until `until_ms`.
   void eject(int64_t until_ms) { ejected_until_ms_.store(until_ms, std::memory_order_relaxed); }
+  // The outcome of a request as the relay saw it (failure = no connection, a reset before the response, or a
+  // 5xx). After `passive_failure_threshold` failures in a row the pod is ejected for eject_base_ms, doubling with
+  // each ejection in a row up to eject_max_ms; a success ends the streak and the doubling.
+  void recordPassive(bool ok, int64_t now_ms, const config::HealthCheckConfig& config);
+  uint32_t ejections() const { return ejections_.load(std::memory_order_relaxed); }
   void markRemoved() { removed_.store(true, std::memory_order_relaxed); }
+
+  // Engine-reported load and measured capacity (scraper and relays write, strategies read).
+  engine::EngineLoad& engine() { return engine_; }
+  const engine::EngineLoad& engine() const { return engine_; }
 
  private:
   const PodId id_;
@@ -64,6 +75,9 @@ class PodState {
   std::atomic<int64_t> ejected_until_ms_{0};
   std::atomic<uint32_t> passes_{0};
   std::atomic<uint32_t> failures_{0};
+  std::atomic<uint32_t> passive_failures_{0};
+  std::atomic<uint32_t> ejections_{0};
+  engine::EngineLoad engine_;
 };
 
 using PodPtr = std::shared_ptr<PodState>;

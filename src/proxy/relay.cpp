@@ -11,6 +11,10 @@
 #include <cerrno>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
+#include "openai/errors.h"
+#include "proxy/output_tokens.h"
 #include "util/log.h"
 
 namespace prefixgate::proxy {
@@ -96,6 +100,38 @@ void copyResponseHead(const http::response_header<>& from, http::response<http::
   else to.chunked(true);
 }
 
+// After the response began, an engine failure cannot become an error status: an event stream gets a final SSE
+// error event and a clean end of the chunked body (the connection then closes), so clients do not hang.
+asio::awaitable<void> endStreamWithError(beast::tcp_stream& client, http::response_serializer<http::buffer_body>& sr,
+                                         http::response<http::buffer_body>& res, const std::string& message) {
+  if (!res.chunked() || res[http::field::content_type].find("text/event-stream") == std::string_view::npos) co_return;
+  nlohmann::json event = nlohmann::json::parse(openai::errorBody(502, message));
+  std::string text = "data: " + event.dump() + "\n\n";
+  res.body().data = text.data();
+  res.body().size = text.size();
+  res.body().more = false;
+  error_code ec;
+  co_await http::async_write(client, sr, asio::redirect_error(kAwait, ec));
+}
+
+// Opens a connection to the pod (resolving a host name; IP literals skip the resolver), with TCP_NODELAY.
+asio::awaitable<error_code> connect(UpstreamStream& stream, const discovery::PodSpec& pod,
+                                    std::chrono::milliseconds timeout) {
+  error_code ec;
+  asio::ip::tcp::endpoint endpoint(asio::ip::make_address(pod.host, ec), pod.port);
+  if (ec) {
+    asio::ip::tcp::resolver resolver(co_await asio::this_coro::executor);
+    auto results = co_await resolver.async_resolve(pod.host, std::to_string(pod.port), asio::redirect_error(kAwait, ec));
+    if (!ec && results.empty()) ec = asio::error::host_not_found;
+    if (ec) co_return ec;
+    endpoint = results.begin()->endpoint();
+  }
+  stream.expires_after(timeout);
+  co_await stream.async_connect(endpoint, asio::redirect_error(kAwait, ec));
+  if (!ec) stream.socket().set_option(asio::ip::tcp::no_delay(true), ec);
+  co_return ec;
+}
+
 }  // namespace
 
 bool isHopByHop(std::string_view name) {
@@ -131,6 +167,18 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
   bool fresh_only = false;  // after a reused connection failed, the retry uses a new one
   int pod_switches = 0;     // retries on another pod (bounded by max_retries); fresh-connection retries are free
   error_code ec;
+  // Moves the request to another pod when the retry budget allows; false when it does not or no pod is left.
+  auto switchPod = [&]() -> bool {
+    if (pod_switches >= static_cast<int>(rq.config.max_retries)) return false;
+    routing::Decision next = rq.choose_again(tried);
+    if (!next.pod) return false;
+    ++pod_switches;
+    ++out.retries;
+    d = std::move(next);
+    fresh_only = false;
+    return true;
+  };
+  auto passive = [&](bool ok) { d.pod->recordPassive(ok, routing::steadyNowMs(), rq.health); };
   for (;;) {
     const discovery::PodSpec& spec = d.pod->spec();
     if (tried.empty() || tried.back() != d.pod->id()) tried.push_back(d.pod->id());
@@ -138,39 +186,17 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     const bool reused = up != nullptr;
     if (!up) {
       up = std::make_unique<UpstreamStream>(executor);
-      asio::ip::tcp::endpoint endpoint(asio::ip::make_address(spec.host, ec), spec.port);
-      if (ec) {
-        // A host name (e.g. a Kubernetes service): resolved on each new connection; pooled ones skip this.
-        asio::ip::tcp::resolver resolver(executor);
-        auto results = co_await resolver.async_resolve(spec.host, std::to_string(spec.port), asio::redirect_error(kAwait, ec));
-        if (!ec && results.empty()) ec = asio::error::host_not_found;
-        if (!ec) endpoint = results.begin()->endpoint();
-      }
-      if (!ec) {
-        up->expires_after(std::chrono::milliseconds(rq.config.connect_timeout_ms));
-        co_await up->async_connect(endpoint, asio::redirect_error(kAwait, ec));
-      }
+      ec = co_await connect(*up, spec, std::chrono::milliseconds(rq.config.connect_timeout_ms));
       if (ec) {
         if (watch->gone) break;
         log::warn("request {}: cannot connect to pod {} ({}): {}", rq.request_id, spec.name, spec.address, ec.message());
         out.error_reason = isTimeout(ec) ? "connect_timeout" : "connect";
         out.error = "cannot connect to pod " + spec.name + ": " + ec.message();
-        // Keep new requests away from it for a while (a passing health check ends this sooner).
-        d.pod->eject(routing::steadyNowMs() + rq.config.connect_failure_eject_ms);
-        if (pod_switches < static_cast<int>(rq.config.max_retries)) {
-          routing::Decision next = rq.choose_again(tried);
-          if (next.pod) {
-            ++pod_switches;
-            ++out.retries;
-            d = std::move(next);
-            fresh_only = false;
-            continue;
-          }
-        }
+        passive(false);
+        if (switchPod()) continue;
         out.status = isTimeout(ec) ? 504 : 502;
         co_return out;
       }
-      up->socket().set_option(asio::ip::tcp::no_delay(true), ec);
     }
     watch->upstream = up.get();
 
@@ -184,9 +210,22 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
       up->expires_after(std::chrono::milliseconds(rq.config.response_header_timeout_ms));
       co_await http::async_read_header(*up, up_buffer, *parser, asio::redirect_error(kAwait, ec));
     }
-    if (!ec) break;
+    if (!ec) {
+      const int status = static_cast<int>(parser->get().result_int());
+      passive(status < 500);
+      if (status < 500) break;
+      // An engine error before anything reached the client: another pod may serve it. The error response is
+      // dropped with its connection; when no retry is possible it is relayed as the engine sent it.
+      log::warn("request {}: pod {} answered {}", rq.request_id, spec.name, status);
+      watch->upstream = nullptr;
+      auto failed = std::move(up);
+      if (switchPod()) continue;
+      up = std::move(failed);
+      watch->upstream = up.get();
+      break;
+    }
     if (watch->gone) break;
-    if (reused && !isTimeout(ec)) {
+    if (reused && !isTimeout(ec) && !fresh_only) {
       // vLLM closes idle keep-alive connections; a reused one failing before any byte is retried once, fresh.
       fresh_only = true;
       ++out.retries;
@@ -194,6 +233,9 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     }
     out.error_reason = isTimeout(ec) ? "response_header_timeout" : reasonOf(ec);
     out.error = "pod " + spec.name + " failed before responding: " + ec.message();
+    passive(false);
+    // A reset before any response byte is retried elsewhere; a timeout is not (the engine may still be working).
+    if (!isTimeout(ec) && switchPod()) continue;
     out.status = isTimeout(ec) ? 504 : 502;
     co_return out;
   }
@@ -219,6 +261,7 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
   co_await http::async_write_header(rq.client, serializer, asio::redirect_error(kAwait, ec));
   out.response_started = true;
   std::array<char, kRelayBufferBytes> buffer;
+  OutputTokenCounter output_tokens;
   while (!ec && !parser->is_done()) {
     up_head.body().data = buffer.data();
     up_head.body().size = buffer.size();
@@ -231,6 +274,10 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
       out.error_reason = watch->gone ? "client_gone" : (isTimeout(read_ec) ? "idle_timeout" : reasonOf(read_ec));
       out.error = "pod " + d.pod->name() + " response interrupted: " + read_ec.message();
       ec = read_ec;
+      if (!watch->gone) {
+        passive(false);
+        co_await endStreamWithError(rq.client, serializer, res, out.error);
+      }
       break;
     }
     res.body().data = buffer.data();
@@ -239,6 +286,7 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     // A read that only consumed chunk framing has no body bytes: writing an empty buffer would end the chunked
     // response to the client early, so wait for real bytes.
     if (res.body().size == 0 && res.body().more) continue;
+    output_tokens.feed(std::string_view(buffer.data(), res.body().size));
     rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
     if (ec == http::error::need_buffer) ec = {};
@@ -258,6 +306,10 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     out.client_gone = true;
     if (out.error.empty()) out.error = "client closed the connection during the response";
   }
+  // The pod's measured capacity (output tokens/s) counts every token it produced for a successful response.
+  if (out.status == 200 && output_tokens.tokens() > 0)
+    d.pod->engine().addOutputTokens(output_tokens.tokens(), routing::steadyNowMs());
+  out.output_tokens = output_tokens.tokens();
   if (!ec && parser->is_done()) {
     out.keep_client = rq.client_keep_alive;
     if (parser->keep_alive() && up_buffer.size() == 0) rq.pool.give(d.pod->id(), std::move(up));

@@ -20,6 +20,7 @@ struct RelayRequest {
   boost::beast::tcp_stream& client;
   UpstreamPool& pool;
   const config::UpstreamConfig& config;
+  const config::HealthCheckConfig& health;  // passive ejection settings
   const boost::beast::http::request_header<>& head;  // the client's request head
   const std::string& body;                           // passed to the engine unchanged
   const std::string& request_id;
@@ -37,6 +38,7 @@ struct RelayOutcome {
   std::string error_reason;       // metric label: connect, timeout, reset, ...
   double first_byte_seconds = -1;
   int retries = 0;
+  uint64_t output_tokens = 0;     // counted on the way through (usage, else SSE events)
 };
 
 // Runs on the client's event-loop thread. `decision` may be replaced (another pod) on connect failure; its

@@ -1,6 +1,7 @@
 #include "routing/load_score.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace prefixgate::routing {
@@ -11,6 +12,51 @@ double capacityLoadScore(double running, double waiting, double capacity, double
   if (capacity <= 0) capacity = 1;
   const double used = 1 - kv_free;
   return (running + config.lambda * waiting) / capacity * (1 + config.alpha * used * used);
+}
+
+double kvFree(const Candidate& c) {
+  if (std::isnan(c.kv_usage)) return 1;
+  return 1 - std::clamp(c.kv_usage, 0.0, 1.0);
+}
+
+double fallbackCapacity(std::span<const Candidate> candidates) {
+  double sum = 0;
+  size_t measured = 0;
+  for (const Candidate& c : candidates) {
+    if (c.capacity > 0) {
+      sum += c.capacity;
+      ++measured;
+    }
+  }
+  return measured ? sum / static_cast<double>(measured) : 1.0;
+}
+
+void capacityLoadScores(std::span<Candidate> candidates, const config::LoadBalanceConfig& config) {
+  const double fallback = fallbackCapacity(candidates);
+  for (Candidate& c : candidates)
+    c.load_score = capacityLoadScore(c.in_flight, c.waiting, capacityOf(c, fallback), kvFree(c), config);
+}
+
+void ensureLoadScores(std::span<Candidate> candidates, const config::LoadBalanceConfig& config) {
+  for (const Candidate& c : candidates) {
+    if (std::isnan(c.load_score)) {
+      capacityLoadScores(candidates, config);
+      return;
+    }
+  }
+}
+
+size_t excludeInfiniteLoad(std::vector<Candidate>& candidates, std::vector<Candidate>& excluded) {
+  auto infinite = [](const Candidate& c) { return std::isinf(c.load_score); };
+  const size_t count = static_cast<size_t>(std::count_if(candidates.begin(), candidates.end(), infinite));
+  if (count == 0 || count == candidates.size()) return 0;
+  for (Candidate& c : candidates) {
+    if (!infinite(c)) continue;
+    excluded.push_back(c);
+    excluded.back().excluded = true;
+  }
+  std::erase_if(candidates, infinite);
+  return count;
 }
 
 bool applyImbalanceGate(std::vector<Candidate>& candidates, const config::LoadImbalanceConfig& config) {

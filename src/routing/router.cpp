@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "routing/load_score.h"
 
@@ -12,6 +13,7 @@ int statusFor(RouteFailure f) {
     case RouteFailure::kUnknownStrategy: return 400;
     case RouteFailure::kModelNotServed: return 404;
     case RouteFailure::kNoReadyPod: return 503;
+    case RouteFailure::kAllOverloaded: return 429;
     case RouteFailure::kNone: return 200;
   }
   return 500;
@@ -22,10 +24,27 @@ std::string_view reasonLabel(RouteFailure f) {
     case RouteFailure::kUnknownStrategy: return "unknown_strategy";
     case RouteFailure::kModelNotServed: return "model_not_served";
     case RouteFailure::kNoReadyPod: return "no_ready_pod";
+    case RouteFailure::kAllOverloaded: return "all_overloaded";
     case RouteFailure::kNone: return "none";
   }
   return "unknown";
 }
+
+namespace {
+
+// A candidate as the decision starts: the gateway's in-flight count and, when recent enough, the engine's load.
+Candidate candidateFor(discovery::PodState& pod, int64_t now_ms, int64_t max_engine_age_ms) {
+  Candidate c{&pod, pod.id(), pod.inFlight()};
+  const engine::EngineLoadView view = pod.engine().view();
+  if (view.fresh(now_ms, max_engine_age_ms)) {
+    c.waiting = std::isnan(view.waiting) ? 0 : view.waiting;
+    c.kv_usage = view.kv_usage;
+  }
+  c.capacity = view.capacity;
+  return c;
+}
+
+}  // namespace
 
 int64_t steadyNowMs() {
   using namespace std::chrono;
@@ -44,6 +63,7 @@ std::vector<std::string> Router::strategyNames() const {
 
 Strategy* Router::resolve(const RouteQuery& query, RequestSettings& settings, std::string& message) const {
   settings.standard_deviation_factor = config_.routing.prefix_cache.standard_deviation_factor;
+  settings.load_balance = config_.routing.load_balance;
   std::string_view name = config_.routing.strategy;
   const config::ModelConfig* model = nullptr;
   if (auto it = config_.models.find(query.request.model); it != config_.models.end()) model = &it->second;
@@ -53,10 +73,12 @@ Strategy* Router::resolve(const RouteQuery& query, RequestSettings& settings, st
   }
   if (model) {
     if (model->standard_deviation_factor) settings.standard_deviation_factor = *model->standard_deviation_factor;
+    settings.load_balance = model->load_balance.over(settings.load_balance);
     if (!model->routing_strategy.empty()) name = model->routing_strategy;
   }
   if (profile) {
     if (profile->standard_deviation_factor) settings.standard_deviation_factor = *profile->standard_deviation_factor;
+    settings.load_balance = profile->load_balance.over(settings.load_balance);
     if (!profile->routing_strategy.empty()) name = profile->routing_strategy;
   }
   if (!query.header_strategy.empty()) name = query.header_strategy;
@@ -92,12 +114,27 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
     return d;
   }
   const int64_t now = now_ms_();
+  const int64_t max_engine_age = engine::maxEngineMetricsAgeMs(config_.engine_metrics.scrape_interval_ms,
+                                                               config_.engine_metrics.scrape_timeout_ms);
+  const int32_t max_per_pod = static_cast<int32_t>(config_.limits.max_in_flight_per_pod);
+  size_t full = 0;
   std::vector<Candidate> candidates;
   candidates.reserve(serving->size());
   for (const discovery::PodPtr& pod : *serving) {
     if (!pod->ready(now)) continue;
     if (std::find(query.exclude.begin(), query.exclude.end(), pod->id()) != query.exclude.end()) continue;
-    candidates.push_back(Candidate{pod.get(), pod->id(), pod->inFlight()});
+    // The per-pod queue bound (limits.max_in_flight_per_pod): a full pod takes no more.
+    if (max_per_pod > 0 && pod->inFlight() >= max_per_pod) {
+      ++full;
+      continue;
+    }
+    candidates.push_back(candidateFor(*pod, now, max_engine_age));
+  }
+  if (candidates.empty() && full > 0) {
+    d.failure = RouteFailure::kAllOverloaded;
+    d.message = "every pod serving the model '" + query.request.model +
+                "' has limits.max_in_flight_per_pod requests in flight; retry later";
+    return d;
   }
   if (candidates.empty()) {
     d.failure = RouteFailure::kNoReadyPod;
@@ -105,6 +142,11 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
     return d;
   }
 
+  // A pod whose KV cache is nearly full (infinite capacity-aware score) is not a candidate unless every pod is.
+  // The scores stay on the candidates: load-aware strategies use them as computed with this request's settings.
+  capacityLoadScores(candidates, settings.load_balance);
+  std::vector<Candidate> excluded;
+  excludeInfiniteLoad(candidates, excluded);
   // Before any strategy: when load is severely skewed, only the least-loaded pods stay candidates.
   applyImbalanceGate(candidates, config_.routing.load_imbalance);
   RoutingInput input{query.request, candidates, settings, rng, query.dry_run, {}, {}};
@@ -137,6 +179,7 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   d.outcome = input.outcome;
   d.details = std::move(input.details);
   d.candidates = std::move(candidates);
+  d.candidates.insert(d.candidates.end(), excluded.begin(), excluded.end());  // shown by /debug/route
   return d;
 }
 

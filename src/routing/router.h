@@ -17,9 +17,9 @@
 namespace prefixgate::routing {
 
 // Typed outcomes; each maps to one HTTP status and OpenAI error (see statusFor).
-enum class RouteFailure { kNone, kUnknownStrategy, kModelNotServed, kNoReadyPod };
-int statusFor(RouteFailure f);                // 400, 404, 503
-std::string_view reasonLabel(RouteFailure f); // metric label: unknown_strategy, model_not_served, no_ready_pod
+enum class RouteFailure { kNone, kUnknownStrategy, kModelNotServed, kNoReadyPod, kAllOverloaded };
+int statusFor(RouteFailure f);                // 400, 404, 503, 429
+std::string_view reasonLabel(RouteFailure f); // metric label: unknown_strategy, model_not_served, no_ready_pod, all_overloaded
 
 struct RouteQuery {
   const openai::RequestView& request;

@@ -7,6 +7,9 @@ StrategyRegistry StrategyRegistry::builtin() {
   registerRandom(r);
   registerLeastRequest(r);
   registerPrefixCache(r);
+  registerLoadBalance(r);
+  registerLeastKvCache(r);
+  registerThroughput(r);
   return r;
 }
 

@@ -40,5 +40,8 @@ class StrategyRegistry {
 void registerRandom(StrategyRegistry& registry);
 void registerLeastRequest(StrategyRegistry& registry);
 void registerPrefixCache(StrategyRegistry& registry);
+void registerLoadBalance(StrategyRegistry& registry);
+void registerLeastKvCache(StrategyRegistry& registry);
+void registerThroughput(StrategyRegistry& registry);
 
 }  // namespace prefixgate::routing

@@ -31,9 +31,33 @@ struct AdminResponse {
   std::string body;
 };
 
+// A number, or null when the engine did not report it.
+json known(bool has, double value) { return has ? json(value) : json(nullptr); }
+
+// What the scraper last read from the pod's engine /metrics, and the gateway's measured output rate. stale: the
+// last scrape failed, or none succeeded within the staleness limit (routing then treats the pod as neutral).
+json engineJson(const discovery::PodState& pod, int64_t now, int64_t max_age_ms) {
+  const engine::EngineSnapshot s = pod.engine().latest();
+  const bool scraped = s.valid;
+  return {{"running", known(s.has_running, s.running)},
+          {"waiting", known(s.has_waiting, s.waiting)},
+          {"kv_cache_usage", known(s.has_kv_usage, s.kv_usage)},
+          {"prefix_cache_hits", known(s.has_prefix_cache, s.prefix_cache_hits)},
+          {"prefix_cache_queries", known(s.has_prefix_cache, s.prefix_cache_queries)},
+          {"block_size", known(s.has_cache_config, s.block_size)},
+          {"num_gpu_blocks", known(s.has_cache_config, s.num_gpu_blocks)},
+          {"scraped_ms_ago", scraped ? json(now - s.scraped_at_ms) : json(nullptr)},
+          {"stale", !scraped || s.stale || now - s.scraped_at_ms > max_age_ms},
+          {"failed_scrapes", s.failed_scrapes},
+          {"last_error", s.last_error},
+          {"capacity_tokens_per_s", pod.engine().capacityTokensPerSecond(now)}};
+}
+
 json podsJson(Gateway& g) {
   auto snapshot = g.pods().snapshot();
   const int64_t now = routing::steadyNowMs();
+  const auto& em = g.config().engine_metrics;
+  const int64_t max_age = engine::maxEngineMetricsAgeMs(em.scrape_interval_ms, em.scrape_timeout_ms);
   json pods = json::array();
   for (const auto& pod : snapshot->pods()) {
     pods.push_back({{"name", pod->name()},
@@ -46,7 +70,8 @@ json podsJson(Gateway& g) {
                     {"ejected_for_ms", std::max<int64_t>(0, pod->ejectedUntilMs() - now)},
                     {"in_flight", pod->inFlight()},
                     {"kv_events", pod->spec().kv_events},
-                    {"kv_replay", pod->spec().kv_replay}});
+                    {"kv_replay", pod->spec().kv_replay},
+                    {"engine", engineJson(*pod, now, max_age)}});
   }
   return json{{"pods", pods}};
 }
@@ -71,8 +96,13 @@ AdminResponse debugRoute(ControlPlane& control, http::request<http::string_body>
     pods.push_back({{"name", c.pod->name()},
                     {"match_percent", c.match_percent < 0 ? json(nullptr) : json(c.match_percent)},
                     {"load_score", std::isnan(c.load_score) ? json(nullptr) : json(c.load_score)},
-                    {"score", c.score},
-                    {"in_flight", c.in_flight}});
+                    {"score", c.excluded ? json(nullptr) : json(c.score)},
+                    {"in_flight", c.in_flight},
+                    {"waiting", c.waiting},
+                    {"kv_cache_usage", std::isnan(c.kv_usage) ? json(nullptr) : json(c.kv_usage)},
+                    {"capacity_tokens_per_s", c.capacity},
+                    // Filtered out before scoring (KV cache nearly full): never picked while another pod is not.
+                    {"excluded", c.excluded}});
   }
   json out{{"strategy", d.strategy}, {"pod", d.pod->name()}, {"pods", pods}};
   out["match_percent"] = d.match_percent < 0 ? json(nullptr) : json(d.match_percent);

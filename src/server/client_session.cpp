@@ -209,9 +209,12 @@ class ClientSession {
     if (decision.failure != routing::RouteFailure::kNone) {
       int status = routing::statusFor(decision.failure);
       outcome.fail(status, std::string(routing::reasonLabel(decision.failure)), decision.message);
-      co_return co_await writeError(stream_, status, decision.message, keep_alive, outcome.headers()) && keep_alive;
+      HeaderList headers = outcome.headers();
+      if (status == 429 || status == 503) headers.emplace_back("retry-after", "1");
+      co_return co_await writeError(stream_, status, decision.message, keep_alive, headers) && keep_alive;
     }
-    proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, head, head.body(),
+    proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, gateway_.config().health_check,
+                                      head, head.body(),
                                       outcome.requestId(), keep_alive,
                                       [&](std::span<const PodId> exclude) {
                                         routing::RouteQuery again = query;

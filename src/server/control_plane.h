@@ -9,6 +9,7 @@
 
 #include "discovery/file/pods_file.h"
 #include "discovery/health_checker.h"
+#include "engine/metrics_scraper.h"
 
 namespace prefixgate::server {
 
@@ -23,6 +24,7 @@ class ControlPlane {
   boost::asio::signal_set signals{io};
   std::unique_ptr<discovery::FilePodSource> file_source;
   std::unique_ptr<discovery::HealthChecker> health;
+  std::unique_ptr<engine::MetricsScraper> scraper;  // engine /metrics -> each pod's EngineLoad
   std::mt19937_64 rng{std::random_device{}()};
   std::thread thread;
 };

@@ -47,6 +47,8 @@ bool Gateway::start(std::string& error) {
     return false;
   }
   control_->health = std::make_unique<discovery::HealthChecker>(control_->io, pods_, config_.health_check);
+  control_->scraper =
+      std::make_unique<engine::MetricsScraper>(control_->io, pods_, config_.engine_metrics, routing::steadyNowMs);
 
   std::string host;
   uint16_t port = 0;
@@ -78,6 +80,7 @@ bool Gateway::start(std::string& error) {
     beginShutdown();
   });
   control_->health->start();
+  control_->scraper->start();
   startAdmin(*control_);
   control_->thread = std::thread([this] { control_->io.run(); });
   drain_thread_ = std::thread([this] { drainAndStop(); });
@@ -130,6 +133,7 @@ void Gateway::drainAndStop() {
     });
   }
   if (control_->health) control_->health->stop();
+  if (control_->scraper) control_->scraper->stop();
   if (control_->file_source) asio::post(control_->io, [this] { control_->file_source->stop(); });
   control_->io.stop();
 }

@@ -47,6 +47,7 @@ void RequestOutcome::setDecision(const routing::Decision& decision, const proxy:
   status_ = relayed.status;
   first_byte_seconds_ = relayed.first_byte_seconds;
   retries_ = relayed.retries;
+  output_tokens_ = relayed.output_tokens;
   if (!relayed.error.empty()) {
     reason_ = relayed.error_reason;
     message_ = relayed.error;
@@ -77,6 +78,7 @@ RequestOutcome::~RequestOutcome() {
                                  strategy_.empty() ? "-" : strategy_, pod_.empty() ? "-" : pod_,
                                  match_percent_ >= 0 ? std::to_string(match_percent_) : "-", status_, seconds * 1000);
   if (first_byte_seconds_ >= 0) line += fmt::format(" ttfb_ms={:.1f}", first_byte_seconds_ * 1000);
+  if (output_tokens_ > 0) line += fmt::format(" output_tokens={}", output_tokens_);
   if (stream_) line += " stream=true";
   if (retries_ > 0) line += fmt::format(" retries={}", retries_);
   if (!message_.empty()) line += " error=\"" + message_ + "\"";

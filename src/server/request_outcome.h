@@ -52,6 +52,7 @@ class RequestOutcome {
   std::string message_;
   double first_byte_seconds_ = -1;
   int retries_ = 0;
+  uint64_t output_tokens_ = 0;
 };
 
 // A random request id: 32 hex digits.

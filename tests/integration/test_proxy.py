@@ -131,9 +131,11 @@ def test_least_request_spreads_concurrent_requests(sims, gateway_factory):
     """Concurrent requests spread over every pod (in-flight is counted at the moment of choice)."""
     gw = gateway_factory(sims)
     results = []
+    barrier = threading.Barrier(12)
 
     def one():
-        results.append(gw.chat("same prompt every time", max_tokens=40)[1]["target-pod"])
+        barrier.wait()  # all 12 in flight together (each takes ~90 ms of simulated decode)
+        results.append(gw.chat("same prompt every time", max_tokens=400)[1]["target-pod"])
 
     threads = [threading.Thread(target=one) for _ in range(12)]
     for t in threads:
@@ -309,24 +311,31 @@ def test_help_and_version():
 
 
 def test_engine_that_never_answers_gets_504_and_others_keep_serving(sims, gateway_factory):
-    """A pod that accepts and never answers yields a clean 504 after response_header_timeout_ms; the request's
-    in-flight count is released."""
-    gw = gateway_factory(sims[:1], config={"upstream": {"response_header_timeout_ms": 300}})
+    """A pod that accepts and never answers yields a clean 504 after response_header_timeout_ms, is then ejected,
+    and the other pod keeps serving; in-flight counts return to 0."""
+    gw = gateway_factory(sims[:2], config={"upstream": {"response_header_timeout_ms": 300},
+                                           "health_check": {"eject_base_ms": 5000}})
     sims[0].fault(stall=True)
-    started = time.monotonic()
-    status, headers, body = gw.chat("hello")
-    assert status == 504
-    assert 0.25 < time.monotonic() - started < 5
-    assert json.loads(body)["error"]["code"] == 504
-    assert headers["request-id"]
-    sims[0].fault(stall=False)
-    assert gw.chat("hello")[0] == 200
-    assert gw.debug_pods()[0]["in_flight"] == 0
+    statuses = []
+    for _ in range(20):  # least-request picks at random between idle pods: go until one hits the stalled pod
+        started = time.monotonic()
+        status, headers, body = gw.chat("hello")
+        statuses.append(status)
+        if status == 504:
+            assert 0.25 < time.monotonic() - started < 5
+            assert json.loads(body)["error"]["code"] == 504
+            assert headers["request-id"]
+            break
+        assert status == 200 and headers["target-pod"] == "engine-1"
+    assert statuses[-1] == 504
+    after = [gw.chat("hello") for _ in range(5)]
+    assert all(s == 200 and h["target-pod"] == "engine-1" for s, h, _ in after)
+    assert all(p["in_flight"] == 0 for p in gw.debug_pods())
 
 
 def test_engine_errors_pass_through_unchanged(sims, gateway_factory):
-    """An engine's own error response (here a 500) reaches the client as the engine sent it, with the gateway's
-    headers added."""
+    """With no other pod to retry on, an engine's own error response (here a 500) reaches the client as the engine
+    sent it, with the gateway's headers added."""
     gw = gateway_factory(sims[:1])
     sims[0].fault(error_status=500)
     status, headers, body = gw.chat("hello")
@@ -341,3 +350,22 @@ def test_pod_addressed_by_host_name(sims, gateway_factory):
     gw = gateway_factory([entry])
     status, headers, _ = gw.chat("hello")
     assert status == 200 and headers["target-pod"] == "by-name"
+
+
+def test_expect_100_continue(sims, gateway_factory):
+    """A client that sends `Expect: 100-continue` (curl does for bodies over 1 KiB) gets `100 Continue` before it
+    sends the body, and then the response; the engine never sees the Expect header."""
+    gw = gateway_factory(sims[:1])
+    body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "x" * 2000}], "max_tokens": 2})
+    sock = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+    sock.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                  f"Expect: 100-continue\r\nContent-Length: {len(body)}\r\n\r\n").encode())
+    interim = sock.recv(4096)
+    assert interim.startswith(b"HTTP/1.1 100 Continue"), interim
+    sock.sendall(body.encode())
+    raw = b""
+    while b"\r\n\r\n" not in raw:
+        raw += sock.recv(65536)
+    sock.close()
+    assert raw.startswith(b"HTTP/1.1 200")
+    assert "expect" not in sims[0].completions_seen()[-1]["headers"]

@@ -15,9 +15,12 @@ void setMatchPercents(std::span<Candidate> candidates, std::span<const uint32_t>
 void blendScores(std::span<Candidate> candidates, std::span<const uint32_t> matched, size_t total_blocks,
                  double prefix_weight, double load_weight, const config::LoadBalanceConfig& load_config) {
   setMatchPercents(candidates, matched, total_blocks);
+  ensureLoadScores(candidates, load_config);
+  // Min-max over the finite scores; an infinite one (KV nearly full; only when every pod is, since the Router
+  // excludes them otherwise) counts as the most loaded.
   double lo = INFINITY, hi = -INFINITY;
-  for (Candidate& c : candidates) {
-    c.load_score = capacityLoadScore(c.in_flight, 0, 1, 1, load_config);
+  for (const Candidate& c : candidates) {
+    if (std::isinf(c.load_score)) continue;
     lo = std::min(lo, c.load_score);
     hi = std::max(hi, c.load_score);
   }
@@ -25,7 +28,8 @@ void blendScores(std::span<Candidate> candidates, std::span<const uint32_t> matc
   for (size_t i = 0; i < candidates.size(); ++i) {
     Candidate& c = candidates[i];
     const double prefix = total_blocks ? static_cast<double>(matched[i]) / static_cast<double>(total_blocks) : 0.0;
-    const double load = hi > lo ? (hi - c.load_score) / (hi - lo) : 1.0;
+    double load = hi > lo ? (hi - c.load_score) / (hi - lo) : 1.0;
+    if (std::isinf(c.load_score)) load = lo <= hi ? 0.0 : 1.0;  // all infinite: load does not decide
     c.score = (prefix_weight * prefix + load_weight * load) / total_weight;
   }
 }

@@ -21,8 +21,10 @@ void setMatchPercents(std::span<Candidate> candidates, std::span<const uint32_t>
 
 // The blend: prefix score = matched fraction (0..1, never stretched, so a 5 % match stays weak) with weight
 // prefix_weight; load score = capacity-aware score normalised so the least loaded gets 1 and the most loaded 0
-// (all equal: 1) with weight load_weight. Fills load_score (raw) and score. Returns the outcome label: the
-// chosen pod is not known here, so the caller labels it (see outcomeOfBlend).
+// (all equal: 1) with weight load_weight. Fills score. The raw capacity-aware scores are the candidates'
+// load_score as the Router computed them with the request's settings (per-model knobs); when any is missing
+// (NaN: a caller other than the Router) they are all computed here with `load_config`. The chosen pod is not
+// known here, so the caller labels the outcome (see outcomeOfBlend).
 void blendScores(std::span<Candidate> candidates, std::span<const uint32_t> matched, size_t total_blocks,
                  double prefix_weight, double load_weight, const config::LoadBalanceConfig& load_config);
 std::string_view outcomeOfBlend(std::span<const Candidate> candidates, size_t chosen);

@@ -30,7 +30,7 @@ class PrefixCacheStrategy final : public Strategy {
     const size_t blocks = s.prompt.hashes.size();
     if (blend.load_balance_weight > 0) {
       blendScores(input.candidates, s.matched, blocks, blend.prefix_cache_weight,
-                  blend.prefix_cache_load_balance_weight, config_.routing.load_balance);
+                  blend.prefix_cache_load_balance_weight, input.settings.load_balance);
       input.outcome = {};
     } else {
       input.outcome = standaloneScores(input.candidates, s.matched, blocks, input.settings.standard_deviation_factor);

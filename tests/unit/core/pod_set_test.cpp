@@ -62,7 +62,7 @@ TEST(PodSet, IndexesByModel) {
 }
 
 // Health thresholds: a pod becomes ready after healthy_threshold passes and leaves after unhealthy_threshold
-// failures in a row; a passing check ends a passive ejection.
+// failures in a row; a passing check does not end a passive ejection (the back-off must run out).
 TEST(PodState, HealthThresholdsAndEjection) {
   PodState p(PodId{1}, spec("a", 1));
   EXPECT_FALSE(p.ready(0));
@@ -80,7 +80,37 @@ TEST(PodState, HealthThresholdsAndEjection) {
   EXPECT_TRUE(p.ready(100));
   p.eject(1000);
   p.recordHealth(true, 1, 2);
-  EXPECT_TRUE(p.ready(50));
+  EXPECT_FALSE(p.ready(50));
+  EXPECT_TRUE(p.ready(1000));
+}
+
+// Passive ejection: after the failure threshold the pod is out for eject_base_ms, doubling per ejection in a row
+// up to eject_max_ms; a success resets the doubling.
+TEST(PodState, PassiveEjectionBacksOffExponentially) {
+  PodState p(PodId{1}, spec("a", 1));
+  p.recordHealth(true, 1, 1);
+  config::HealthCheckConfig cfg;
+  cfg.passive_failure_threshold = 2;
+  cfg.eject_base_ms = 100;
+  cfg.eject_max_ms = 350;
+  p.recordPassive(false, 0, cfg);
+  EXPECT_TRUE(p.ready(0));  // one failure is below the threshold
+  p.recordPassive(false, 0, cfg);
+  EXPECT_FALSE(p.ready(99));
+  EXPECT_TRUE(p.ready(100));
+  p.recordPassive(false, 100, cfg);
+  p.recordPassive(false, 100, cfg);
+  EXPECT_FALSE(p.ready(299));  // doubled: 200 ms
+  EXPECT_TRUE(p.ready(300));
+  p.recordPassive(false, 300, cfg);
+  p.recordPassive(false, 300, cfg);
+  EXPECT_FALSE(p.ready(649));  // capped at 350 ms
+  EXPECT_TRUE(p.ready(650));
+  p.recordPassive(true, 650, cfg);
+  p.recordPassive(false, 650, cfg);
+  p.recordPassive(false, 650, cfg);
+  EXPECT_TRUE(p.ready(750));  // the success reset the doubling: back to 100 ms
+  EXPECT_EQ(p.ejections(), 1u);
 }
 
 // The pods file parses the contract's shape and reports each problem with its index and key.

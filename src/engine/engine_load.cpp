@@ -1,0 +1,57 @@
+#include "engine/engine_load.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace prefixgate::engine {
+namespace {
+constexpr double kTimeConstantMs = 10000;  // the capacity EWMA's time constant (10 s, as AIBrix)
+constexpr int64_t kMinIntervalMs = 100;    // tokens are pooled over at least this long before updating the rate
+constexpr int64_t kStaleIntervals = 3;     // scrape intervals without a success before engine data turns neutral
+}  // namespace
+
+int64_t maxEngineMetricsAgeMs(uint32_t scrape_interval_ms, uint32_t scrape_timeout_ms) {
+  return std::max<int64_t>(kStaleIntervals * scrape_interval_ms,
+                           static_cast<int64_t>(scrape_interval_ms) + scrape_timeout_ms);
+}
+
+void EngineLoad::publish(const EngineSnapshot& snapshot) {
+  std::lock_guard lock(mutex_);
+  snapshot_ = snapshot;
+  snapshot_.valid = true;
+  snapshot_.stale = false;
+  snapshot_.failed_scrapes = 0;
+  snapshot_.last_error.clear();
+  waiting_.store(snapshot.has_waiting ? snapshot.waiting : NAN, std::memory_order_relaxed);
+  kv_usage_.store(snapshot.has_kv_usage ? snapshot.kv_usage : NAN, std::memory_order_relaxed);
+  scraped_at_ms_.store(snapshot.scraped_at_ms, std::memory_order_relaxed);
+}
+
+void EngineLoad::markScrapeFailed(std::string error) {
+  std::lock_guard lock(mutex_);
+  snapshot_.stale = true;
+  ++snapshot_.failed_scrapes;
+  snapshot_.last_error = std::move(error);
+}
+
+void EngineLoad::addOutputTokens(uint64_t tokens, int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  if (last_ms_ == 0) last_ms_ = now_ms;
+  pending_tokens_ += static_cast<double>(tokens);
+  const int64_t dt = now_ms - last_ms_;
+  if (dt < kMinIntervalMs) return;
+  const double sample = pending_tokens_ * 1000.0 / static_cast<double>(dt);
+  const double alpha = 1 - std::exp(-static_cast<double>(dt) / kTimeConstantMs);
+  rate_ = has_rate_ ? rate_ + alpha * (sample - rate_) : sample;
+  has_rate_ = true;
+  pending_tokens_ = 0;
+  last_ms_ = now_ms;
+  capacity_.store(rate_, std::memory_order_relaxed);
+}
+
+double EngineLoad::capacityTokensPerSecond(int64_t now_ms) const {
+  std::lock_guard lock(mutex_);
+  return has_rate_ ? rate_ : 0;
+}
+
+}  // namespace prefixgate::engine

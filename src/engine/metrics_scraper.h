@@ -1,0 +1,37 @@
+#pragma once
+// Engine metrics scraping: every scrape_interval_ms, GET /metrics of every ready pod and publish what it says
+// about load into the pod's EngineLoad. Runs on the control io_context; a request never waits for it, and a slow
+// pod only delays its own next scrape (one scrape in flight per pod, each bounded by scrape_timeout_ms).
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <unordered_set>
+
+#include "config/config.h"
+#include "discovery/pod_set.h"
+
+namespace prefixgate::engine {
+
+class MetricsScraper {
+ public:
+  using NowMs = std::function<int64_t()>;  // the steady clock in ms (the time base of routing decisions)
+  MetricsScraper(boost::asio::io_context& io, discovery::PodRegistry& registry, config::EngineMetricsConfig config,
+                 NowMs now_ms);
+  // Starts the periodic loop. Call on any thread.
+  void start();
+  // Stops scheduling scrapes (those in flight end within their timeout, or with the io_context). Any thread.
+  void stop();
+
+ private:
+  void tick();
+  void scrape(discovery::PodPtr pod);
+  boost::asio::io_context& io_;
+  discovery::PodRegistry& registry_;
+  config::EngineMetricsConfig config_;
+  NowMs now_ms_;
+  boost::asio::steady_timer timer_;
+  std::unordered_set<uint32_t> scraping_;  // pod ids with a scrape in flight (io thread only)
+  bool stopped_ = false;
+};
+
+}  // namespace prefixgate::engine
