@@ -42,6 +42,29 @@ inline uint64_t mergeRound(uint64_t acc, uint64_t value) {
   return acc * kPrime1 + kPrime4;
 }
 
+// XXH64's tail (the last 0-31 bytes) and final avalanche, shared by the striped and the short paths.
+uint64_t finishTail(uint64_t h, const uint8_t* p, const uint8_t* end) {
+  for (; p + 8 <= end; p += 8) {
+    h ^= round(0, load64(p));
+    h = std::rotl(h, 27) * kPrime1 + kPrime4;
+  }
+  if (p + 4 <= end) {
+    h ^= static_cast<uint64_t>(load32(p)) * kPrime1;
+    h = std::rotl(h, 23) * kPrime2 + kPrime3;
+    p += 4;
+  }
+  for (; p < end; ++p) {
+    h ^= static_cast<uint64_t>(*p) * kPrime5;
+    h = std::rotl(h, 11) * kPrime1;
+  }
+  h ^= h >> 33;
+  h *= kPrime2;
+  h ^= h >> 29;
+  h *= kPrime3;
+  h ^= h >> 32;
+  return h;
+}
+
 // Hashes LE(parent) ++ block[0, size). `size` >= 24, so the message has at least one full 32-byte stripe.
 uint64_t hashChained(uint64_t parent, const uint8_t* block, size_t size, uint64_t seed) {
   const size_t total = kParentBytes + size;
@@ -69,25 +92,7 @@ uint64_t hashChained(uint64_t parent, const uint8_t* block, size_t size, uint64_
   h = mergeRound(h, v4);
   h += total;
   const uint8_t* const end = block + size;
-  for (; p + 8 <= end; p += 8) {
-    h ^= round(0, load64(p));
-    h = std::rotl(h, 27) * kPrime1 + kPrime4;
-  }
-  if (p + 4 <= end) {
-    h ^= static_cast<uint64_t>(load32(p)) * kPrime1;
-    h = std::rotl(h, 23) * kPrime2 + kPrime3;
-    p += 4;
-  }
-  for (; p < end; ++p) {
-    h ^= static_cast<uint64_t>(*p) * kPrime5;
-    h = std::rotl(h, 11) * kPrime1;
-  }
-  h ^= h >> 33;
-  h *= kPrime2;
-  h ^= h >> 29;
-  h *= kPrime3;
-  h ^= h >> 32;
-  return h;
+  return finishTail(h, p, end);
 }
 
 // Blocks of under 24 bytes (tests, tiny block sizes) make a message shorter than one stripe; they are rare, so
@@ -100,25 +105,7 @@ uint64_t hashShort(uint64_t parent, const uint8_t* block, size_t size, uint64_t 
   uint64_t h = seed + kPrime5 + total;
   const uint8_t* p = message;
   const uint8_t* const end = message + total;
-  for (; p + 8 <= end; p += 8) {
-    h ^= round(0, load64(p));
-    h = std::rotl(h, 27) * kPrime1 + kPrime4;
-  }
-  if (p + 4 <= end) {
-    h ^= static_cast<uint64_t>(load32(p)) * kPrime1;
-    h = std::rotl(h, 23) * kPrime2 + kPrime3;
-    p += 4;
-  }
-  for (; p < end; ++p) {
-    h ^= static_cast<uint64_t>(*p) * kPrime5;
-    h = std::rotl(h, 11) * kPrime1;
-  }
-  h ^= h >> 33;
-  h *= kPrime2;
-  h ^= h >> 29;
-  h *= kPrime3;
-  h ^= h >> 32;
-  return h;
+  return finishTail(h, p, end);
 }
 
 constexpr size_t kMinStripedBlock = kStripeBytes - kParentBytes;
