@@ -10,6 +10,7 @@ PACKAGES=(
   libsimdjson-dev libxxhash-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pytest python3-prometheus-client python3-yaml python3-matplotlib
+  nginx haproxy wrk           # the proxy overhead benchmark's peers and load generator
 )
 # Node.js with npm fetches the tiktoken vocabulary and runs the reference encoder in exactness tests. Some images
 # ship Node.js (with npm inside) from another source: take Debian's only when there is none.
