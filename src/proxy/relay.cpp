@@ -262,6 +262,7 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
   out.response_started = true;
   std::array<char, kRelayBufferBytes> buffer;
   OutputTokenCounter output_tokens;
+  bool body_ended = false;  // a write with more=false went out: the response to the client is complete
   while (!ec && !parser->is_done()) {
     up_head.body().data = buffer.data();
     up_head.body().size = buffer.size();
@@ -285,18 +286,23 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     res.body().more = !parser->is_done();
     // A read that only consumed chunk framing has no body bytes: writing an empty buffer would end the chunked
     // response to the client early, so wait for real bytes.
-    if (res.body().size == 0 && res.body().more) continue;
+    if (res.body().size == 0) {
+      if (res.body().more) continue;
+      break;  // the body ended with no bytes in this read: the final write below ends the response once
+    }
     output_tokens.feed(std::string_view(buffer.data(), res.body().size));
     rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
     if (ec == http::error::need_buffer) ec = {};
+    if (!ec && !res.body().more) body_ended = true;
     if (ec) {
       out.error_reason = "client_gone";
       out.error = "client write failed: " + ec.message();
     }
   }
-  if (!ec && !serializer.is_done()) {
-    // A response whose body ended with its head (e.g. Content-Length: 0) still needs its terminating write.
+  if (!ec && !body_ended) {
+    // The last bytes went out with more=true (or the body ended with its head, e.g. Content-Length: 0): one
+    // terminating write ends the response (for chunked bodies, the last chunk).
     res.body().data = nullptr;
     res.body().size = 0;
     res.body().more = false;

@@ -369,3 +369,26 @@ def test_expect_100_continue(sims, gateway_factory):
     sock.close()
     assert raw.startswith(b"HTTP/1.1 200")
     assert "expect" not in sims[0].completions_seen()[-1]["headers"]
+
+
+def test_streamed_response_ends_once_and_the_connection_is_reused(sims, gateway_factory):
+    """A relayed chunked stream ends with exactly one last chunk, so the same keep-alive connection serves the
+    next request (a second `0\\r\\n\\r\\n` would corrupt it)."""
+    gw = gateway_factory(sims[:1])
+    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=10)
+    body = json.dumps({"model": "sim-model", "stream": True, "prompt": "hi", "max_tokens": 3})
+    for _ in range(3):
+        conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+        res = conn.getresponse()
+        raw = res.read()
+        assert res.status == 200 and sse_events(raw)[-1] == "[DONE]"
+    sock = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+    sock.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+    data = b""
+    while not data.endswith(b"0\r\n\r\n"):
+        data += sock.recv(65536)
+    sock.settimeout(0.3)
+    with pytest.raises(socket.timeout):
+        extra = sock.recv(100)
+        assert not extra, extra  # nothing may follow the last chunk
+    sock.close()
