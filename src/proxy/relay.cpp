@@ -258,7 +258,10 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
   rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
   res.body().data = nullptr;
   res.body().more = true;
-  co_await http::async_write_header(rq.client, serializer, asio::redirect_error(kAwait, ec));
+  // When body bytes already came with the head (typical of a small non-streamed answer), the head goes out with
+  // the first body write (one send instead of two); otherwise at once, so a slow first event never delays it.
+  if (up_buffer.size() == 0 || parser->is_done())
+    co_await http::async_write_header(rq.client, serializer, asio::redirect_error(kAwait, ec));
   out.response_started = true;
   std::array<char, kRelayBufferBytes> buffer;
   OutputTokenCounter output_tokens;
@@ -275,6 +278,12 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
       out.error_reason = watch->gone ? "client_gone" : (isTimeout(read_ec) ? "idle_timeout" : reasonOf(read_ec));
       out.error = "pod " + d.pod->name() + " response interrupted: " + read_ec.message();
       ec = read_ec;
+      if (!watch->gone && !serializer.is_header_done()) {
+        passive(false);
+        out.response_started = false;  // nothing reached the client yet: it gets a clean 502 instead
+        out.status = 502;
+        co_return out;
+      }
       if (!watch->gone) {
         passive(false);
         co_await endStreamWithError(rq.client, serializer, res, out.error);
