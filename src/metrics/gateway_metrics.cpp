@@ -47,14 +47,46 @@ GatewayMetrics::GatewayMetrics()
                      .Help("1 when the pod is ready to take requests, else 0")
                      .Register(*registry_)) {}
 
+GatewayMetrics::RequestSeries& GatewayMetrics::requestSeries(const std::string& model, const std::string& pod, int status,
+                                                             const std::string& strategy) {
+  // Looking a series up through prometheus-cpp builds label maps under its lock; this cache makes the common
+  // case one shared-lock hash lookup.
+  std::string key = model;
+  key.append(1, '\0').append(pod).append(1, '\0').append(std::to_string(status)).append(1, '\0').append(strategy);
+  {
+    std::shared_lock lock(series_mutex_);
+    if (auto it = series_.find(key); it != series_.end()) return it->second;
+  }
+  std::unique_lock lock(series_mutex_);
+  auto [it, inserted] = series_.try_emplace(std::move(key));
+  if (inserted) {
+    const std::string code = std::to_string(status);
+    it->second.count = &requests_.Add({{"model", model}, {"pod", pod}, {"status", code}, {"strategy", strategy}});
+    it->second.duration = &duration_.Add({{"model", model}, {"pod", pod}, {"status", code}}, latencyBuckets());
+  }
+  return it->second;
+}
+
 void GatewayMetrics::requestDone(const std::string& model, const std::string& pod, int status,
                                  const std::string& strategy, double seconds) {
-  requests_.Add({{"model", model}, {"pod", pod}, {"status", std::to_string(status)}, {"strategy", strategy}}).Increment();
-  duration_.Add({{"model", model}, {"pod", pod}, {"status", std::to_string(status)}}, latencyBuckets()).Observe(seconds);
+  RequestSeries& series = requestSeries(model, pod, status, strategy);
+  series.count->Increment();
+  series.duration->Observe(seconds);
 }
 
 void GatewayMetrics::firstByte(const std::string& model, double seconds) {
-  first_byte_.Add({{"model", model}}, latencyBuckets()).Observe(seconds);
+  prometheus::Histogram* histogram = nullptr;
+  {
+    std::shared_lock lock(series_mutex_);
+    if (auto it = first_byte_series_.find(model); it != first_byte_series_.end()) histogram = it->second;
+  }
+  if (!histogram) {
+    std::unique_lock lock(series_mutex_);
+    auto& slot = first_byte_series_[model];
+    if (!slot) slot = &first_byte_.Add({{"model", model}}, latencyBuckets());
+    histogram = slot;
+  }
+  histogram->Observe(seconds);
 }
 
 void GatewayMetrics::upstreamError(const std::string& pod, const std::string& reason) {

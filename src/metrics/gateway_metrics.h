@@ -7,6 +7,8 @@
 #include <prometheus/registry.h>
 
 #include <memory>
+#include <shared_mutex>
+#include <unordered_map>
 #include <string>
 
 #include "discovery/pod_set.h"
@@ -30,7 +32,16 @@ class GatewayMetrics {
   std::string serialize(const discovery::PodSet& pods, int64_t now_ms);
 
  private:
+  struct RequestSeries {
+    prometheus::Counter* count = nullptr;
+    prometheus::Histogram* duration = nullptr;
+  };
+  RequestSeries& requestSeries(const std::string& model, const std::string& pod, int status, const std::string& strategy);
+
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_mutex series_mutex_;
+  std::unordered_map<std::string, RequestSeries> series_;
+  std::unordered_map<std::string, prometheus::Histogram*> first_byte_series_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& duration_;
   prometheus::Family<prometheus::Histogram>& first_byte_;
