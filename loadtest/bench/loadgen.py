@@ -1,0 +1,272 @@
+"""The load generator: streaming chat/completion requests over raw HTTP/1.1 keep-alive connections (asyncio).
+
+Two modes:
+- open loop: each session starts at its own time (Poisson arrivals or a trace's timestamps) whatever the server
+  is doing, so an overloaded server builds a queue, as in production;
+- closed loop: `concurrency` users, each sending its next session as soon as the previous one ends.
+
+Per request it records TTFT (send -> first chunk with content), the gaps between content chunks (ITL), the
+end-to-end time, the usage chunk's prompt/cached/completion tokens, the `target-pod` header and errors. Content
+chunks are recognised by a byte search, not a JSON parse; only the usage chunk is parsed, which keeps one Python
+process at thousands of events per second. Every loop is bounded: by the requests given, by a per-request
+timeout and by a deadline for the whole run.
+"""
+import asyncio
+import json
+import sys
+import time
+
+from bench.model import Record
+
+_HEAD_LIMIT = 1 << 16
+# A second "0\r\n\r\n" after a complete chunked response is a server bug (HTTP/1.1 allows none): a strict
+# client would take it for the next response. It is skipped here, counted, and shown in the report, so the
+# latency figures stay usable while the bug is visible.
+_LAST_CHUNK = b"0\r\n\r\n"
+
+
+class _Pool:
+    """Idle keep-alive connections to one host:port, opened on demand."""
+
+    def __init__(self, host, port):
+        self.host, self.port, self.idle, self.opened = host, port, [], 0
+
+    async def acquire(self, fresh=False):
+        """(reader, writer), and whether it was used before (a server may have closed it since)."""
+        if self.idle and not fresh:
+            return self.idle.pop(), True
+        self.opened += 1
+        return await asyncio.open_connection(self.host, self.port, limit=_HEAD_LIMIT), False
+
+    def release(self, conn, reusable):
+        if reusable:
+            self.idle.append(conn)
+        else:
+            conn[1].close()
+
+    def close(self):
+        for _, writer in self.idle:
+            writer.close()
+        self.idle.clear()
+
+
+def parse_head(raw):
+    """(status, lower-cased header dict) of a response head."""
+    lines = raw.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    headers = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    return status, headers
+
+
+class _Stream:
+    """Splits a chunked SSE body into events and notes content arrivals (one content event = one token)."""
+
+    def __init__(self, record, sent_at, scale):
+        self.record, self.sent_at, self.scale = record, sent_at, scale
+        self.pending = b""
+        self.last_token_at = None
+        self.done = False
+
+    def feed(self, data, now):
+        if self.pending:
+            data = self.pending + data
+        events = data.split(b"\n\n")
+        self.pending = events.pop()
+        for event in events:
+            self._event(event, now)
+
+    def _event(self, event, now):
+        if not event.startswith(b"data: "):
+            return
+        if event.startswith(b"data: [DONE]"):
+            self.done = True
+        elif b'"content":"' in event or (b'"text":"' in event and b'"text":""' not in event):
+            rec = self.record
+            if self.last_token_at is None:
+                rec.ttft_s = (now - self.sent_at) * self.scale
+            else:
+                rec.itl_s.append((now - self.last_token_at) * self.scale)
+            self.last_token_at = now
+        elif b'"usage":{' in event:
+            usage = json.loads(event[6:]).get("usage") or {}
+            self.record.prompt_tokens = usage.get("prompt_tokens", 0)
+            self.record.completion_tokens = usage.get("completion_tokens", 0)
+            self.record.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0) or 0
+
+
+async def read_chunked(reader, on_data):
+    """Reads a chunked body to its end, calling on_data(bytes, arrival time) per chunk."""
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
+        if size == 0:
+            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers, normally none
+                pass
+            return
+        data = await reader.readexactly(size + 2)
+        on_data(data[:-2], time.perf_counter())
+
+
+class LoadGenerator:
+    """Sends a workload's sessions to host:port and returns one Record per request sent."""
+
+    def __init__(self, host, port, time_scale, request_timeout_s=600.0, max_in_flight=2048, progress=None,
+                 label=""):
+        self.pool = _Pool(host, port)
+        self.host_header = f"{host}:{port}"
+        self.scale = 1.0 / time_scale        # wall seconds -> simulated seconds
+        self.time_scale = time_scale
+        self.request_timeout_s = request_timeout_s
+        self.max_in_flight = max_in_flight
+        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.label = label
+        self.records, self.in_flight, self.total = [], 0, 0
+        self.stray_last_chunks = 0
+        self.t0 = 0.0
+
+    # --- one request -------------------------------------------------------------------------------------------
+    async def _send(self, req):
+        rec = Record(rid=req.rid, group=req.group, stage=req.stage, send_s=0.0,
+                     expected_prompt_tokens=req.prompt_tokens)
+        self.in_flight += 1
+        conn, reusable = None, False
+        sent_at = time.perf_counter()
+        rec.send_s = (sent_at - self.t0) * self.scale
+        try:
+            async with asyncio.timeout(self.request_timeout_s):
+                conn, reused = await self.pool.acquire()
+                sent_at = time.perf_counter()   # connect time is not the server's latency
+                rec.send_s = (sent_at - self.t0) * self.scale
+                try:
+                    reusable = await self._exchange(conn, req, rec, sent_at)
+                except (OSError, asyncio.IncompleteReadError):
+                    if not reused or rec.status:
+                        raise
+                    # An idle keep-alive connection the server had closed: once more on a new one.
+                    self.pool.release(conn, False)
+                    conn = None
+                    conn, _ = await self.pool.acquire(fresh=True)
+                    sent_at = time.perf_counter()
+                    rec.send_s = (sent_at - self.t0) * self.scale
+                    reusable = await self._exchange(conn, req, rec, sent_at)
+        except asyncio.CancelledError:
+            rec.error = rec.error or "cancelled at the run deadline"
+            raise
+        except TimeoutError:
+            rec.error = f"timeout after {self.request_timeout_s:.0f} s"
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+            rec.error = f"{type(exc).__name__}: {exc}"[:200]
+        finally:
+            self.in_flight -= 1
+            self.records.append(rec)
+            if conn is not None:
+                self.pool.release(conn, reusable and not rec.error)
+        return rec
+
+    async def _exchange(self, conn, req, rec, sent_at):
+        reader, writer = conn
+        head = (f"POST {req.path} HTTP/1.1\r\nHost: {self.host_header}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(req.body)}\r\n\r\n").encode()
+        writer.write(head + req.body)
+        await writer.drain()
+        raw_head = await reader.readuntil(b"\r\n\r\n")
+        while raw_head == _LAST_CHUNK:   # a stray end of the previous response's chunked body: see _LAST_CHUNK
+            self.stray_last_chunks += 1
+            raw_head = await reader.readuntil(b"\r\n\r\n")
+        status, headers = parse_head(raw_head)
+        rec.status = status
+        rec.pod = headers.get("target-pod", "")
+        chunked = "chunked" in headers.get("transfer-encoding", "")
+        if status != 200 or not chunked:
+            body = []
+            if chunked:
+                await read_chunked(reader, lambda data, now: body.append(data))
+            else:
+                body.append(await reader.readexactly(int(headers.get("content-length", "0"))))
+            rec.error = f"HTTP {status}: " + b"".join(body)[:160].decode(errors="replace")
+            if status == 200:
+                rec.error = "expected a chunked SSE stream"
+        else:
+            stream = _Stream(rec, sent_at, self.scale)
+            await read_chunked(reader, stream.feed)
+            if not stream.done:
+                rec.error = "stream ended without data: [DONE]"
+        rec.e2e_s = (time.perf_counter() - sent_at) * self.scale
+        return headers.get("connection", "").lower() != "close"
+
+    # --- sessions ----------------------------------------------------------------------------------------------
+    async def _session(self, session, limit):
+        for i, req in enumerate(session.requests):
+            if i and i - 1 < len(session.think_s) and session.think_s[i - 1] > 0:
+                await asyncio.sleep(session.think_s[i - 1] * self.time_scale)
+            async with limit:
+                await self._send(req)
+
+    async def _open_loop(self, sessions, limit, tasks):
+        for session in sorted(sessions, key=lambda s: s.start_s):
+            delay = self.t0 + session.start_s * self.time_scale - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(self._session(session, limit)))
+        await asyncio.gather(*tasks)
+
+    async def _closed_loop(self, sessions, limit, concurrency):
+        queue = list(reversed(sessions))
+
+        async def user():
+            while queue:
+                await self._session(queue.pop(), limit)
+
+        await asyncio.gather(*(user() for _ in range(max(1, concurrency))))
+
+    def _draw_progress(self):
+        done, width = len(self.records), 30
+        filled = int(width * done / max(1, self.total))
+        errors = sum(1 for r in self.records if not r.ok)
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
+                         f"in flight {self.in_flight:<4} errors {errors:<4} {time.perf_counter() - self.t0:6.1f} s ")
+        sys.stderr.flush()
+
+    async def _show_progress(self):
+        while True:
+            self._draw_progress()
+            await asyncio.sleep(0.5)
+
+    async def run(self, workload, deadline_s):
+        """Sends every session of `workload`; stops at `deadline_s` wall seconds (in-flight requests are then
+        recorded as errors, unsent ones are not recorded). Returns the records, in completion order."""
+        self.total = sum(len(s.requests) for s in workload.sessions)
+        self.t0 = time.perf_counter()
+        limit = asyncio.Semaphore(self.max_in_flight)
+        tasks = []
+        if workload.mode == "closed":
+            main = asyncio.create_task(self._closed_loop(workload.sessions, limit, workload.concurrency))
+        else:
+            main = asyncio.create_task(self._open_loop(workload.sessions, limit, tasks))
+        bar = asyncio.create_task(self._show_progress()) if self.progress else None
+        try:
+            await asyncio.wait_for(main, timeout=deadline_s)
+        except TimeoutError:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            if bar:
+                bar.cancel()
+                self._draw_progress()
+                sys.stderr.write("\n")
+            self.pool.close()
+        return self.records
+
+
+def run_workload(host, port, workload, time_scale, deadline_s, **options):
+    """Runs one workload against host:port on a fresh event loop; returns (records, wall seconds, notes), notes =
+    {"connections": connections opened, "stray_last_chunks": responses followed by a second last chunk}."""
+    gen = LoadGenerator(host, port, time_scale, **options)
+    started = time.perf_counter()
+    records = asyncio.run(gen.run(workload, deadline_s))
+    notes = {"connections": gen.pool.opened, "stray_last_chunks": gen.stray_last_chunks}
+    return records, time.perf_counter() - started, notes

@@ -1,0 +1,74 @@
+"""The plain data the benchmark passes around: requests, sessions, workloads, and one measured request.
+
+A workload is a list of sessions; a session is one or more requests sent one after another (a multi-turn chat,
+or a single request). Times in a workload are simulated seconds: the load generator multiplies them by the
+simulator's --time-scale to get wall-clock delays, and divides what it measures by the same factor, so every
+figure in a report is in simulated seconds.
+"""
+from dataclasses import dataclass, field
+
+
+@dataclass
+class BenchRequest:
+    """One HTTP request, fully prepared: the body is sent as is."""
+    rid: int                 # unique in the workload, in generation order
+    path: str                # /v1/chat/completions or /v1/completions
+    body: bytes              # JSON, always streaming with stream_options.include_usage
+    prompt_tokens: int       # engine prompt tokens, from the replicated tokenization (textgen)
+    max_tokens: int
+    block_keys: list         # chained engine block keys of the prompt (textgen.engine_block_keys)
+    group: int = 0           # workload label: prefix group, user or trace chain
+    stage: int = 0           # rate stage (capacity-pressure), else 0
+
+
+@dataclass
+class Session:
+    """Requests sent in order: request i + 1 goes `think_s[i]` simulated seconds after request i ends."""
+    start_s: float           # simulated seconds after the run starts (open loop); ignored by the closed loop
+    requests: list
+    think_s: list = field(default_factory=list)
+
+
+@dataclass
+class Workload:
+    """A generated workload and how to run it."""
+    name: str
+    title: str
+    description: str         # Markdown paragraph for the report: what was sent, and how it was scaled
+    sessions: list
+    mode: str = "open"       # "open": sessions start at start_s (Poisson or trace); "closed": `concurrency` users
+    concurrency: int = 0
+    kv_capacity_tokens: int = 400000   # per simulated pod, in the workload's (scaled) tokens
+    sim_args: list = field(default_factory=list)   # extra prefixgate-engine-sim flags (scaled engine rates)
+    params: dict = field(default_factory=dict)     # the parameters, printed in the report
+    stages: list = field(default_factory=list)     # [(rate req/s, duration s)] for stepped-rate workloads
+
+    def requests(self):
+        return [r for s in self.sessions for r in s.requests]
+
+
+@dataclass
+class Record:
+    """What the load generator measured for one request. Times are simulated seconds (wall / time_scale)."""
+    rid: int
+    group: int
+    stage: int
+    send_s: float            # since the run started
+    status: int = 0          # HTTP status; 0 = no response (connection error, timeout, run deadline)
+    error: str = ""
+    pod: str = ""            # the gateway's target-pod header
+    ttft_s: float = -1.0     # send -> first content chunk
+    e2e_s: float = -1.0      # send -> last byte
+    itl_s: list = field(default_factory=list)   # gaps between consecutive content chunks
+    prompt_tokens: int = 0   # from the final usage chunk
+    cached_tokens: int = 0   # usage.prompt_tokens_details.cached_tokens
+    completion_tokens: int = 0
+    expected_prompt_tokens: int = 0
+
+    @property
+    def ok(self):
+        return self.status == 200 and not self.error
+
+    @property
+    def end_s(self):
+        return self.send_s + max(self.e2e_s, 0.0)

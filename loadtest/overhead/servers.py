@@ -1,0 +1,202 @@
+"""The processes of the proxy-overhead benchmark: the upstreams (a static nginx and two engine simulators), and the
+proxies in front of them (nginx, HAProxy, prefixgate with each strategy), all on loopback.
+
+Two upstream routes:
+- static: nginx answering every POST with one fixed, small chat completion (`return 200`): the fastest upstream
+  there is, so the proxy in front is what is measured;
+- stream: sse_probe.py serve: 500 SSE events one --stream-gap-ms apart, each carrying the time it was written.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from string import Template
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from harness import Gateway, Process  # noqa: E402
+
+ROUTES = ("static", "stream")
+MODEL = "sim-model"
+
+
+def find_tool(name):
+    """The path of a Debian tool, also looking in /usr/sbin (not on a normal user's PATH); None when absent."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for folder in ("/usr/sbin", "/sbin", "/usr/local/sbin"):
+        path = Path(folder) / name
+        if path.exists():
+            return str(path)
+    return None
+
+
+def missing_tools():
+    return [name for name in ("nginx", "haproxy", "wrk") if find_tool(name) is None]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, proc, what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on {port} within {timeout} s")
+
+
+def _stat(pid):
+    """(ppid, user + system CPU seconds) of a process from /proc, or None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids(pid):
+    """The direct children of a process (nginx's workers)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            info = _stat(entry.name)
+            if info and info[0] == pid:
+                children.append(int(entry.name))
+    return children
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds used so far by a process (all threads) and its direct children."""
+    return sum((_stat(p) or (0, 0.0))[1] for p in [pid, *child_pids(pid)])
+
+
+def static_completion(prompt_tokens=512):
+    """The fixed chat completion body the static upstream returns (no single quotes: it sits in nginx's '...')."""
+    return json.dumps({
+        "id": "chatcmpl-static", "object": "chat.completion", "created": 0, "model": MODEL,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "The static upstream answers at once."},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 8, "total_tokens": prompt_tokens + 8},
+    }, separators=(",", ":"))
+
+
+class Daemon:
+    """nginx or HAProxy run in the foreground from a filled-in template; stopped with SIGTERM."""
+
+    def __init__(self, name, args, conf_template, conf_path, values, ports):
+        text = Template((HERE / conf_template).read_text()).substitute(values)
+        Path(conf_path).write_text(text)
+        self.name = name
+        self.log_path = Path(conf_path).with_suffix(".log")
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            for port in ports:
+                wait_for_port(port, self.proc, name)
+        except RuntimeError as exc:
+            self.stop()
+            raise RuntimeError(f"{exc}: {self.log_path.read_text(errors='replace')[-1500:]}") from None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+
+class Fleet:
+    """Starts every upstream and proxy; `url(target, route)` is where to send; `stop()` ends them all."""
+
+    def __init__(self, work_dir, gateway_threads=2, stream_gap_ms=1.0):
+        self.dir = Path(work_dir)
+        self.started, self.ports, self.pids = [], {}, {}
+        try:
+            self._start(gateway_threads, stream_gap_ms)
+        except BaseException:
+            try:
+                self.stop()
+            except Exception:  # the start-up failure is the one to report
+                pass
+            raise
+
+    def _start(self, gateway_threads, stream_gap_ms):
+        d = self.dir
+        for sub in ("upstream-body", "proxy-body", "proxy-temp"):
+            (d / sub).mkdir(parents=True, exist_ok=True)
+        nginx, haproxy = find_tool("nginx"), find_tool("haproxy")
+        static_port = free_port()
+        upstream = Daemon("nginx (static upstream)", [nginx, "-p", str(d), "-c", str(d / "upstream.conf"),
+                                                      "-g", "daemon off;"],
+                          "nginx_upstream.conf", d / "upstream.conf",
+                          {"dir": d, "port": static_port, "body": static_completion()}, [static_port])
+        self.started.append(upstream)
+        stream = Process([sys.executable, str(HERE / "sse_probe.py"), "serve", "--port", "0", "--gap-ms",
+                          f"{stream_gap_ms:g}"], d / "stream-upstream.log")
+        stream.name = "sse_probe.py serve"
+        self.started.append(stream)
+        upstreams = {"static": static_port, "stream": stream.port}
+        self.ports["direct"] = dict(upstreams)
+        self.pids["direct"] = upstream.pid
+        values = {"dir": d, "static_port": static_port, "stream_port": stream.port}
+        for proxy in ("nginx", "haproxy"):
+            listen = {route: free_port() for route in ROUTES}
+            conf_values = {**values, **{f"listen_{route}": port for route, port in listen.items()}}
+            if proxy == "nginx":
+                daemon = Daemon("nginx (proxy)", [nginx, "-p", str(d), "-c", str(d / "proxy.conf"), "-g",
+                                                  "daemon off;"], "nginx_proxy.conf", d / "proxy.conf",
+                                conf_values, listen.values())
+            else:
+                daemon = Daemon("haproxy", [haproxy, "-db", "-f", str(d / "haproxy.cfg")], "haproxy.cfg",
+                                d / "haproxy.cfg", conf_values, listen.values())
+            self.started.append(daemon)
+            self.ports[proxy] = listen
+            self.pids[proxy] = daemon.pid
+        for strategy in ("random", "prefix-cache"):
+            target = f"prefixgate-{strategy}"
+            self.ports[target] = {}
+            for route, port in upstreams.items():
+                pod = {"name": f"{route}-upstream", "address": f"127.0.0.1:{port}", "models": [MODEL]}
+                gateway = Gateway(d, [pod], name=f"{target}-{route}", config={
+                    "routing": {"strategy": strategy}, "threads": gateway_threads, "log_level": "warn",
+                    "health_check": {"interval_ms": 1000, "timeout_ms": 1000}})
+                self.started.append(gateway)
+                self.ports[target][route] = gateway.port
+                if route == "static":
+                    self.pids[target] = gateway.proc.pid
+
+    def url(self, target, route):
+        return f"http://127.0.0.1:{self.ports[target][route]}/v1/chat/completions"
+
+    def stop(self):
+        """Stops every process; then raises the first failure (a sanitizer report in a log, a hung child)."""
+        failures = []
+        for process in reversed(self.started):
+            try:
+                process.stop()
+            except Exception as exc:  # keep stopping the others first
+                failures.append(exc)
+        self.started.clear()
+        if failures:
+            raise failures[0]
