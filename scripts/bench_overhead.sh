@@ -8,23 +8,5 @@
 #   BENCH_NO_BUILD=1  skip setup and build: use build/ (or PREFIXGATE_BIN, PREFIXGATE_SIM_BIN) as it is
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for arg in "$@"; do
-  if [[ "$arg" == "-h" || "$arg" == "--help" ]]; then
-    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
-    echo
-    /usr/bin/python3 loadtest/overhead/overhead.py --help
-    exit 0
-  fi
-done
-if [[ -z "${BENCH_NO_BUILD:-}" ]]; then
-  scripts/setup.sh
-  scripts/build.sh release prefixgate prefixgate-engine-sim
-fi
-# Run a private copy of the binaries, so that a rebuild during the run cannot swap them mid-way.
-snapshot=$(mktemp -d -t prefixgate-bench-bin.XXXXXX)
-trap 'rm -rf "$snapshot"' EXIT
-cp "${PREFIXGATE_BIN:-build/prefixgate}" "$snapshot/prefixgate"
-cp "${PREFIXGATE_SIM_BIN:-build/loadtest/prefixgate-engine-sim}" "$snapshot/prefixgate-engine-sim"
-export PREFIXGATE_BIN="$snapshot/prefixgate" PREFIXGATE_SIM_BIN="$snapshot/prefixgate-engine-sim"
-/usr/bin/python3 loadtest/overhead/overhead.py --out "${BENCH_OUT:-docs/benchmarks}" \
-  --command "scripts/bench_overhead.sh${*:+ $*}" "$@"
+source scripts/lib/bench_common.sh
+bench_main loadtest/overhead/overhead.py "$@"

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "config/config.h"
+#include "config/value_parse.h"
 
 namespace prefixgate::config {
 namespace {
@@ -15,34 +16,13 @@ struct EnvBinding {
   std::string (*apply)(Config&, const std::string&);
 };
 
-bool toBool(const std::string& s, bool& out) {
-  if (s == "true" || s == "1" || s == "True" || s == "TRUE") out = true;
-  else if (s == "false" || s == "0" || s == "False" || s == "FALSE") out = false;
-  else return false;
-  return true;
-}
-template <class T>
-bool toUnsigned(const std::string& s, T& out) {
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return !s.empty() && ec == std::errc() && end == s.data() + s.size();
-}
-bool toDouble(const std::string& s, double& out) {
-  try {
-    size_t used = 0;
-    out = std::stod(s, &used);
-    return used == s.size() && std::isfinite(out);
-  } catch (...) {
-    return false;
-  }
-}
-
 const char* kBoolMsg = "expected true, false, 1 or 0";
 const char* kUintMsg = "expected a non-negative whole number";
 const char* kNumMsg = "expected a number";
 
-#define PG_BOOL(field) [](Config& c, const std::string& v) -> std::string { return toBool(v, c.field) ? "" : kBoolMsg; }
-#define PG_UINT(field) [](Config& c, const std::string& v) -> std::string { return toUnsigned(v, c.field) ? "" : kUintMsg; }
-#define PG_NUM(field) [](Config& c, const std::string& v) -> std::string { return toDouble(v, c.field) ? "" : kNumMsg; }
+#define PG_BOOL(field) [](Config& c, const std::string& v) -> std::string { return parseBool(v, c.field) ? "" : kBoolMsg; }
+#define PG_UINT(field) [](Config& c, const std::string& v) -> std::string { return parseUnsigned(v, c.field) ? "" : kUintMsg; }
+#define PG_NUM(field) [](Config& c, const std::string& v) -> std::string { return parseDouble(v, c.field) ? "" : kNumMsg; }
 #define PG_STR(field) [](Config& c, const std::string& v) -> std::string { c.field = v; return ""; }
 
 const std::vector<EnvBinding>& bindings() {
@@ -63,7 +43,7 @@ const std::vector<EnvBinding>& bindings() {
       {"AIBRIX_PREFIX_CACHE_HASH_SEED", "routing.prefix_cache.hash_seed",
        [](Config& c, const std::string& v) -> std::string {
          uint64_t seed = 0;
-         if (!toUnsigned(v, seed)) return kUintMsg;
+         if (!parseUnsigned(v, seed)) return kUintMsg;
          c.routing.prefix_cache.hash_seed = seed;
          return "";
        }},
@@ -100,7 +80,7 @@ void applyEnvironment(Config& config, const EnvLookup& lookup, Problems& problem
   const char* port = lookup("REDIS_PORT");
   if (host || port) {
     uint32_t p = 6379;
-    if (port && !toUnsigned(std::string(port), p))
+    if (port && !parseUnsigned(std::string(port), p))
       problems.push_back(std::string("environment: REDIS_PORT (state_sync.redis): '") + port + "': " + kUintMsg);
     config.state_sync.redis = "redis://" + std::string(host ? host : "127.0.0.1") + ":" + std::to_string(p);
   }

@@ -1,36 +1,12 @@
 #include "config/yaml_reader.h"
 
+#include "config/value_parse.h"
+
 #include <charconv>
 #include <cmath>
 #include <limits>
 
 namespace prefixgate::config {
-namespace {
-
-bool parseBool(const std::string& s, bool& out) {
-  if (s == "true" || s == "True" || s == "TRUE" || s == "1" || s == "yes") out = true;
-  else if (s == "false" || s == "False" || s == "FALSE" || s == "0" || s == "no") out = false;
-  else return false;
-  return true;
-}
-
-template <class T>
-bool parseUnsigned(const std::string& s, T& out) {
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size() && !s.empty();
-}
-
-bool parseDouble(const std::string& s, double& out) {
-  try {
-    size_t used = 0;
-    out = std::stod(s, &used);
-    return used == s.size() && std::isfinite(out);
-  } catch (...) {
-    return false;
-  }
-}
-
-}  // namespace
 
 YamlReader::YamlReader(YAML::Node node, std::string source, std::string path, std::vector<std::string>& problems)
     : node_(std::move(node)), source_(std::move(source)), path_(std::move(path)), problems_(problems) {
@@ -71,7 +47,7 @@ void YamlReader::read(const std::string& key, std::string& out) {
 void YamlReader::read(const std::string& key, bool& out) {
   YAML::Node v = get(key);
   if (!v) return;
-  if (!v.IsScalar() || !parseBool(v.Scalar(), out)) problem(key, "expected true or false");
+  if (!v.IsScalar() || !parseBool(v.Scalar(), out, true)) problem(key, "expected true or false");
 }
 
 void YamlReader::read(const std::string& key, double& out) {

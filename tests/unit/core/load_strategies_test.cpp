@@ -9,6 +9,7 @@
 #include "routing/load_score.h"
 #include "routing/prefix/selection.h"
 #include "routing/router.h"
+#include "unit/core/pod_specs.h"
 
 namespace prefixgate::routing {
 namespace {
@@ -169,13 +170,7 @@ TEST(ThroughputStrategy, LargestShareOfMeasuredRate) {
 // ---- through the Router: engine data from the pods, the KV-critical filter, per-model knobs ----
 
 discovery::PodSpec spec(const std::string& name, uint16_t port) {
-  discovery::PodSpec s;
-  s.name = name;
-  s.address = "127.0.0.1:" + std::to_string(port);
-  s.host = "127.0.0.1";
-  s.port = port;
-  s.models = {"m", "n"};
-  return s;
+  return testing::podSpec(name, port, {"m", "n"});
 }
 
 class RouterLoadTest : public ::testing::Test {

@@ -3,18 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "discovery/file/pods_file.h"
+#include "unit/core/pod_specs.h"
 
 namespace prefixgate::discovery {
 namespace {
 
 PodSpec spec(const std::string& name, uint16_t port, std::vector<std::string> models = {"m"}) {
-  PodSpec s;
-  s.name = name;
-  s.address = "127.0.0.1:" + std::to_string(port);
-  s.host = "127.0.0.1";
-  s.port = port;
-  s.models = std::move(models);
-  return s;
+  return testing::podSpec(name, port, std::move(models));
 }
 
 // An unchanged pod keeps its state (and in-flight count) across a reload; a changed one gets a fresh id.

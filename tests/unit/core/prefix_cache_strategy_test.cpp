@@ -5,6 +5,7 @@
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
 #include "routing/router.h"
+#include "unit/core/pod_specs.h"
 
 namespace prefixgate::routing {
 namespace {
@@ -16,13 +17,7 @@ class FakeClock : public Clock {
 };
 
 discovery::PodSpec spec(const std::string& name, uint16_t port) {
-  discovery::PodSpec s;
-  s.name = name;
-  s.address = "127.0.0.1:" + std::to_string(port);
-  s.host = "127.0.0.1";
-  s.port = port;
-  s.models = {"m"};
-  return s;
+  return testing::podSpec(name, port);
 }
 
 // The prefix-cache strategy end to end through the Router, on the real index and the character tokenizer.

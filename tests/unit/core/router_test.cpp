@@ -5,6 +5,7 @@
 #include <map>
 
 #include "proxy/relay.h"
+#include "unit/core/pod_specs.h"
 
 namespace prefixgate::routing {
 namespace {
@@ -12,13 +13,7 @@ namespace {
 using discovery::PodSpec;
 
 PodSpec spec(const std::string& name, std::vector<std::string> models, uint16_t port) {
-  PodSpec s;
-  s.name = name;
-  s.address = "127.0.0.1:" + std::to_string(port);
-  s.host = "127.0.0.1";
-  s.port = port;
-  s.models = std::move(models);
-  return s;
+  return testing::podSpec(name, port, std::move(models));
 }
 
 class RouterTest : public ::testing::Test {
