@@ -25,6 +25,15 @@ class Tokenizer {
 
   // The number of tokens in a buffer this tokenizer produced (prompt length in tokens, for metrics and limits).
   virtual size_t tokenCount(std::span<const uint8_t> encoded) const = 0;
+
+  // The encoded form of `text` for hashing: by default encode() into `scratch` (cleared first) and a view of it.
+  // A tokenizer whose encoding is the text itself returns a view of `text` and copies nothing. The view lives
+  // as long as both `text` and `scratch`.
+  virtual std::span<const uint8_t> encodeView(std::string_view text, std::vector<uint8_t>& scratch) const {
+    scratch.clear();
+    encode(text, scratch);
+    return scratch;
+  }
 };
 
 // The UTF-8 bytes of the text as they are; one byte is one token. Needs no data and cannot fail to load.
@@ -33,6 +42,10 @@ class CharacterTokenizer final : public Tokenizer {
   std::string_view name() const override { return "character"; }
   void encode(std::string_view text, std::vector<uint8_t>& out) const override;
   size_t tokenCount(std::span<const uint8_t> encoded) const override { return encoded.size(); }
+  // The bytes are the encoding: no copy of the prompt on the request path.
+  std::span<const uint8_t> encodeView(std::string_view text, std::vector<uint8_t>&) const override {
+    return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
+  }
 };
 
 // Bytes per token id in the buffers of every token-id tokenizer (tiktoken, the engine's remote tokenizer).

@@ -58,10 +58,15 @@ PrefixServices::PrefixServices(std::unique_ptr<tokenize::Tokenizer> tokenizer, u
       index_(std::make_unique<index::PrefixIndex>(options, clock ? *clock : system_clock_)) {}
 
 void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks& out) const {
-  thread_local std::vector<uint8_t> bytes;
-  bytes.clear();
-  if (request.has_token_ids) tokenize::packTokenIds(request.prompt_token_ids, bytes);
-  else tokenizer_->encode(request.prompt_text, bytes);
+  thread_local std::vector<uint8_t> scratch;
+  std::span<const uint8_t> bytes;
+  if (request.has_token_ids) {
+    scratch.clear();
+    tokenize::packTokenIds(request.prompt_token_ids, scratch);
+    bytes = scratch;
+  } else {
+    bytes = tokenizer_->encodeView(request.prompt_text, scratch);
+  }
   out.tokens = request.has_token_ids ? request.prompt_token_ids.size() : tokenizer_->tokenCount(bytes);
   out.hashes.clear();
   index::hashBlocks(bytes, block_size_, seed_, out.hashes);

@@ -45,3 +45,23 @@ TEST(PackTokenIds, FourBytesBigEndianEach) {
 
 }  // namespace
 }  // namespace prefixgate::tokenize
+
+namespace prefixgate::tokenize {
+namespace {
+
+// encodeView gives the same bytes as encode; the character tokenizer's view is the text itself (no copy), while
+// the default (used by tiktoken) encodes into the scratch buffer.
+TEST(CharacterTokenizer, EncodeViewIsTheTextWithoutACopy) {
+  CharacterTokenizer tokenizer;
+  const std::string text = "prefix caching, h\xC3\xA9";
+  std::vector<uint8_t> scratch{9, 9};
+  auto view = tokenizer.encodeView(text, scratch);
+  std::vector<uint8_t> encoded;
+  tokenizer.encode(text, encoded);
+  EXPECT_EQ(std::vector<uint8_t>(view.begin(), view.end()), encoded);
+  EXPECT_EQ(static_cast<const void*>(view.data()), static_cast<const void*>(text.data()));
+  EXPECT_EQ(scratch, (std::vector<uint8_t>{9, 9}));  // untouched
+}
+
+}  // namespace
+}  // namespace prefixgate::tokenize
