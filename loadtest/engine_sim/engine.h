@@ -1,12 +1,16 @@
 #pragma once
-// The simulated GPU in real time: the pure Scheduler and timing model driven by Asio timers. Session coroutines
-// start a Sequence per request and co_await its prefill and each decode step; the engine wakes waiting
-// sequences when others end. Single-threaded: every call comes from the one event loop that runs the sessions.
+// The simulated GPU in real time: the pure step Scheduler and timing model driven by Asio timers. run() is the
+// engine loop: it plans a step, waits the step's simulated time (x --time-scale), then hands out the step's
+// results (sampled tokens, finished sequences) and wakes the sessions waiting for them. Session coroutines start a
+// Sequence per request and co_await its progress; they never slow the engine down (tokens a slow client has not
+// read yet simply wait in the Sequence, as vLLM's outputs queue up). Single-threaded: every call comes from the
+// one event loop that runs the sessions and run().
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -15,22 +19,25 @@
 #include "engine_sim/scheduler.h"
 #include "engine_sim/sim_config.h"
 #include "engine_sim/timing_model.h"
+#include "prefixgate/types.h"
 
 namespace prefixgate::sim {
 
 class Engine {
  public:
-  // One request's sequence. Destroying it ends the sequence: a waiting one leaves the queue, a running one frees
-  // its slot and KV blocks (its prompt blocks stay cached).
+  // One request's sequence. Destroying it before it finished aborts it (a client that left): it leaves the queue
+  // or the batch and frees its KV blocks.
   class Sequence {
    public:
     ~Sequence();
     Sequence(const Sequence&) = delete;
     Sequence& operator=(const Sequence&) = delete;
     uint32_t promptTokens() const { return prompt_tokens_; }
-    // Valid once prefill() returned true.
+    // Prompt tokens found in the prefix cache; valid once the first token is ready.
     uint32_t cachedTokens() const { return cached_tokens_; }
-    uint32_t generatedTokens() const { return generated_tokens_; }
+    // Output tokens ready to be sent.
+    uint32_t generatedTokens() const { return generated_; }
+    bool finished() const { return finished_; }
 
    private:
     friend class Engine;
@@ -38,11 +45,11 @@ class Engine {
 
     Engine& engine_;
     SeqId id_;
-    boost::asio::steady_timer timer_;
+    boost::asio::steady_timer wake_;
     uint32_t prompt_tokens_;
     uint32_t cached_tokens_ = 0;
-    uint32_t generated_tokens_ = 0;
-    bool admitted_ = false;
+    uint32_t generated_ = 0;
+    bool finished_ = false;
     bool released_ = false;
     SteadyTime arrival_;
     SteadyTime last_token_at_;
@@ -55,40 +62,38 @@ class Engine {
 
   explicit Engine(const SimConfig& config);
 
-  // Queues a sequence in FIFO order; its timer runs on `executor` (the session's).
+  // Queues a sequence; its wake-ups run on `executor` (the session's). max_output_tokens 0 = prefill only.
   StartResult start(boost::asio::any_io_executor executor, std::span<const uint32_t> prompt_tokens,
                     uint32_t max_output_tokens);
 
-  // Waits until the sequence is admitted and its prefill has run through the shared prefill lane, i.e. until its
-  // first token is ready. Returns false when the awaiting coroutine was cancelled first.
-  boost::asio::awaitable<bool> prefill(Sequence& sequence);
-  // Waits one decode step (the next token is ready). Returns false when cancelled first.
-  boost::asio::awaitable<bool> decodeStep(Sequence& sequence);
-  // Records one token handed to the client (generation counter, time to first token, inter-token latency).
-  void tokenEmitted(Sequence& sequence);
-  // Ends a sequence that produced all its tokens (records its end-to-end latency) and frees its slot.
-  void finish(Sequence& sequence);
+  // Waits until the sequence has more than `seen` output tokens ready, or has finished. Returns false when the
+  // awaiting coroutine was cancelled first.
+  boost::asio::awaitable<bool> waitProgress(Sequence& sequence, uint32_t seen);
 
-  // Waits for a prefill of `tokens` uncached tokens through the shared lane (embeddings: no KV, no slot).
-  // Returns false when cancelled first.
-  boost::asio::awaitable<bool> prefillOnly(boost::asio::steady_timer& timer, uint64_t tokens);
+  // The engine loop; spawn it once on the event loop. Returns after stop().
+  boost::asio::awaitable<void> run();
+  // Ends run() and stops touching sequences; call before the event loop's handlers are destroyed.
+  void stop();
 
+  // Prompt tokens a prompt would find in the prefix cache now (read only).
+  uint64_t cachedPrefixTokens(std::span<const uint32_t> prompt_tokens) const {
+    return scheduler_.cachedPrefixTokens(prompt_tokens);
+  }
   MetricsSnapshot snapshot() const;
   const EngineHistograms& histograms() const { return histograms_; }
   const Scheduler& scheduler() const { return scheduler_; }
 
-  // Stops waking waiting sequences; call once the event loop has stopped, before its handlers are destroyed.
-  void stop() { stopped_ = true; }
-
  private:
   void release(Sequence& sequence);
+  // Hands a step's results to the sequences and wakes their sessions.
+  void deliver(const StepOutcome& outcome);
 
   SimConfig config_;
   TimingConfig timing_;
   Scheduler scheduler_;
-  PrefillLane prefill_lane_;
   EngineHistograms histograms_;
   std::unordered_map<SeqId, Sequence*> sequences_;
+  std::optional<boost::asio::steady_timer> idle_;  // run() sleeps on it while there is no work
   SeqId next_id_ = 1;
   bool stopped_ = false;
 };

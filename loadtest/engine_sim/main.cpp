@@ -15,16 +15,24 @@ namespace {
 constexpr const char* kDescription =
     R"(A simulated vLLM engine pod: an OpenAI-compatible HTTP server with a simulated GPU.
 
-Prompts are cut into "tokens" of 4 bytes (chat messages become "<|role|>content<|end|>" each, then
-"<|assistant|>"); prompt blocks of --block-size tokens are cached with chained hashes in an LRU KV cache, so a
-repeated prefix reports usage.prompt_tokens_details.cached_tokens and prefills faster. Prefill takes
-step-overhead + uncached tokens / prefill rate, one prefill at a time; each output token takes
-decode-ms-per-token + decode-ms-per-running-seq x running sequences. Output text is deterministic from the prompt.
+Text is cut into "tokens" of 4 bytes; chat messages become "<|role|>content<|end|>" each, then "<|assistant|>",
+with every marker one special token. The engine works like vLLM v1: it runs in steps with a token budget
+(--max-num-batched-tokens), running sequences first (one decode token each, or the next prefill chunk), then
+waiting ones in FIFO order while fewer than --max-num-seqs run. KV blocks of --block-size tokens are allocated as
+tokens are computed; when none is free, the newest running sequence is preempted and recomputed later. Full
+blocks (prompt and output) are cached under chained hashes and evicted least recently freed first, so a repeated
+prefix reports usage.prompt_tokens_details.cached_tokens (whole blocks, at most prompt - 1) and prefills faster.
+A step takes decode-ms-per-token + decode-ms-per-running-seq x sequences + (when it prefills) step-overhead-ms +
+prefill tokens / prefill rate, plus attention over the context (docs/simulator.md). Output text is deterministic
+from the prompt: one " xyz" word per token.
 
 Endpoints: POST /v1/chat/completions, /v1/completions (stream or not), /v1/embeddings, /tokenize;
 GET /v1/models, /health, /metrics (vllm:* series). Idle keep-alive connections close after 5 s.
 Test aids (not vLLM):
   every response carries the header "x-sim-pod: NAME";
+  POST /sim/cache/match {"messages": [...]} | {"prompt": ...} | {"token_ids": [...]}: how many leading tokens of
+                       that prompt the cache holds now (read only): {"cached_tokens","prompt_tokens",
+                       "num_requests_running","num_requests_waiting","kv_cache_usage_perc"};
   GET /sim/requests    the last 100 requests to /v1/* and /tokenize (not /health, /metrics, /sim/*):
                        [{"path","method","headers":{lowercased name: value},"body_bytes","model","stream","status",
                          "prompt_tokens","cached_tokens","completion_tokens","completed","cancelled"}];
@@ -48,12 +56,26 @@ void addFlags(CLI::App& app, prefixgate::sim::SimConfig& config) {
       ->capture_default_str();
   app.add_option("--prefill-tokens-per-s", config.prefill_tokens_per_s, "Prefill rate of uncached prompt tokens")
       ->capture_default_str();
-  app.add_option("--step-overhead-ms", config.step_overhead_ms, "Fixed time added to every prefill")
+  app.add_option("--step-overhead-ms", config.step_overhead_ms, "Time added to a step that prefills")
       ->capture_default_str();
-  app.add_option("--decode-ms-per-token", config.decode_ms_per_token, "Base time of one output token")
+  app.add_option("--decode-ms-per-token", config.decode_ms_per_token,
+                 "Base time of every step (one pass over the weights: one output token per sequence)")
       ->capture_default_str();
   app.add_option("--decode-ms-per-running-seq", config.decode_ms_per_running_seq,
-                 "Time added to each output token per running sequence (batch cost)")
+                 "Time added to a step per sequence in its batch")
+      ->capture_default_str();
+  app.add_option("--attention-ms-per-1k-context", config.attention_ms_per_1k_context,
+                 "Time added to a step per 1,000 context tokens of its decoding sequences (KV reads)")
+      ->capture_default_str();
+  app.add_option("--prefill-attention-ms-per-m-pairs", config.prefill_attention_ms_per_m_pairs,
+                 "Time added to a step per million (new token, context token) pairs it prefills")
+      ->capture_default_str();
+  app.add_option("--max-num-batched-tokens", config.max_num_batched_tokens,
+                 "Token budget of one step (decodes first, then prefill chunks)")
+      ->capture_default_str();
+  app.add_option("--token-scale", config.token_scale,
+                 "Each request token stands for 1/K real tokens: rates, costs and the token budget scale so that "
+                 "durations stay those of the full-size workload (0 < K <= 1)")
       ->capture_default_str();
   app.add_option("--max-num-seqs", config.max_num_seqs,
                  "Most sequences running at once; more requests wait in FIFO order (vllm:num_requests_waiting)")
@@ -100,8 +122,9 @@ int main(int argc, char** argv) {
       bool v6 = host.find(':') != std::string::npos;
       std::printf("listening on %s%s%s:%u\n", v6 ? "[" : "", host.c_str(), v6 ? "]" : "", unsigned{port});
       std::fflush(stdout);
-      log::info("engine-sim {}: models {}, {} KV blocks of {} tokens, time scale {}", config.name,
-                fmt::join(config.models, ","), config.capacityBlocks(), config.block_size, config.time_scale);
+      log::info("engine-sim {}: models {}, {} KV blocks of {} tokens, time scale {}, token scale {}", config.name,
+                fmt::join(config.models, ","), config.capacityBlocks(), config.block_size, config.time_scale,
+                config.token_scale);
     });
   } catch (const boost::system::system_error& e) {
     std::cerr << "prefixgate-engine-sim: " << e.what() << "\n";

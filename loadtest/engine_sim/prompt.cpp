@@ -51,14 +51,27 @@ Prompt promptFromText(std::string text) {
 
 }  // namespace
 
-bool chatTemplateText(const json& messages, const json* tools, bool add_generation_prompt, std::string& text,
-                      std::string& error) {
+bool chatTemplate(const json& messages, const json* tools, bool add_generation_prompt, Prompt& prompt,
+                  std::string& error) {
   if (!messages.is_array() || messages.empty()) {
     error = "'messages' must be a non-empty array";
     return false;
   }
-  text.clear();
-  if (tools != nullptr && tools->is_array() && !tools->empty()) text += "<|tools|>" + tools->dump() + "<|end|>";
+  prompt = Prompt{};
+  // A marker is one special token; the text between markers is cut into pieces on its own.
+  auto marker = [&prompt](std::string_view text) {
+    prompt.text += text;
+    prompt.tokens.push_back(specialTokenId(text));
+  };
+  auto plain = [&prompt](std::string_view text) {
+    prompt.text += text;
+    appendTokens(text, prompt.tokens);
+  };
+  if (tools != nullptr && tools->is_array() && !tools->empty()) {
+    marker("<|tools|>");
+    plain(tools->dump());
+    marker("<|end|>");
+  }
   for (size_t i = 0; i < messages.size(); ++i) {
     const json& message = messages[i];
     auto role = message.is_object() ? message.find("role") : message.end();
@@ -66,17 +79,19 @@ bool chatTemplateText(const json& messages, const json* tools, bool add_generati
       error = "messages[" + std::to_string(i) + "]: 'role' must be a string";
       return false;
     }
-    text += "<|" + role->get<std::string>() + "|>";
+    marker("<|" + role->get<std::string>() + "|>");
+    std::string body;
     auto content = message.find("content");
-    if (content != message.end() && !appendContent(*content, text)) {
+    if (content != message.end() && !appendContent(*content, body)) {
       error = "messages[" + std::to_string(i) + "]: 'content' must be a string, null or an array of parts";
       return false;
     }
     auto tool_calls = message.find("tool_calls");
-    if (tool_calls != message.end() && tool_calls->is_array()) text += tool_calls->dump();
-    text += "<|end|>";
+    if (tool_calls != message.end() && tool_calls->is_array()) body += tool_calls->dump();
+    plain(body);
+    marker("<|end|>");
   }
-  if (add_generation_prompt) text += kGenerationPrompt;
+  if (add_generation_prompt) marker(kGenerationPrompt);
   return true;
 }
 
@@ -92,11 +107,8 @@ PromptResult chatPrompt(const json& body, bool add_generation_prompt) {
     return result;
   }
   auto tools = body.find("tools");
-  std::string text;
-  if (!chatTemplateText(*messages, tools == body.end() ? nullptr : &*tools, add_generation_prompt, text,
-                        result.error))
-    return result;
-  result.prompt = promptFromText(std::move(text));
+  chatTemplate(*messages, tools == body.end() ? nullptr : &*tools, add_generation_prompt, result.prompt,
+               result.error);
   return result;
 }
 

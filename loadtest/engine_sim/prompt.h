@@ -1,7 +1,8 @@
 #pragma once
 // Turns an OpenAI request body into the prompt the simulated model sees (pure). Chat messages go through a tiny
-// stand-in for a chat template, "<|role|>content<|end|>" per message, so requests that share leading messages
-// share a token prefix; completion prompts are text (or lists of text, concatenated) or token ids used as is.
+// stand-in for a chat template, "<|role|>content<|end|>" per message (markers are special tokens), so requests
+// that share leading messages share a token prefix; completion prompts are text (or lists of text, concatenated)
+// or token ids used as is.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,11 +31,12 @@ struct PromptsResult {
 
 inline constexpr const char* kGenerationPrompt = "<|assistant|>";
 
-// The chat template text of `messages` (an array of {role, content}); `tools`, when an array, comes first.
-// Content is a string, null, or an array of parts whose "text" fields are concatenated. Returns false and sets
-// error on a malformed message.
-bool chatTemplateText(const nlohmann::json& messages, const nlohmann::json* tools, bool add_generation_prompt,
-                      std::string& text, std::string& error);
+// The chat template of `messages` (an array of {role, content}); `tools`, when an array, comes first: the text
+// "<|role|>content<|end|>" per message (then "<|assistant|>") and its tokens, where every marker is one special
+// token and each message's content is tokenized on its own. Content is a string, null, or an array of parts whose
+// "text" fields are concatenated. Returns false and sets error on a malformed message.
+bool chatTemplate(const nlohmann::json& messages, const nlohmann::json* tools, bool add_generation_prompt,
+                  Prompt& prompt, std::string& error);
 
 // The prompt of a /v1/chat/completions (or chat-form /tokenize) body: its messages and tools.
 PromptResult chatPrompt(const nlohmann::json& body, bool add_generation_prompt);

@@ -155,6 +155,31 @@ SimpleResponse handleTokenize(const SimConfig& config, std::string_view body) {
   return SimpleResponse{200, "application/json", answer.dump()};
 }
 
+SimpleResponse handleCacheMatch(std::string_view body,
+                                const std::function<CacheMatch(std::span<const uint32_t>)>& lookup) {
+  json doc = parseBody(body);
+  if (doc.is_discarded() || !doc.is_object()) return errorResponse(400, "the request body must be a JSON object");
+  PromptResult prompt;
+  if (auto ids = doc.find("token_ids"); ids != doc.end()) {
+    prompt = completionPrompt(json{{"prompt", *ids}});
+    if (!prompt.ok()) prompt.error = "'token_ids' must be a non-empty list of token ids";
+  } else if (doc.contains("messages")) {
+    prompt = chatPrompt(doc, true);
+  } else if (doc.contains("prompt")) {
+    prompt = completionPrompt(doc);
+  } else {
+    prompt.error = "one of 'messages', 'prompt' or 'token_ids' is required";
+  }
+  if (!prompt.ok()) return errorResponse(400, prompt.error);
+  CacheMatch match = lookup(prompt.prompt.tokens);
+  json answer{{"cached_tokens", match.cached_tokens},
+              {"prompt_tokens", prompt.prompt.tokens.size()},
+              {"num_requests_running", match.num_requests_running},
+              {"num_requests_waiting", match.num_requests_waiting},
+              {"kv_cache_usage_perc", match.kv_cache_usage}};
+  return SimpleResponse{200, "application/json", answer.dump()};
+}
+
 SimpleResponse handleModels(const SimConfig& config, int64_t created) {
   return SimpleResponse{200, "application/json", modelsList(config.models, created, config.max_model_len).dump()};
 }

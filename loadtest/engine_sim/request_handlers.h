@@ -3,6 +3,8 @@
 // requests (400 / 404 answers in OpenAI's error shape), and the endpoints that answer at once (/tokenize,
 // /v1/models, /sim/fault). The server only does the I/O around them.
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +65,18 @@ Parsed<EmbeddingRequest> parseEmbeddingRequest(const SimConfig& config, std::str
 
 // POST /tokenize, completion form {"model", "prompt"} or chat form {"model", "messages", "add_generation_prompt"}.
 SimpleResponse handleTokenize(const SimConfig& config, std::string_view body);
+// What the engine says about a prompt for POST /sim/cache/match: its cached prefix now, and the pod's load.
+struct CacheMatch {
+  uint64_t cached_tokens = 0;
+  size_t num_requests_running = 0;
+  size_t num_requests_waiting = 0;
+  double kv_cache_usage = 0;
+};
+// POST /sim/cache/match: the prompt of a chat body ("messages", "tools"), a completion body ("prompt") or
+// {"token_ids": [...]}; answers {"cached_tokens", "prompt_tokens", "num_requests_running",
+// "num_requests_waiting", "kv_cache_usage_perc"} from `lookup` (which must only read).
+SimpleResponse handleCacheMatch(std::string_view body,
+                                const std::function<CacheMatch(std::span<const uint32_t>)>& lookup);
 // GET /v1/models.
 SimpleResponse handleModels(const SimConfig& config, int64_t created);
 // POST /sim/fault: applies the fields present ({"health_status", "error_status", "stall"}); answers the faults now

@@ -2,85 +2,187 @@
 
 #include <algorithm>
 
+#include "engine_sim/tokenizer.h"
+
 namespace prefixgate::sim {
+namespace {
 
-Scheduler::Scheduler(uint64_t capacity_blocks, uint32_t block_size, uint32_t max_num_seqs)
-    : block_size_(block_size), max_num_seqs_(max_num_seqs), cache_(capacity_blocks) {}
+uint64_t ceilDiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 
-uint64_t Scheduler::blocksNeeded(uint32_t prompt_tokens, uint32_t max_output_tokens, uint32_t block_size) {
-  if (block_size == 0) return 0;
-  uint64_t tokens = uint64_t{prompt_tokens} + max_output_tokens;
-  return (tokens + block_size - 1) / block_size;
+}  // namespace
+
+Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), cache_(config.capacity_blocks) {}
+
+uint64_t Scheduler::blocksNeeded(uint64_t prompt_tokens, uint64_t max_output_tokens, uint32_t block_size) {
+  return ceilDiv(prompt_tokens + max_output_tokens, block_size);
 }
 
-SubmitResult Scheduler::submit(SeqRequest request) {
-  SubmitResult result;
-  result.blocks_needed = blocksNeeded(request.prompt_tokens, request.max_output_tokens, block_size_);
-  if (result.blocks_needed > cache_.capacityBlocks()) {
-    result.status = SubmitStatus::kNeverFits;
-    return result;
-  }
-  SeqId id = request.id;
+SubmitStatus Scheduler::submit(SeqRequest request) {
+  if (blocksNeeded(request.prompt.size(), request.max_output_tokens, config_.block_size) > cache_.capacityBlocks())
+    return SubmitStatus::kNeverFits;
+  if (seqs_.count(request.id) != 0) return SubmitStatus::kDuplicate;
   Seq seq;
-  seq.private_blocks = result.blocks_needed - std::min<uint64_t>(result.blocks_needed, request.blocks.size());
-  seq.request = std::move(request);
-  auto [it, inserted] = seqs_.emplace(id, std::move(seq));
-  if (!inserted) {  // a duplicate id: keep the first sequence, refuse this one
-    result.status = SubmitStatus::kNeverFits;
-    return result;
-  }
-  if (waiting_.empty() && fits(it->second)) {
-    result.status = SubmitStatus::kAdmitted;
-    result.cached_tokens = admit(it->second);
-    return result;
-  }
-  waiting_.push_back(id);
-  result.status = SubmitStatus::kWaiting;
-  return result;
+  seq.id = request.id;
+  seq.prompt_tokens = static_cast<uint32_t>(request.prompt.size());
+  seq.max_output_tokens = request.max_output_tokens;
+  seq.output = OutputText::forPrompt(request.prompt);
+  seq.hashes = blockHashes(request.prompt, config_.block_size);
+  seq.tokens = std::move(request.prompt);
+  seqs_.emplace(seq.id, std::move(seq));
+  waiting_.push_back(request.id);
+  return SubmitStatus::kQueued;
 }
 
-std::vector<Admission> Scheduler::release(SeqId id) {
+void Scheduler::abort(SeqId id) {
   auto it = seqs_.find(id);
-  if (it == seqs_.end()) return {};
+  if (it == seqs_.end()) return;
   Seq& seq = it->second;
+  cache_.release(seq.blocks);
   if (seq.running) {
-    cache_.unpin(seq.request.blocks, seq.private_blocks);
-    --running_;
+    running_.erase(std::find(running_.begin(), running_.end(), id));
   } else {
-    waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), id), waiting_.end());
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), id));
   }
   seqs_.erase(it);
-  return admitFromQueue();
 }
 
-bool Scheduler::fits(const Seq& seq) const {
-  return running_ < max_num_seqs_ && cache_.canPin(seq.request.blocks, seq.private_blocks);
-}
-
-uint32_t Scheduler::admit(Seq& seq) {
-  const SeqRequest& request = seq.request;
-  uint64_t matched_tokens = cache_.matchPrefix(request.blocks) * uint64_t{block_size_};
-  // vLLM always recomputes the last prompt token, so a full hit still leaves one token to prefill.
-  uint32_t limit = request.prompt_tokens == 0 ? 0 : request.prompt_tokens - 1;
-  uint32_t cached = static_cast<uint32_t>(std::min<uint64_t>(matched_tokens, limit));
-  counters_.prefix_cache_queries += request.prompt_tokens;
-  counters_.prefix_cache_hits += cached;
-  counters_.prompt_tokens += request.prompt_tokens;
-  cache_.pin(request.blocks, seq.private_blocks);
-  seq.running = true;
-  ++running_;
-  return cached;
-}
-
-std::vector<Admission> Scheduler::admitFromQueue() {
-  std::vector<Admission> admitted;
-  while (!waiting_.empty()) {
-    Seq& seq = seqs_.at(waiting_.front());
-    if (!fits(seq)) break;
-    admitted.push_back(Admission{seq.request.id, admit(seq)});
-    waiting_.pop_front();
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  uint32_t budget = config_.max_num_batched_tokens;
+  for (size_t index = 0; index < running_.size() && budget > 0; ++index) {
+    if (!scheduleRunning(seqs_.at(running_[index]), budget, plan)) break;
   }
-  return admitted;
+  // vLLM admits nobody in a step that had to preempt: the KV cache is short already.
+  if (!plan.preempted.empty()) return plan;
+  while (!waiting_.empty() && budget > 0 && running_.size() < config_.max_num_seqs) {
+    if (!scheduleWaiting(seqs_.at(waiting_.front()), budget, plan)) break;
+  }
+  return plan;
+}
+
+bool Scheduler::scheduleRunning(Seq& seq, uint32_t& budget, StepPlan& plan) {
+  uint64_t pending = seq.tokens.size() - seq.computed;
+  if (pending == 0) return true;  // nothing to compute (cannot happen between complete() and schedule())
+  uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(pending, budget));
+  while (!grow(seq, count)) {
+    // The newest running sequence makes room; when that is this one, it cannot run this step.
+    Seq& victim = seqs_.at(running_.back());
+    bool self = victim.id == seq.id;
+    preempt(victim, plan);
+    if (self) return false;
+  }
+  bool decode = seq.generated > 0 && count == 1 && seq.computed + 1 == seq.tokens.size();
+  plan.entries.push_back(StepEntry{seq.id, count, seq.computed, decode});
+  seq.computed += count;
+  budget -= count;
+  return true;
+}
+
+bool Scheduler::scheduleWaiting(Seq& seq, uint32_t& budget, StepPlan& plan) {
+  const uint32_t block = config_.block_size;
+  // At most prompt - 1 tokens come from the cache, in whole blocks.
+  size_t limit = seq.tokens.empty() ? 0 : (seq.tokens.size() - 1) / block;
+  size_t hit = std::min(cache_.longestHit(seq.hashes), limit);
+  std::span<const EngineBlockHash> hit_hashes = std::span(seq.hashes).first(hit);
+  uint64_t cached = uint64_t{hit} * block;
+  uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(seq.tokens.size() - cached, budget));
+  uint64_t fresh = ceilDiv(cached + count, block) - hit;
+  if (fresh > cache_.freeBlocks() - cache_.freeAmong(hit_hashes)) return false;
+
+  bool first = seq.cached_tokens < 0;
+  if (first) {
+    seq.cached_tokens = static_cast<int64_t>(cached);
+    counters_.prefix_cache_queries += seq.tokens.size();
+    counters_.prefix_cache_hits += cached;
+    counters_.prompt_tokens += seq.prompt_tokens;
+    plan.started.push_back(seq.id);
+  }
+  cache_.acquireCached(hit_hashes, seq.blocks);
+  seq.computed = cached;
+  seq.registered = hit;
+  grow(seq, count);  // fits: checked above
+  plan.entries.push_back(StepEntry{seq.id, count, cached, false});
+  seq.computed += count;
+  budget -= count;
+  seq.running = true;
+  waiting_.pop_front();
+  running_.push_back(seq.id);
+  return true;
+}
+
+bool Scheduler::grow(Seq& seq, uint64_t new_tokens) {
+  const uint32_t block = config_.block_size;
+  uint64_t end = seq.computed + new_tokens;
+  uint64_t needed = ceilDiv(end, block);
+  if (needed > seq.blocks.size() && !cache_.allocate(needed - seq.blocks.size(), seq.blocks)) return false;
+  // Blocks full of computed tokens can be found by other prompts from now on.
+  size_t full = std::min<size_t>(end / block, seq.hashes.size());
+  for (; seq.registered < full; ++seq.registered) cache_.registerBlock(seq.blocks[seq.registered],
+                                                                       seq.hashes[seq.registered]);
+  return true;
+}
+
+void Scheduler::preempt(Seq& seq, StepPlan& plan) {
+  cache_.release(seq.blocks);
+  seq.blocks.clear();
+  seq.computed = 0;
+  seq.registered = 0;
+  seq.running = false;
+  ++seq.preemptions;
+  ++counters_.preemptions;
+  running_.erase(std::find(running_.begin(), running_.end(), seq.id));
+  waiting_.push_front(seq.id);
+  plan.preempted.push_back(seq.id);
+}
+
+StepOutcome Scheduler::complete(const StepPlan& plan) {
+  StepOutcome outcome;
+  for (const StepEntry& entry : plan.entries) {
+    auto it = seqs_.find(entry.id);
+    if (it == seqs_.end() || !it->second.running) continue;
+    Seq& seq = it->second;
+    if (seq.computed < seq.tokens.size()) continue;  // a prefill chunk: more to come
+    if (seq.max_output_tokens > 0) {
+      appendToken(seq, seq.output.tokenId(seq.generated));
+      ++seq.generated;
+      ++counters_.generation_tokens;
+      outcome.sampled.push_back(seq.id);
+    }
+    if (seq.generated >= seq.max_output_tokens) {
+      outcome.finished.push_back(seq.id);
+      finish(seq);
+    }
+  }
+  return outcome;
+}
+
+void Scheduler::appendToken(Seq& seq, uint32_t token) {
+  seq.tokens.push_back(token);
+  const uint32_t block = config_.block_size;
+  if (seq.tokens.size() % block != 0) return;
+  EngineBlockHash parent = seq.hashes.empty() ? kRootBlockHash : seq.hashes.back();
+  seq.hashes.push_back(chainBlockHash(parent, std::span(seq.tokens).last(block)));
+}
+
+void Scheduler::finish(Seq& seq) {
+  SeqId id = seq.id;  // seq is gone after the erase
+  cache_.release(seq.blocks);
+  running_.erase(std::find(running_.begin(), running_.end(), id));
+  seqs_.erase(id);
+}
+
+std::optional<SeqStatus> Scheduler::status(SeqId id) const {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return std::nullopt;
+  const Seq& seq = it->second;
+  return SeqStatus{seq.running, seq.cached_tokens, seq.generated, seq.preemptions};
+}
+
+uint64_t Scheduler::cachedPrefixTokens(std::span<const uint32_t> prompt) const {
+  if (prompt.empty()) return 0;
+  std::vector<EngineBlockHash> hashes = blockHashes(prompt, config_.block_size);
+  size_t limit = (prompt.size() - 1) / config_.block_size;
+  return uint64_t{std::min(cache_.longestHit(hashes), limit)} * config_.block_size;
 }
 
 }  // namespace prefixgate::sim

@@ -1,94 +1,148 @@
 #pragma once
-// The engine's admission control (pure: no sockets, no clocks). Sequences wait in one FIFO queue and are admitted
-// from its head while fewer than max_num_seqs run and the KV cache can pin their blocks; admission looks up the
-// prompt's prefix in the cache (cached_tokens) and counts the Prometheus counters as vLLM does.
+// The engine's step scheduler, after vLLM v1's (pure: no sockets, no clocks). The engine runs in steps; each
+// step computes the KV of a batch of tokens within a token budget (--max-num-batched-tokens):
+//   1. running sequences first, in admission order: a decoding sequence needs one token (the one sampled last
+//      step), a sequence still prefilling needs the rest of its prompt, cut to what is left of the budget
+//      (chunked prefill). KV blocks are allocated as tokens are scheduled; when no block is free, the newest
+//      running sequence is preempted (its blocks freed, its tokens to be recomputed later, ahead of the queue)
+//      until the allocation fits or the sequence itself was the newest;
+//   2. then, if nobody was preempted this step, waiting sequences in FIFO order while fewer than max_num_seqs
+//      run: each is looked up in the prefix cache (whole blocks, at most prompt - 1 tokens: the last prompt token
+//      is always computed, to sample from) and scheduled for (part of) the rest, or, if its blocks do not fit,
+//      left at the head of the queue.
+// A sequence whose known tokens are all computed at the end of a step samples one output token; it finishes at
+// max_output_tokens, freeing its blocks (the full ones, prompt and output alike, stay cached until evicted).
 #include <cstdint>
 #include <deque>
+#include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "engine_sim/block_hash.h"
-#include "engine_sim/prefix_cache.h"
+#include "engine_sim/kv_cache.h"
+#include "engine_sim/output_text.h"
 
 namespace prefixgate::sim {
 
 using SeqId = uint64_t;
 
-struct SeqRequest {
-  SeqId id = 0;
-  std::vector<EngineBlockHash> blocks;  // the prompt's full blocks (blockHashes)
-  uint32_t prompt_tokens = 0;
-  uint32_t max_output_tokens = 0;
+struct SchedulerConfig {
+  uint64_t capacity_blocks = 25000;
+  uint32_t block_size = 16;
+  uint32_t max_num_seqs = 256;
+  uint32_t max_num_batched_tokens = 8192;
 };
 
-struct Admission {
+struct SeqRequest {
   SeqId id = 0;
-  uint32_t cached_tokens = 0;  // prompt tokens whose KV was found in the cache (at most prompt_tokens - 1)
+  std::vector<uint32_t> prompt;    // token ids
+  uint32_t max_output_tokens = 0;  // 0 = prefill only (embeddings): done once the prompt is computed
+};
+
+// One sequence's share of a step.
+struct StepEntry {
+  SeqId id = 0;
+  uint32_t new_tokens = 0;       // tokens whose KV this step computes
+  uint64_t computed_before = 0;  // tokens computed before (the context the new ones attend to)
+  bool decode = false;           // the one token sampled last step (else prefill, chunked or recomputed)
+};
+
+struct StepPlan {
+  std::vector<StepEntry> entries;
+  std::vector<SeqId> preempted;  // sent back to the head of the queue this step (their KV freed)
+  std::vector<SeqId> started;    // scheduled for the first time this step: their queueing ended
+  bool empty() const { return entries.empty(); }
+};
+
+struct StepOutcome {
+  std::vector<SeqId> sampled;   // got one more output token
+  std::vector<SeqId> finished;  // done (all output tokens, or a prefill-only prompt computed); blocks freed
 };
 
 enum class SubmitStatus {
-  kAdmitted,   // running now; cached_tokens is set
-  kWaiting,    // queued; admitted later by a release()
-  kNeverFits,  // needs more KV blocks than the whole cache holds; nothing was recorded
-};
-
-struct SubmitResult {
-  SubmitStatus status = SubmitStatus::kWaiting;
-  uint32_t cached_tokens = 0;
-  uint64_t blocks_needed = 0;
+  kQueued,     // waits for a step
+  kNeverFits,  // prompt + max output needs more KV blocks than the whole cache holds; nothing was recorded
+  kDuplicate,  // the id is already known
 };
 
 // The engine's Prometheus counters (vllm:*_total).
 struct EngineCounters {
-  uint64_t prefix_cache_queries = 0;  // prompt tokens looked up
-  uint64_t prefix_cache_hits = 0;     // of those, found in the cache
+  uint64_t prefix_cache_queries = 0;  // prompt tokens looked up (a preempted sequence's new lookup is not counted,
+  uint64_t prefix_cache_hits = 0;     // as in vLLM, so that re-hitting its own blocks does not inflate the ratio)
   uint64_t prompt_tokens = 0;
   uint64_t generation_tokens = 0;
-  uint64_t preemptions = 0;  // the simulator never preempts: it reserves a sequence's blocks at admission
+  uint64_t preemptions = 0;
+};
+
+// What the engine may read about one sequence.
+struct SeqStatus {
+  bool running = false;
+  int64_t cached_tokens = -1;  // prompt tokens found in the prefix cache at its first scheduling; -1 = not yet
+  uint32_t generated = 0;      // output tokens sampled so far
+  uint32_t preemptions = 0;
 };
 
 class Scheduler {
  public:
-  Scheduler(uint64_t capacity_blocks, uint32_t block_size, uint32_t max_num_seqs);
+  explicit Scheduler(const SchedulerConfig& config);
 
-  // Queues a sequence (a duplicate id is refused as kNeverFits) and admits it at once when nothing waits ahead
-  // of it and it fits.
-  SubmitResult submit(SeqRequest request);
+  SubmitStatus submit(SeqRequest request);
+  // Forgets a sequence, waiting or running (a client that left); its blocks are freed. Unknown ids are ignored.
+  void abort(SeqId id);
 
-  // Ends a sequence, running or waiting, finished or cancelled (unknown ids are ignored), then admits what now
-  // fits from the head of the queue. Returns those admissions in FIFO order.
-  std::vector<Admission> release(SeqId id);
+  // Plans the next step and commits it: allocations, preemptions and computed-token counts change now, as
+  // they do when vLLM schedules; the step's results come with complete().
+  StepPlan schedule();
+  // Ends the step planned last: samples one token for each sequence whose tokens are all computed, finishes and
+  // frees the sequences that are done. Sequences aborted since schedule() are skipped.
+  StepOutcome complete(const StepPlan& plan);
 
-  void addGenerationTokens(uint64_t tokens) { counters_.generation_tokens += tokens; }
+  bool hasWork() const { return !running_.empty() || !waiting_.empty(); }
+  std::optional<SeqStatus> status(SeqId id) const;
+  // The tokens a prompt would find in the prefix cache now (whole blocks, at most prompt - 1). Reads only.
+  uint64_t cachedPrefixTokens(std::span<const uint32_t> prompt) const;
 
-  size_t numRunning() const { return running_; }
+  size_t numRunning() const { return running_.size(); }
   size_t numWaiting() const { return waiting_.size(); }
   double kvCacheUsage() const { return cache_.usage(); }
   const EngineCounters& counters() const { return counters_; }
-  const PrefixCache& cache() const { return cache_; }
-  uint32_t blockSize() const { return block_size_; }
+  const KvCache& cache() const { return cache_; }
+  const SchedulerConfig& config() const { return config_; }
 
-  // KV blocks a sequence holds while it runs: ceil((prompt + max output) / block size); the prompt's full blocks
-  // are shared (cacheable), the rest are private to it.
-  static uint64_t blocksNeeded(uint32_t prompt_tokens, uint32_t max_output_tokens, uint32_t block_size);
+  // KV blocks a sequence needs at most: ceil((prompt + max output) / block size).
+  static uint64_t blocksNeeded(uint64_t prompt_tokens, uint64_t max_output_tokens, uint32_t block_size);
 
  private:
   struct Seq {
-    SeqRequest request;
-    uint64_t private_blocks = 0;
+    SeqId id = 0;
+    std::vector<uint32_t> tokens;  // prompt, then the sampled output
+    std::vector<EngineBlockHash> hashes;  // chained hashes of the full blocks of `tokens`
+    std::vector<BlockId> blocks;          // KV blocks held, in token order
+    uint32_t prompt_tokens = 0;
+    uint32_t max_output_tokens = 0;
+    uint32_t generated = 0;
+    uint64_t computed = 0;    // tokens whose KV is computed (or scheduled this step)
+    size_t registered = 0;    // leading blocks registered in the prefix cache
+    int64_t cached_tokens = -1;
+    uint32_t preemptions = 0;
     bool running = false;
+    OutputText output{0};
   };
 
-  bool fits(const Seq& seq) const;
-  uint32_t admit(Seq& seq);
-  std::vector<Admission> admitFromQueue();
+  bool scheduleRunning(Seq& seq, uint32_t& budget, StepPlan& plan);
+  bool scheduleWaiting(Seq& seq, uint32_t& budget, StepPlan& plan);
+  // Allocates blocks so `new_tokens` more tokens can be computed and registers the blocks they fill.
+  bool grow(Seq& seq, uint64_t new_tokens);
+  void preempt(Seq& seq, StepPlan& plan);
+  void appendToken(Seq& seq, uint32_t token);
+  void finish(Seq& seq);
 
-  uint32_t block_size_;
-  uint32_t max_num_seqs_;
-  PrefixCache cache_;
+  SchedulerConfig config_;
+  KvCache cache_;
   EngineCounters counters_;
-  size_t running_ = 0;
   std::unordered_map<SeqId, Seq> seqs_;
+  std::vector<SeqId> running_;  // admission order: the newest is preempted first
   std::deque<SeqId> waiting_;
 };
 

@@ -186,6 +186,14 @@ std::optional<SimpleResponse> Session::answerAtOnce(const Request& request, std:
     return SimpleResponse{200, "application/json",
                           state_.requests.toJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
   }
+  if (path == "/sim/cache/match" && method == http::verb::post) {
+    const Engine& engine = state_.engine;
+    return handleCacheMatch(request.body(), [&engine](std::span<const uint32_t> tokens) {
+      const Scheduler& scheduler = engine.scheduler();
+      return CacheMatch{engine.cachedPrefixTokens(tokens), scheduler.numRunning(), scheduler.numWaiting(),
+                        scheduler.kvCacheUsage()};
+    });
+  }
   if (path == "/sim/fault" && method == http::verb::post) return handleFault(state_.faults, request.body());
   if (path == "/sim/fault" && method == http::verb::get) return faultsResponse(state_.faults);
   for (std::string_view known : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models",
@@ -259,23 +267,25 @@ asio::awaitable<bool> Session::generate(const Request& request, const Completion
     if (!co_await writeStreamHead(request)) co_return false;
     record.status = 200;
   }
-  if (!co_await engine.prefill(sequence)) co_return false;
-  record.cached_tokens = sequence.cachedTokens();
   OutputText output = OutputText::forPrompt(job.prompt.tokens);
   std::string text;
-  for (uint32_t index = 0; index < job.max_tokens; ++index) {
-    if (index > 0 && !co_await engine.decodeStep(sequence)) co_return false;
-    engine.tokenEmitted(sequence);
-    record.completion_tokens = sequence.generatedTokens();
-    std::string piece = output.token(index);
-    if (!job.stream) {
-      text += piece;
-      continue;
+  uint32_t sent = 0;
+  while (!sequence.finished()) {
+    if (!co_await engine.waitProgress(sequence, sent)) co_return false;
+    // Every token ready goes out now; a client slower than the engine gets several in one write.
+    std::string events;
+    for (; sent < sequence.generatedTokens(); ++sent) {
+      std::string piece = output.token(sent);
+      if (job.stream) {
+        events += sseEvent(tokenChunk(meta, piece, sent == 0));
+      } else {
+        text += piece;
+      }
     }
-    std::string event = sseEvent(tokenChunk(meta, piece, index == 0));
-    if (!co_await writeChunk(event)) co_return false;
+    record.completion_tokens = sent;
+    record.cached_tokens = sequence.cachedTokens();
+    if (!events.empty() && !co_await writeChunk(events)) co_return false;
   }
-  engine.finish(sequence);
   Usage usage{sequence.promptTokens(), sequence.generatedTokens(), sequence.cachedTokens()};
   if (!job.stream) {
     SimpleResponse response{200, "application/json", completionResponse(meta, text, job.finish_reason, usage).dump()};
@@ -303,8 +313,16 @@ asio::awaitable<bool> Session::serveEmbeddings(const Request& request, RequestRe
   }
   std::optional<SimpleResponse> refusal = refuseWith(state_.faults, parsed);
   if (refusal) co_return co_await send(request, *refusal, &record);
-  asio::steady_timer timer(co_await asio::this_coro::executor);
-  auto outcome = co_await (state_.engine.prefillOnly(timer, tokens) || watchClose());
+  // The inputs are prefilled together, as one prompt-only sequence through the engine's steps.
+  std::vector<uint32_t> all_tokens;
+  for (const auto& input : parsed.request.inputs)
+    all_tokens.insert(all_tokens.end(), input.tokens.begin(), input.tokens.end());
+  Engine::StartResult started = state_.engine.start(co_await asio::this_coro::executor, all_tokens, 0);
+  if (!started.sequence) {
+    SimpleResponse never_fits = errorResponse(400, started.error);
+    co_return co_await send(request, never_fits, &record);
+  }
+  auto outcome = co_await (state_.engine.waitProgress(*started.sequence, 0) || watchClose());
   if (outcome.index() != 0 || !std::get<0>(outcome)) {
     record.cancelled = true;
     co_return false;
@@ -436,6 +454,7 @@ int Server::run(const std::function<void(const std::string& host, uint16_t port)
     io.stop();
   });
   asio::co_spawn(io, acceptLoop(*state_, acceptor), logFailure);
+  asio::co_spawn(io, state_->engine.run(), logFailure);
   on_listening(state_->config.host, port);
   io.run();
   state_->engine.stop();

@@ -2,7 +2,22 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace prefixgate::sim {
+
+SchedulerConfig SimConfig::schedulerConfig() const {
+  auto budget = static_cast<uint32_t>(std::max(1.0, std::round(max_num_batched_tokens * token_scale)));
+  return SchedulerConfig{capacityBlocks(), block_size, max_num_seqs, budget};
+}
+
+TimingConfig SimConfig::timingConfig() const {
+  return TimingConfig{prefill_tokens_per_s,        step_overhead_ms,
+                      decode_ms_per_token,         decode_ms_per_running_seq,
+                      attention_ms_per_1k_context, prefill_attention_ms_per_m_pairs,
+                      token_scale,                 time_scale};
+}
 
 std::string validateConfig(const SimConfig& config) {
   if (config.models.empty()) return "--model: at least one model is required";
@@ -17,7 +32,12 @@ std::string validateConfig(const SimConfig& config) {
   if (!(config.step_overhead_ms >= 0)) return "--step-overhead-ms: must not be negative";
   if (!(config.decode_ms_per_token >= 0)) return "--decode-ms-per-token: must not be negative";
   if (!(config.decode_ms_per_running_seq >= 0)) return "--decode-ms-per-running-seq: must not be negative";
+  if (!(config.attention_ms_per_1k_context >= 0)) return "--attention-ms-per-1k-context: must not be negative";
+  if (!(config.prefill_attention_ms_per_m_pairs >= 0))
+    return "--prefill-attention-ms-per-m-pairs: must not be negative";
   if (!(config.time_scale >= 0)) return "--time-scale: must not be negative";
+  if (!(config.token_scale > 0 && config.token_scale <= 1)) return "--token-scale: must be in (0, 1]";
+  if (config.max_num_batched_tokens == 0) return "--max-num-batched-tokens: must be at least 1";
   if (config.max_num_seqs == 0) return "--max-num-seqs: must be at least 1";
   if (config.max_tokens_default == 0) return "--max-tokens-default: must be at least 1";
   if (config.max_model_len < 2) return "--max-model-len: must be at least 2";

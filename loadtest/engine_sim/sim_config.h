@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "engine_sim/scheduler.h"
+#include "engine_sim/timing_model.h"
+
 namespace prefixgate::sim {
 
 struct SimConfig {
@@ -17,15 +20,21 @@ struct SimConfig {
   uint64_t kv_capacity_tokens = 400000;
   uint32_t block_size = 16;
 
-  // Timing model (simulated time; every delay is multiplied by time_scale before it is waited for).
+  // Timing model (simulated time; every delay is multiplied by time_scale before it is waited for). See
+  // timing_model.h for the step time and docs/simulator.md for the sources.
   double prefill_tokens_per_s = 25000;
   double step_overhead_ms = 15;
   double decode_ms_per_token = 4.5;
   double decode_ms_per_running_seq = 0.046;
+  double attention_ms_per_1k_context = 0.05;
+  double prefill_attention_ms_per_m_pairs = 1.3;
   double time_scale = 1.0;
+  // One token of the requests stands for 1/token_scale real tokens (rates, costs and the token budget follow).
+  double token_scale = 1.0;
 
   // Scheduler limits.
   uint32_t max_num_seqs = 256;
+  uint32_t max_num_batched_tokens = 8192;  // the step's token budget, in real tokens (x token_scale)
   uint32_t max_tokens_default = 16;
   uint32_t max_model_len = 32768;
 
@@ -39,6 +48,8 @@ struct SimConfig {
   std::string log_level = "info";
 
   uint64_t capacityBlocks() const { return block_size == 0 ? 0 : kv_capacity_tokens / block_size; }
+  SchedulerConfig schedulerConfig() const;
+  TimingConfig timingConfig() const;
   const std::string& servedModel() const { return models.front(); }
 };
 

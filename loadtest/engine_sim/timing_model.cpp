@@ -1,35 +1,41 @@
 #include "engine_sim/timing_model.h"
 
-#include <algorithm>
 #include <cmath>
 
 namespace prefixgate::sim {
-namespace {
 
-std::chrono::nanoseconds scaledMs(const TimingConfig& config, double ms) {
-  double ns = ms * 1e6 * config.time_scale;
+StepWork stepWork(const StepPlan& plan) {
+  StepWork work;
+  work.sequences = static_cast<uint32_t>(plan.entries.size());
+  for (const StepEntry& entry : plan.entries) {
+    if (entry.decode) {
+      work.decode_context += entry.computed_before + entry.new_tokens;
+      continue;
+    }
+    work.prefill_tokens += entry.new_tokens;
+    double fresh = entry.new_tokens;
+    work.prefill_pairs += fresh * (static_cast<double>(entry.computed_before) + (fresh + 1) / 2);
+  }
+  return work;
+}
+
+double stepMilliseconds(const TimingConfig& config, const StepWork& work) {
+  const double k = config.token_scale > 0 ? config.token_scale : 1.0;
+  double ms = (config.decode_ms_per_token + config.decode_ms_per_running_seq * work.sequences) / k;
+  if (work.prefill_tokens > 0) {
+    ms += config.step_overhead_ms;
+    if (config.prefill_tokens_per_s > 0)
+      ms += 1000.0 * static_cast<double>(work.prefill_tokens) / (config.prefill_tokens_per_s * k);
+  }
+  ms += config.attention_ms_per_1k_context * static_cast<double>(work.decode_context) / 1000.0 / (k * k);
+  ms += config.prefill_attention_ms_per_m_pairs * work.prefill_pairs / 1e6 / (k * k);
+  return ms;
+}
+
+std::chrono::nanoseconds stepDuration(const TimingConfig& config, const StepWork& work) {
+  double ns = stepMilliseconds(config, work) * 1e6 * config.time_scale;
   if (!(ns > 0)) return std::chrono::nanoseconds{0};
   return std::chrono::nanoseconds{static_cast<int64_t>(std::llround(ns))};
-}
-
-}  // namespace
-
-std::chrono::nanoseconds prefillDuration(const TimingConfig& config, uint64_t uncached_tokens) {
-  double compute_ms = config.prefill_tokens_per_s > 0
-                          ? 1000.0 * static_cast<double>(uncached_tokens) / config.prefill_tokens_per_s
-                          : 0.0;
-  return scaledMs(config, config.step_overhead_ms + compute_ms);
-}
-
-std::chrono::nanoseconds decodeStepDuration(const TimingConfig& config, size_t running_seqs) {
-  return scaledMs(config,
-                  config.decode_ms_per_token + config.decode_ms_per_running_seq * static_cast<double>(running_seqs));
-}
-
-SteadyTime PrefillLane::reserve(SteadyTime now, std::chrono::nanoseconds duration) {
-  SteadyTime start = std::max(now, free_at_);
-  free_at_ = start + duration;
-  return free_at_;
 }
 
 }  // namespace prefixgate::sim

@@ -1,12 +1,25 @@
 #pragma once
-// How long the simulated GPU takes (pure: no clocks; the caller passes "now"). Durations come back already
-// multiplied by the time scale, ready to be waited for.
-//   prefill of one sequence = step overhead + uncached prompt tokens / prefill rate
-//   one decode step (one output token) = decode_ms_per_token + decode_ms_per_running_seq x running sequences
+// How long one engine step takes on the simulated GPU (pure: no clocks). A step computes a batch of tokens for
+// several sequences at once; its time is the sum of
+//   decode_ms_per_token                      one pass over the weights (memory bound: the floor of every step)
+//   decode_ms_per_running_seq x sequences    per-sequence work in the batch (sampling, bookkeeping)
+//   step_overhead_ms                         only in a step that prefills: the extra cost of a mixed batch
+//   prefill tokens / prefill_tokens_per_s    the linear layers over the prompt tokens computed (compute bound)
+//   attention_ms_per_1k_context x decode context / 1000
+//                                            decoding sequences read the KV of their whole context
+//   prefill_attention_ms_per_m_pairs x (new x context) pairs / 1e6
+//                                            prefill chunks attend every new token to everything before it
+// The constants and their sources are in docs/simulator.md.
+//
+// Token scale k (--token-scale): a workload may send k times fewer tokens than the engine it stands for (one
+// token = 1/k real tokens, k <= 1). To keep every duration, per-token rates and costs are scaled here: prefill
+// rate x k, per-step decode costs / k (k times fewer steps), attention costs / k^2 (k times fewer tokens in
+// k times fewer steps). The step overhead is not scaled: a prompt needs as many prefill steps either way, since
+// the token budget is scaled too (see SimConfig::schedulerConfig).
 #include <chrono>
 #include <cstdint>
 
-#include "prefixgate/types.h"
+#include "engine_sim/scheduler.h"
 
 namespace prefixgate::sim {
 
@@ -15,26 +28,26 @@ struct TimingConfig {
   double step_overhead_ms = 15;
   double decode_ms_per_token = 4.5;
   double decode_ms_per_running_seq = 0.046;
+  double attention_ms_per_1k_context = 0.05;
+  double prefill_attention_ms_per_m_pairs = 1.3;
+  double token_scale = 1.0;
   double time_scale = 1.0;  // 0.1 = ten times faster than real time
 };
 
-// The scaled time to prefill uncached_tokens prompt tokens.
-std::chrono::nanoseconds prefillDuration(const TimingConfig& config, uint64_t uncached_tokens);
-
-// The scaled time of one decode step while running_seqs sequences run.
-std::chrono::nanoseconds decodeStepDuration(const TimingConfig& config, size_t running_seqs);
-
-// The GPU's compute is shared: prefills run one after another, in the order they were reserved.
-class PrefillLane {
- public:
-  // Books a prefill of the given (scaled) duration that starts when the lane is free, not before now; returns
-  // when it ends.
-  SteadyTime reserve(SteadyTime now, std::chrono::nanoseconds duration);
-  // When the last booked prefill ends.
-  SteadyTime freeAt() const { return free_at_; }
-
- private:
-  SteadyTime free_at_{};
+// What a step computes, as far as its time is concerned.
+struct StepWork {
+  uint32_t sequences = 0;
+  uint64_t prefill_tokens = 0;   // new tokens of prefill entries (prompt chunks and recomputation)
+  uint64_t decode_context = 0;   // sum over decode entries of their context (computed tokens + the new one)
+  double prefill_pairs = 0;      // sum over prefill entries of new x (computed before + (new + 1) / 2)
 };
+
+StepWork stepWork(const StepPlan& plan);
+
+// The simulated duration of a step, in milliseconds (before the time scale).
+double stepMilliseconds(const TimingConfig& config, const StepWork& work);
+
+// The same, scaled by time_scale, ready to be waited for.
+std::chrono::nanoseconds stepDuration(const TimingConfig& config, const StepWork& work);
 
 }  // namespace prefixgate::sim

@@ -21,10 +21,14 @@ uint32_t tokenId(std::string_view piece) {
 
 std::vector<uint32_t> tokenize(std::string_view text) {
   std::vector<uint32_t> tokens;
-  tokens.reserve((text.size() + kBytesPerToken - 1) / kBytesPerToken);
+  appendTokens(text, tokens);
+  return tokens;
+}
+
+void appendTokens(std::string_view text, std::vector<uint32_t>& tokens) {
+  tokens.reserve(tokens.size() + (text.size() + kBytesPerToken - 1) / kBytesPerToken);
   for (size_t offset = 0; offset < text.size(); offset += kBytesPerToken)
     tokens.push_back(tokenId(text.substr(offset, kBytesPerToken)));
-  return tokens;
 }
 
 uint64_t tokensDigest(std::span<const uint32_t> tokens) {

@@ -1,7 +1,9 @@
 #pragma once
-// The simulator's stand-in for a model tokenizer: the prompt's bytes are cut into tokens of kBytesPerToken bytes
-// (the last one may be shorter) and each token's id is a 32-bit FNV-1a hash of its bytes. Deterministic across
-// runs and processes, so a test or the gateway's remote tokenizer sees the same ids as the engine.
+// The simulator's stand-in for a model tokenizer: text is cut into tokens of kBytesPerToken bytes (the last one
+// may be shorter) and each token's id is a 32-bit FNV-1a hash of its bytes. Chat-template markers ("<|user|>")
+// are special tokens, one id each, so every message's content starts a fresh run of pieces, as a real tokenizer
+// restarts at a special token. Deterministic across runs and processes, so a test, the benchmark's replica
+// (loadtest/bench/textgen.py) or the gateway's remote tokenizer sees the same ids as the engine.
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -16,6 +18,11 @@ uint32_t tokenId(std::string_view piece);
 
 // Splits text into ceil(size / kBytesPerToken) tokens and returns their ids.
 std::vector<uint32_t> tokenize(std::string_view text);
+// The same, appended to `tokens`.
+void appendTokens(std::string_view text, std::vector<uint32_t>& tokens);
+
+// The id of a special marker such as "<|user|>": one token, whatever its length.
+inline uint32_t specialTokenId(std::string_view marker) { return tokenId(marker); }
 
 // A 64-bit digest of a token sequence (FNV-1a over the ids), used to seed the output text and embeddings.
 uint64_t tokensDigest(std::span<const uint32_t> tokens);

@@ -1,5 +1,5 @@
-// The real-time engine driven by an io_context with --time-scale 0: every delay is zero, so these run instantly
-// (no sockets, no sleeps) and check admission, wake-up and cancellation.
+// The real-time engine loop driven by an io_context with --time-scale 0: every step takes no time, so these run
+// instantly (no sockets, no sleeps) and check the step loop, wake-ups, cancellation and cached output blocks.
 #include "engine_sim/engine.h"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include "engine_sim/output_text.h"
 #include "engine_sim/tokenizer.h"
 
 namespace prefixgate::sim {
@@ -22,20 +23,29 @@ SimConfig instantConfig(uint32_t max_num_seqs) {
   return config;
 }
 
-asio::awaitable<void> generate(Engine& engine, Engine::Sequence& sequence, uint32_t tokens,
-                               std::vector<std::string>& events, std::string name) {
-  if (!co_await engine.prefill(sequence)) {
-    events.push_back(name + " cancelled");
-    co_return;
+// Reads a sequence to its end as a session does, logging its first token and its end.
+asio::awaitable<void> consume(Engine& engine, Engine::Sequence& sequence, std::vector<std::string>& events,
+                              std::string name) {
+  uint32_t seen = 0;
+  while (!sequence.finished()) {
+    if (!co_await engine.waitProgress(sequence, seen)) {
+      events.push_back(name + " cancelled");
+      co_return;
+    }
+    if (seen == 0 && sequence.generatedTokens() > 0) events.push_back(name + " first");
+    seen = sequence.generatedTokens();
   }
-  events.push_back(name + " first");
-  engine.tokenEmitted(sequence);
-  for (uint32_t i = 1; i < tokens; ++i) {
-    if (!co_await engine.decodeStep(sequence)) co_return;
-    engine.tokenEmitted(sequence);
-  }
-  engine.finish(sequence);
   events.push_back(name + " done");
+}
+
+// Runs the io_context until the engine has no more work, then stops the engine loop.
+void runUntilIdle(asio::io_context& io, Engine& engine) {
+  asio::co_spawn(io, engine.run(), asio::detached);
+  for (int i = 0; i < 100000; ++i) {
+    if (io.poll_one() == 0 && !engine.scheduler().hasWork()) break;
+  }
+  engine.stop();
+  io.poll();
 }
 
 // Ensures a request beyond max_num_seqs waits, runs after the running one finishes, and then hits its cache.
@@ -46,55 +56,76 @@ TEST(Engine, WaitingSequenceRunsAfterOtherFinishes) {
   auto a = engine.start(io.get_executor(), prompt, 3);
   auto b = engine.start(io.get_executor(), prompt, 3);
   ASSERT_TRUE(a.sequence && b.sequence);
-  EXPECT_EQ(engine.snapshot().num_requests_waiting, 1u);
   std::vector<std::string> events;
-  asio::co_spawn(io, generate(engine, *b.sequence, 3, events, "b"), asio::detached);
-  asio::co_spawn(io, generate(engine, *a.sequence, 3, events, "a"), asio::detached);
-  io.run();
+  asio::co_spawn(io, consume(engine, *b.sequence, events, "b"), asio::detached);
+  asio::co_spawn(io, consume(engine, *a.sequence, events, "a"), asio::detached);
+  runUntilIdle(io, engine);
   EXPECT_EQ(events, (std::vector<std::string>{"a first", "a done", "b first", "b done"}));
   EXPECT_EQ(a.sequence->cachedTokens(), 0u);
   EXPECT_EQ(b.sequence->cachedTokens(), 48u);
+  EXPECT_EQ(b.sequence->generatedTokens(), 3u);
   MetricsSnapshot snapshot = engine.snapshot();
   EXPECT_EQ(snapshot.num_requests_running, 0u);
   EXPECT_EQ(snapshot.counters.generation_tokens, 6u);
   EXPECT_EQ(engine.histograms().e2e_request_latency.count(), 2u);
   EXPECT_EQ(engine.histograms().time_to_first_token.count(), 2u);
+  EXPECT_EQ(engine.histograms().inter_token_latency.count(), 4u);
+  EXPECT_EQ(engine.histograms().request_queue_time.count(), 2u);
+}
+
+// Ensures a second turn that carries the first turn's reply finds the reply's blocks in the cache.
+TEST(Engine, NextTurnHitsGeneratedBlocks) {
+  asio::io_context io;
+  Engine engine(instantConfig(4));
+  std::vector<uint32_t> prompt = tokenize(std::string(80, 'q'));  // 20 tokens
+  auto first = engine.start(io.get_executor(), prompt, 40);
+  std::vector<std::string> events;
+  asio::co_spawn(io, consume(engine, *first.sequence, events, "first"), asio::detached);
+  runUntilIdle(io, engine);
+  ASSERT_EQ(events.back(), "first done");
+  std::vector<uint32_t> next = prompt;
+  appendTokens(OutputText::forPrompt(prompt).text(40), next);  // the reply, tokenized again
+  appendTokens("next question", next);
+  // 20 + 40 tokens, 59 computed: three full blocks, two of them (partly) output.
+  EXPECT_EQ(engine.cachedPrefixTokens(next), 48u);
+  EXPECT_EQ(engine.cachedPrefixTokens(prompt), 16u);
 }
 
 // Ensures a cancelled waiting sequence stops waiting and, once destroyed, leaves the queue.
 TEST(Engine, CancelledWaitingSequenceLeavesQueue) {
   asio::io_context io;
   Engine engine(instantConfig(1));
-  auto a = engine.start(io.get_executor(), tokenize("first"), 2);
+  auto a = engine.start(io.get_executor(), tokenize("first"), 1000);
   auto b = engine.start(io.get_executor(), tokenize("second"), 2);
   std::vector<std::string> events;
   asio::cancellation_signal cancel;
-  asio::co_spawn(io, generate(engine, *b.sequence, 2, events, "b"),
+  asio::co_spawn(io, consume(engine, *b.sequence, events, "b"),
                  asio::bind_cancellation_slot(cancel.slot(), asio::detached));
-  io.poll();
-  EXPECT_TRUE(events.empty());  // b waits for a slot
+  asio::co_spawn(io, engine.run(), asio::detached);
+  for (int i = 0; i < 20; ++i) io.poll_one();
+  EXPECT_TRUE(events.empty());  // b waits for a slot while a generates
   cancel.emit(asio::cancellation_type::terminal);
-  io.poll();
+  for (int i = 0; i < 20; ++i) io.poll_one();
   EXPECT_EQ(events, (std::vector<std::string>{"b cancelled"}));
   b.sequence.reset();
   EXPECT_EQ(engine.snapshot().num_requests_waiting, 0u);
   EXPECT_EQ(engine.snapshot().num_requests_running, 1u);
+  a.sequence.reset();  // a's client leaves too: the engine has nothing left
+  EXPECT_FALSE(engine.scheduler().hasWork());
+  engine.stop();
+  io.poll();
 }
 
-// Ensures destroying a running sequence (client gone) frees its slot and admits the next one.
-TEST(Engine, DestroyedRunningSequenceFreesSlot) {
+// Ensures a prefill-only sequence (embeddings) finishes without producing tokens.
+TEST(Engine, PrefillOnlySequenceFinishes) {
   asio::io_context io;
-  Engine engine(instantConfig(1));
-  auto a = engine.start(io.get_executor(), tokenize("first"), 2);
-  auto b = engine.start(io.get_executor(), tokenize("second"), 2);
-  EXPECT_EQ(engine.snapshot().num_requests_waiting, 1u);
-  a.sequence.reset();
-  EXPECT_EQ(engine.snapshot().num_requests_waiting, 0u);
-  EXPECT_EQ(engine.snapshot().num_requests_running, 1u);
+  Engine engine(instantConfig(4));
+  auto seq = engine.start(io.get_executor(), tokenize(std::string(100, 'e')), 0);
   std::vector<std::string> events;
-  asio::co_spawn(io, generate(engine, *b.sequence, 2, events, "b"), asio::detached);
-  io.run();
-  EXPECT_EQ(events, (std::vector<std::string>{"b first", "b done"}));
+  asio::co_spawn(io, consume(engine, *seq.sequence, events, "e"), asio::detached);
+  runUntilIdle(io, engine);
+  EXPECT_EQ(events, std::vector<std::string>{"e done"});
+  EXPECT_EQ(seq.sequence->generatedTokens(), 0u);
 }
 
 // Ensures a request that can never fit the KV cache is refused with a message.

@@ -1,5 +1,6 @@
 #include "engine_sim/prompt.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -17,8 +18,18 @@ TEST(Prompt, ChatTemplateText) {
   PromptResult result = chatPrompt(body, true);
   ASSERT_TRUE(result.ok()) << result.error;
   EXPECT_EQ(result.prompt.text, "<|system|>Be brief.<|end|><|user|>Hi<|end|><|assistant|>");
-  EXPECT_EQ(result.prompt.tokens, tokenize(result.prompt.text));
   EXPECT_EQ(chatPrompt(body, false).prompt.text, "<|system|>Be brief.<|end|><|user|>Hi<|end|>");
+}
+
+// Ensures every marker is one special token and each message's content is cut into pieces on its own: 2 + 3 + 1
+// tokens for "Be brief." (9 bytes), 2 + 1 for "Hi", 1 for the generation prompt.
+TEST(Prompt, ChatTokensMarkersAreSpecialTokens) {
+  json body = json::parse(R"({"messages": [{"role": "system", "content": "Be brief."},
+                                           {"role": "user", "content": "Hi"}]})");
+  std::vector<uint32_t> expected = {specialTokenId("<|system|>"), tokenId("Be b"), tokenId("rief"), tokenId("."),
+                                    specialTokenId("<|end|>"),    specialTokenId("<|user|>"), tokenId("Hi"),
+                                    specialTokenId("<|end|>"),    specialTokenId("<|assistant|>")};
+  EXPECT_EQ(chatPrompt(body, true).prompt.tokens, expected);
 }
 
 // Ensures array content contributes its text parts, and null content is empty.
@@ -41,6 +52,10 @@ TEST(Prompt, ChatTurnsExtendPrefix) {
   std::string a = chatPrompt(first, false).prompt.text;
   std::string b = chatPrompt(second, false).prompt.text;
   EXPECT_EQ(b.substr(0, a.size()), a);
+  std::vector<uint32_t> ta = chatPrompt(first, false).prompt.tokens;
+  std::vector<uint32_t> tb = chatPrompt(second, false).prompt.tokens;
+  ASSERT_GT(tb.size(), ta.size());
+  EXPECT_TRUE(std::equal(ta.begin(), ta.end(), tb.begin()));
 }
 
 // Ensures tools are part of the chat prompt, ahead of the messages.

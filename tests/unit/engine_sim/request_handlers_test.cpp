@@ -87,7 +87,8 @@ TEST(RequestHandlers, Tokenize) {
   json chat = json::parse(handleTokenize(config, R"({"messages": [{"role": "user", "content": "hi"}],
                                                      "add_generation_prompt": false})")
                               .body);
-  EXPECT_EQ(chat["tokens"].get<std::vector<uint32_t>>(), tokenize("<|user|>hi<|end|>"));
+  EXPECT_EQ(chat["tokens"].get<std::vector<uint32_t>>(),
+            (std::vector<uint32_t>{specialTokenId("<|user|>"), tokenId("hi"), specialTokenId("<|end|>")}));
   EXPECT_EQ(handleTokenize(config, R"({"model": "nope", "prompt": "x"})").status, 404);
 }
 
@@ -112,6 +113,32 @@ TEST(RequestHandlers, Faults) {
   EXPECT_EQ(handleFault(faults, R"({"error_status": 42, "stall": false})").status, 400);
   EXPECT_TRUE(faults.stall);
   EXPECT_EQ(handleFault(faults, "nope").status, 400);
+}
+
+// Ensures /sim/cache/match reads the prompt in each accepted form, asks the lookup with its tokens and answers the
+// cached prefix with the pod's load; bad bodies are 400s.
+TEST(RequestHandlers, CacheMatchAnswersLookup) {
+  std::vector<uint32_t> asked;
+  auto lookup = [&asked](std::span<const uint32_t> tokens) {
+    asked.assign(tokens.begin(), tokens.end());
+    return CacheMatch{32, 3, 1, 0.25};
+  };
+  SimpleResponse chat = handleCacheMatch(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}]})", lookup);
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  json answer = json::parse(chat.body);
+  EXPECT_EQ(answer["cached_tokens"], 32);
+  EXPECT_EQ(answer["prompt_tokens"], 4);
+  EXPECT_EQ(answer["num_requests_running"], 3);
+  EXPECT_EQ(answer["num_requests_waiting"], 1);
+  EXPECT_EQ(answer["kv_cache_usage_perc"], 0.25);
+  EXPECT_EQ(asked.size(), 4u);
+  EXPECT_EQ(handleCacheMatch(R"({"prompt": "abcdefgh"})", lookup).status, 200);
+  EXPECT_EQ(asked, tokenize("abcdefgh"));
+  EXPECT_EQ(handleCacheMatch(R"({"token_ids": [5, 6, 7]})", lookup).status, 200);
+  EXPECT_EQ(asked, (std::vector<uint32_t>{5, 6, 7}));
+  EXPECT_EQ(handleCacheMatch(R"({"token_ids": []})", lookup).status, 400);
+  EXPECT_EQ(handleCacheMatch(R"({"nothing": 1})", lookup).status, 400);
+  EXPECT_EQ(handleCacheMatch("not json", lookup).status, 400);
 }
 
 }  // namespace

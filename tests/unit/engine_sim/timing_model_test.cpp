@@ -1,3 +1,4 @@
+// The step time model: what each part of a batch costs, the token scale, and the time scale.
 #include "engine_sim/timing_model.h"
 
 #include <gtest/gtest.h>
@@ -5,46 +6,62 @@
 namespace prefixgate::sim {
 namespace {
 
-using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 
-TimingConfig config(double time_scale = 1.0) {
-  return TimingConfig{/*prefill_tokens_per_s=*/25000, /*step_overhead_ms=*/15, /*decode_ms_per_token=*/4.5,
-                      /*decode_ms_per_running_seq=*/0.046, time_scale};
+TimingConfig config(double token_scale = 1.0, double time_scale = 1.0) {
+  TimingConfig c;  // the defaults: 25,000 prefill tokens/s, 15 ms step overhead, 4.5 ms + 0.046 ms per sequence
+  c.token_scale = token_scale;
+  c.time_scale = time_scale;
+  return c;
 }
 
-// Ensures prefill costs the step overhead plus time proportional to the uncached tokens only.
-TEST(TimingModel, PrefillProportionalToUncachedTokens) {
-  EXPECT_EQ(prefillDuration(config(), 0), milliseconds(15));
-  EXPECT_EQ(prefillDuration(config(), 25000), milliseconds(1015));
-  EXPECT_EQ(prefillDuration(config(), 2500), milliseconds(115));
-  EXPECT_LT(prefillDuration(config(), 1), prefillDuration(config(), 10000));  // a cache hit is much cheaper
+StepWork decodeOnly(uint32_t sequences, uint64_t context) { return StepWork{sequences, 0, context, 0}; }
+
+// Ensures a decode step costs the weight pass, the per-sequence cost and the KV reads of its context.
+TEST(TimingModel, DecodeStepGrowsWithBatchAndContext) {
+  EXPECT_DOUBLE_EQ(stepMilliseconds(config(), decodeOnly(0, 0)), 4.5);
+  EXPECT_DOUBLE_EQ(stepMilliseconds(config(), decodeOnly(100, 0)), 4.5 + 4.6);
+  EXPECT_DOUBLE_EQ(stepMilliseconds(config(), decodeOnly(1, 100000)), 4.5 + 0.046 + 5.0);
+  EXPECT_LT(stepMilliseconds(config(), decodeOnly(10, 1000)), stepMilliseconds(config(), decodeOnly(10, 50000)));
 }
 
-// Ensures each decode step grows with the number of running sequences.
-TEST(TimingModel, DecodeGrowsWithRunningSequences) {
-  EXPECT_EQ(decodeStepDuration(config(), 0), nanoseconds(4500000));
-  EXPECT_EQ(decodeStepDuration(config(), 100), nanoseconds(9100000));
-  EXPECT_LT(decodeStepDuration(config(), 1), decodeStepDuration(config(), 2));
+// Ensures a step that prefills adds the overhead, the linear cost of its new tokens and their attention pairs.
+TEST(TimingModel, PrefillCostsOverheadTokensAndPairs) {
+  StepWork work{1, 2500, 0, 2e6};
+  EXPECT_DOUBLE_EQ(stepMilliseconds(config(), work), 4.5 + 0.046 + 15 + 100 + 2.6);
+}
+
+// Ensures the work of a plan is split into prefill tokens, decode context and attention pairs.
+TEST(TimingModel, StepWorkOfPlan) {
+  StepPlan plan;
+  plan.entries.push_back(StepEntry{1, 1, 99, true});        // decode with 99 tokens before it
+  plan.entries.push_back(StepEntry{2, 10, 20, false});      // a prefill chunk after 20 computed tokens
+  StepWork work = stepWork(plan);
+  EXPECT_EQ(work.sequences, 2u);
+  EXPECT_EQ(work.prefill_tokens, 10u);
+  EXPECT_EQ(work.decode_context, 100u);
+  EXPECT_DOUBLE_EQ(work.prefill_pairs, 10 * (20 + 5.5));
+}
+
+// Ensures a workload at token scale k takes as long as the full-size one: k times the tokens in a prefill step,
+// and k times the steps (each 1/k as long) for decoding.
+TEST(TimingModel, TokenScaleKeepsDurations) {
+  const double k = 0.125;
+  StepWork full_prefill{1, 7200, 0, 7200.0 * 3600.5};
+  StepWork scaled_prefill{1, 900, 0, 900.0 * 450.5};
+  EXPECT_NEAR(stepMilliseconds(config(k), scaled_prefill) - 4.546 / k,
+              stepMilliseconds(config(), full_prefill) - 4.546, 0.05);
+  // 1,000 full-size decode steps with 50 sequences of 8,000 context vs 125 scaled steps with 1,000 context.
+  double full = 1000 * stepMilliseconds(config(), decodeOnly(50, 50 * 8000));
+  double scaled = 125 * stepMilliseconds(config(k), decodeOnly(50, 50 * 1000));
+  EXPECT_NEAR(scaled, full, 1e-6 * full);
 }
 
 // Ensures every delay is multiplied by the time scale (0.1 = ten times faster, 0 = no delay).
 TEST(TimingModel, TimeScaleMultipliesDelays) {
-  EXPECT_EQ(prefillDuration(config(0.1), 25000), nanoseconds(101500000));
-  EXPECT_EQ(decodeStepDuration(config(0.1), 100), nanoseconds(910000));
-  EXPECT_EQ(prefillDuration(config(0), 25000), nanoseconds(0));
-  EXPECT_EQ(decodeStepDuration(config(2), 0), milliseconds(9));
-}
-
-// Ensures prefills share one FIFO lane: a prefill booked while another runs starts after it.
-TEST(TimingModel, PrefillLaneSerializes) {
-  PrefillLane lane;
-  SteadyTime t0 = SteadyTime{} + std::chrono::seconds(100);
-  EXPECT_EQ(lane.reserve(t0, milliseconds(40)), t0 + milliseconds(40));
-  EXPECT_EQ(lane.reserve(t0 + milliseconds(10), milliseconds(20)), t0 + milliseconds(60));
-  EXPECT_EQ(lane.freeAt(), t0 + milliseconds(60));
-  // An idle lane starts at once.
-  EXPECT_EQ(lane.reserve(t0 + milliseconds(500), milliseconds(5)), t0 + milliseconds(505));
+  EXPECT_EQ(stepDuration(config(1, 1), decodeOnly(0, 0)), nanoseconds(4500000));
+  EXPECT_EQ(stepDuration(config(1, 0.1), decodeOnly(0, 0)), nanoseconds(450000));
+  EXPECT_EQ(stepDuration(config(1, 0), StepWork{1, 100000, 0, 0}), nanoseconds(0));
 }
 
 }  // namespace
