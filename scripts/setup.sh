@@ -9,6 +9,8 @@ PACKAGES=(
   libboost1.81-dev            # Beast/Asio (libboost-dev is 1.74: do not use it)
   libsimdjson-dev libxxhash-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libzmq3-dev cppzmq-dev      # KV cache events (ZMQ), published by the engine simulator
+  python3-zmq python3-msgpack # KV event tests speak ZMQ and msgpack from Python
   python3 python3-pytest python3-prometheus-client python3-yaml python3-matplotlib
   nginx haproxy wrk           # the proxy overhead benchmark's peers and load generator
 )

@@ -91,7 +91,25 @@ asio::awaitable<void> Engine::run() {
     }
     if (stopped_) break;
     deliver(scheduler_.complete(plan));
+    publishEvents();
   }
+}
+
+void Engine::setEventSink(EventSink sink) {
+  event_sink_ = std::move(sink);
+  if (event_sink_) scheduler_.recordEvents();
+}
+
+void Engine::publishEvents() {
+  if (!event_sink_) return;
+  std::vector<KvEvent> events = scheduler_.takeEvents();
+  if (!events.empty()) event_sink_(events);
+}
+
+bool Engine::resetPrefixCache() {
+  bool reset = scheduler_.resetPrefixCache();
+  publishEvents();
+  return reset;
 }
 
 void Engine::deliver(const StepOutcome& outcome) {

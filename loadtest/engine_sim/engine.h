@@ -9,6 +9,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -75,6 +76,12 @@ class Engine {
   // Ends run() and stops touching sequences; call before the event loop's handlers are destroyed.
   void stop();
 
+  // Receives the KV cache events of each step (after the step, as vLLM publishes them) and of resets.
+  using EventSink = std::function<void(std::span<const KvEvent>)>;
+  void setEventSink(EventSink sink);
+  // vLLM's reset_prefix_cache: forgets every cached block; false while requests hold blocks.
+  bool resetPrefixCache();
+
   // Prompt tokens a prompt would find in the prefix cache now (read only).
   uint64_t cachedPrefixTokens(std::span<const uint32_t> prompt_tokens) const {
     return scheduler_.cachedPrefixTokens(prompt_tokens);
@@ -87,6 +94,7 @@ class Engine {
   void release(Sequence& sequence);
   // Hands a step's results to the sequences and wakes their sessions.
   void deliver(const StepOutcome& outcome);
+  void publishEvents();
 
   SimConfig config_;
   TimingConfig timing_;
@@ -94,6 +102,7 @@ class Engine {
   EngineHistograms histograms_;
   std::unordered_map<SeqId, Sequence*> sequences_;
   std::optional<boost::asio::steady_timer> idle_;  // run() sleeps on it while there is no work
+  EventSink event_sink_;
   SeqId next_id_ = 1;
   bool stopped_ = false;
 };

@@ -47,17 +47,28 @@ bool KvCache::allocate(uint64_t count, std::vector<BlockId>& out) {
   return true;
 }
 
-void KvCache::registerBlock(BlockId id, EngineBlockHash hash) {
+bool KvCache::registerBlock(BlockId id, EngineBlockHash hash) {
   Block& block = blocks_[id];
-  if (block.registered || block.stand_in) return;
+  if (block.registered || block.stand_in) return false;
   block.hash = hash;
   auto [it, inserted] = by_hash_.try_emplace(hash, id);
   if (inserted) {
     block.registered = true;
-  } else if (it->second != id) {
-    block.stand_in = true;
-    stand_ins_.emplace(hash, id);
+    return true;
   }
+  block.stand_in = true;
+  stand_ins_.emplace(hash, id);
+  return false;
+}
+
+bool KvCache::reset() {
+  if (usedBlocks() != 0) return false;
+  for (Block& block : blocks_) block.registered = block.stand_in = false;
+  by_hash_.clear();
+  stand_ins_.clear();
+  cached_free_ = 0;
+  if (events_ != nullptr) events_->push_back(KvEvent{KvEvent::Kind::kCleared, {}, std::nullopt, {}});
+  return true;
 }
 
 void KvCache::release(std::span<const BlockId> ids) {
@@ -110,6 +121,12 @@ void KvCache::forget(BlockId id) {
   if (stand_in == stand_ins_.end()) {
     by_hash_.erase(block.hash);
     ++evictions_;
+    if (events_ != nullptr) {
+      // Evictions of one allocation go out as one BlockRemoved.
+      if (events_->empty() || events_->back().kind != KvEvent::Kind::kRemoved)
+        events_->push_back(KvEvent{KvEvent::Kind::kRemoved, {}, std::nullopt, {}});
+      events_->back().block_hashes.push_back(block.hash);
+    }
     return;
   }
   // The same tokens live on in another block: it becomes the one found.

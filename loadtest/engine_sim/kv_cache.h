@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine_sim/block_hash.h"
+#include "engine_sim/kv_events.h"
 
 namespace prefixgate::sim {
 
@@ -43,10 +44,17 @@ class KvCache {
   // block (another sequence computed the same tokens at the same time), the first one stays the one found and
   // this one is kept as its stand-in: when the first is evicted, the stand-in is found instead (vLLM keeps every
   // block of a hash).
-  void registerBlock(BlockId block, EngineBlockHash hash);
+  // Returns true when the hash became findable (false for a stand-in or a block registered before).
+  bool registerBlock(BlockId block, EngineBlockHash hash);
   // Drops one reference to each block, last block first; blocks no longer referenced join the back of the free
   // queue (cached ones stay findable until evicted).
   void release(std::span<const BlockId> blocks);
+
+  // Forgets every cached block (vLLM's reset_prefix_cache); refused (false) while any block is in use.
+  bool reset();
+
+  // Where BlockRemoved / AllBlocksCleared events go (null: none are made). Evictions append to it in order.
+  void setEventLog(std::vector<KvEvent>* log) { events_ = log; }
 
   uint64_t capacityBlocks() const { return blocks_.size(); }
   uint64_t usedBlocks() const { return blocks_.size() - free_count_; }
@@ -81,6 +89,7 @@ class KvCache {
   uint64_t free_count_ = 0;
   uint64_t cached_free_ = 0;
   uint64_t evictions_ = 0;
+  std::vector<KvEvent>* events_ = nullptr;
 };
 
 }  // namespace prefixgate::sim

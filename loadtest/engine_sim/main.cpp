@@ -37,6 +37,7 @@ Test aids (not vLLM):
                        [{"path","method","headers":{lowercased name: value},"body_bytes","model","stream","status",
                          "prompt_tokens","cached_tokens","completion_tokens","completed","cancelled"}];
                        DELETE /sim/requests empties it;
+  POST /reset_prefix_cache  vLLM's: forgets every cached block (AllBlocksCleared); 409 while requests run;
   POST /sim/fault      {"health_status": 200|503, "error_status": 0|500, "stall": bool}: /health answers
                        health_status; a non-zero error_status answers every chat/completion/embedding request with
                        that status; stall accepts those requests and never answers. GET /sim/fault shows them.
@@ -92,6 +93,15 @@ void addFlags(CLI::App& app, prefixgate::sim::SimConfig& config) {
   app.add_option("--keep-alive-timeout-ms", config.keep_alive_timeout_ms,
                  "Idle keep-alive connections are closed after this long (vLLM: 5000)")
       ->capture_default_str();
+  app.add_option("--kv-events", config.kv_events,
+                 "Publish vLLM KV cache events on this ZMQ PUB endpoint (tcp://*:5557; port 0 = a free one, printed "
+                 "as \"kv events on ENDPOINT\" before \"listening on\")");
+  app.add_option("--kv-replay", config.kv_replay,
+                 "Serve replay requests for the last 10,000 event messages on this ZMQ ROUTER endpoint")
+      ->capture_default_str();
+  app.add_option("--kv-events-encoding", config.kv_events_encoding,
+                 "msgpack layout of events: array (older vLLM) or map (newer vLLM)")
+      ->capture_default_str();
   app.add_option("--log-level", config.log_level, "debug, info, warn, error or off (info logs one line per request)")
       ->capture_default_str();
 }
@@ -118,6 +128,8 @@ int main(int argc, char** argv) {
   }
   try {
     sim::Server server(config);
+    if (std::string events = server.kvEventsEndpoint(); !events.empty()) std::printf("kv events on %s\n", events.c_str());
+    if (std::string replay = server.kvReplayEndpoint(); !replay.empty()) std::printf("kv replay on %s\n", replay.c_str());
     return server.run([&](const std::string& host, uint16_t port) {
       bool v6 = host.find(':') != std::string::npos;
       std::printf("listening on %s%s%s:%u\n", v6 ? "[" : "", host.c_str(), v6 ? "]" : "", unsigned{port});
@@ -126,7 +138,7 @@ int main(int argc, char** argv) {
                 fmt::join(config.models, ","), config.capacityBlocks(), config.block_size, config.time_scale,
                 config.token_scale);
     });
-  } catch (const boost::system::system_error& e) {
+  } catch (const std::exception& e) {  // a port in use, a bad ZMQ endpoint
     std::cerr << "prefixgate-engine-sim: " << e.what() << "\n";
     return 1;
   }

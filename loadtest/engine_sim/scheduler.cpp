@@ -117,9 +117,33 @@ bool Scheduler::grow(Seq& seq, uint64_t new_tokens) {
   if (needed > seq.blocks.size() && !cache_.allocate(needed - seq.blocks.size(), seq.blocks)) return false;
   // Blocks full of computed tokens can be found by other prompts from now on.
   size_t full = std::min<size_t>(end / block, seq.hashes.size());
-  for (; seq.registered < full; ++seq.registered) cache_.registerBlock(seq.blocks[seq.registered],
-                                                                       seq.hashes[seq.registered]);
+  KvEvent* stored = nullptr;
+  for (; seq.registered < full; ++seq.registered) {
+    size_t index = seq.registered;
+    if (!cache_.registerBlock(seq.blocks[index], seq.hashes[index]) || !record_events_) continue;
+    // One BlockStored per allocation, its blocks chained from the one before the first.
+    if (stored == nullptr || stored->block_hashes.back() != seq.hashes[index - 1]) {
+      std::optional<EngineBlockHash> parent;
+      if (index > 0) parent = seq.hashes[index - 1];
+      events_.push_back(KvEvent{KvEvent::Kind::kStored, {}, parent, {}});
+      stored = &events_.back();
+    }
+    stored->block_hashes.push_back(seq.hashes[index]);
+    auto tokens = std::span(seq.tokens).subspan(index * block, block);
+    stored->token_ids.insert(stored->token_ids.end(), tokens.begin(), tokens.end());
+  }
   return true;
+}
+
+void Scheduler::recordEvents() {
+  record_events_ = true;
+  cache_.setEventLog(&events_);
+}
+
+std::vector<KvEvent> Scheduler::takeEvents() {
+  std::vector<KvEvent> out;
+  out.swap(events_);
+  return out;
 }
 
 void Scheduler::preempt(Seq& seq, StepPlan& plan) {

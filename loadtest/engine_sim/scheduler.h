@@ -99,6 +99,13 @@ class Scheduler {
   StepOutcome complete(const StepPlan& plan);
 
   bool hasWork() const { return !running_.empty() || !waiting_.empty(); }
+
+  // Starts recording KV cache events (BlockStored, BlockRemoved, AllBlocksCleared) for takeEvents().
+  void recordEvents();
+  // The events since the last call, in the order the cache changed.
+  std::vector<KvEvent> takeEvents();
+  // vLLM's reset_prefix_cache: forgets every cached block; refused (false) while sequences hold blocks.
+  bool resetPrefixCache() { return cache_.reset(); }
   std::optional<SeqStatus> status(SeqId id) const;
   // The tokens a prompt would find in the prefix cache now (whole blocks, at most prompt - 1). Reads only.
   uint64_t cachedPrefixTokens(std::span<const uint32_t> prompt) const;
@@ -144,6 +151,8 @@ class Scheduler {
   std::unordered_map<SeqId, Seq> seqs_;
   std::vector<SeqId> running_;  // admission order: the newest is preempted first
   std::deque<SeqId> waiting_;
+  bool record_events_ = false;
+  std::vector<KvEvent> events_;
 };
 
 }  // namespace prefixgate::sim

@@ -21,6 +21,8 @@
 #include <optional>
 
 #include "engine_sim/engine.h"
+#include "engine_sim/kv_event_publisher.h"
+#include "engine_sim/kv_events.h"
 #include "engine_sim/metrics_text.h"
 #include "engine_sim/output_text.h"
 #include "engine_sim/request_handlers.h"
@@ -39,6 +41,7 @@ using Request = http::request<http::string_body>;
 struct ServerState {
   explicit ServerState(SimConfig c) : config(std::move(c)), engine(config) {}
   SimConfig config;
+  std::unique_ptr<KvEventPublisher> publisher;  // declared before the engine, whose sink uses it
   Engine engine;
   RequestLog requests;
   Faults faults;
@@ -193,6 +196,11 @@ std::optional<SimpleResponse> Session::answerAtOnce(const Request& request, std:
       return CacheMatch{engine.cachedPrefixTokens(tokens), scheduler.numRunning(), scheduler.numWaiting(),
                         scheduler.kvCacheUsage()};
     });
+  }
+  if (path == "/reset_prefix_cache" && method == http::verb::post) {
+    // vLLM's development endpoint: refused (the cache stays) while requests hold blocks.
+    bool reset = state_.engine.resetPrefixCache();
+    return SimpleResponse{reset ? 200 : 409, "application/json", nlohmann::json{{"reset", reset}}.dump()};
   }
   if (path == "/sim/fault" && method == http::verb::post) return handleFault(state_.faults, request.body());
   if (path == "/sim/fault" && method == http::verb::get) return faultsResponse(state_.faults);
@@ -434,6 +442,22 @@ asio::awaitable<void> acceptLoop(ServerState& state, tcp::acceptor& acceptor) {
 
 Server::Server(SimConfig config) : state_(std::make_unique<ServerState>(std::move(config))) {
   state_->started_at = unixNow();
+  const SimConfig& c = state_->config;
+  if (c.kv_events.empty()) return;
+  state_->publisher = std::make_unique<KvEventPublisher>(c.kv_events, c.kv_replay);
+  KvEventEncoding encoding = *parseKvEventEncoding(c.kv_events_encoding);
+  state_->engine.setEventSink([state = state_.get(), encoding](std::span<const KvEvent> events) {
+    double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    state->publisher->publish(encodeKvEventBatch(now, events, state->config.block_size, 0, encoding));
+  });
+}
+
+std::string Server::kvEventsEndpoint() const {
+  return state_->publisher ? state_->publisher->endpoint() : std::string();
+}
+
+std::string Server::kvReplayEndpoint() const {
+  return state_->publisher ? state_->publisher->replayEndpoint() : std::string();
 }
 
 Server::~Server() = default;

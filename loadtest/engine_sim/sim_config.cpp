@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine_sim/kv_events.h"
+
 namespace prefixgate::sim {
 
 SchedulerConfig SimConfig::schedulerConfig() const {
@@ -42,6 +44,9 @@ std::string validateConfig(const SimConfig& config) {
   if (config.max_tokens_default == 0) return "--max-tokens-default: must be at least 1";
   if (config.max_model_len < 2) return "--max-model-len: must be at least 2";
   if (config.keep_alive_timeout_ms == 0) return "--keep-alive-timeout-ms: must be at least 1";
+  if (!parseKvEventEncoding(config.kv_events_encoding))
+    return fmt::format("--kv-events-encoding: '{}' is not array or map", config.kv_events_encoding);
+  if (!config.kv_replay.empty() && config.kv_events.empty()) return "--kv-replay: needs --kv-events";
   return "";
 }
 

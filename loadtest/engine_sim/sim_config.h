@@ -45,6 +45,11 @@ struct SimConfig {
   uint64_t max_body_bytes = 64ull * 1024 * 1024;
   uint32_t max_header_bytes = 64 * 1024;
 
+  // KV cache events (vLLM's ZMQ publisher): off unless kv_events is set ("tcp://*:5557"; port 0 = any free).
+  std::string kv_events;
+  std::string kv_replay;
+  std::string kv_events_encoding = "array";  // array | map
+
   std::string log_level = "info";
 
   uint64_t capacityBlocks() const { return block_size == 0 ? 0 : kv_capacity_tokens / block_size; }
