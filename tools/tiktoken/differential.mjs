@@ -5,6 +5,9 @@
 //
 // Usage: node differential.mjs [--bytes N] [--seed S] [--sweep] [--binary path/to/unit_tokenize] [--out file]
 //   --sweep  also puts every code point (U+0080..U+10FFFF) in several contexts, to check the Unicode tables.
+// Exit status: 0 only when the C++ test ran (not skipped, not filtered away), read every text that was written and
+// reported 0 differing tokens; 1 on any difference or a run that proves nothing; 2 when the binary cannot run.
+// CI runs it as the ctest entry tiktoken_differential (tests/CMakeLists.txt: 200 KB, a fixed seed).
 import { writeFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -124,6 +127,7 @@ writeFileSync(outPath, lines.join("\n") + "\n");
 console.log(`seed ${seed}: ${lines.length} texts, ${randomBytes} random bytes` +
   (sweep ? `, ${bytes - randomBytes} sweep bytes` : "") + ` -> ${outPath}`);
 
+const started = Date.now();
 const run = spawnSync(binary, ["--gtest_filter=TiktokenExactness.DifferentialFile"], {
   env: { ...process.env, PREFIXGATE_TIKTOKEN_DIFF_FILE: outPath },
   encoding: "utf8",
@@ -133,6 +137,29 @@ if (run.error) {
   console.error(`could not run ${binary}: ${run.error.message}`);
   process.exit(2);
 }
-process.stdout.write(run.stdout.split("\n").filter((l) => /differential:|Failure|first difference|text:|PASSED|FAILED/.test(l))
+const shown = /differential:|Failure|first difference|text:|PASSED|FAILED|SKIPPED|Skipped/;
+process.stdout.write(run.stdout.split("\n").filter((l) => shown.test(l))
   .map((l) => l.slice(0, 2000)).join("\n") + "\n");
-process.exit(run.status ?? 1);
+if (run.stderr) process.stderr.write(run.stderr.slice(-4000));
+
+// A passing exit status alone is not enough: a filter that matches nothing or a skipped test also exits 0.
+const summary = /differential: (\d+) texts, (\d+) bytes, (\d+) reference tokens, (\d+) differing tokens/
+  .exec(run.stdout);
+const problems = [];
+if (run.status !== 0) problems.push(`${path.basename(binary)} exited with ${run.status ?? run.signal}`);
+if (!summary) {
+  problems.push("TiktokenExactness.DifferentialFile printed no summary line (not run, skipped or crashed)");
+} else {
+  const [texts, , tokens, diffs] = [1, 2, 3, 4].map((i) => Number(summary[i]));
+  if (texts !== lines.length) problems.push(`the C++ test read ${texts} texts of the ${lines.length} written`);
+  if (tokens === 0) problems.push("no reference tokens were compared");
+  if (diffs !== 0) problems.push(`${diffs} differing tokens`);
+}
+const seconds = ((Date.now() - started) / 1000).toFixed(2);
+if (problems.length) {
+  console.error(`differential FAILED (seed ${seed}, ${outPath}): ${problems.join("; ")}`);
+  process.exit(1);
+}
+console.log(`differential OK: seed ${seed}, ${summary[1]} texts, ${summary[3]} tokens, 0 differing; ` +
+  `C++ side ${seconds} s`);
+process.exit(0);
