@@ -113,13 +113,18 @@ constexpr size_t kMinStripedBlock = kStripeBytes - kParentBytes;
 }  // namespace
 
 size_t hashBlocks(std::span<const uint8_t> bytes, size_t block_size, uint64_t seed, std::vector<BlockHash>& out) {
+  return hashBlocksAfter(BlockHash{seed}, bytes, block_size, seed, out);
+}
+
+size_t hashBlocksAfter(BlockHash parent_block, std::span<const uint8_t> bytes, size_t block_size, uint64_t seed,
+                       std::vector<BlockHash>& out) {
   const size_t count = fullBlockCount(bytes.size(), block_size);
   if (count == 0) return 0;
   const size_t first = out.size();
   out.resize(first + count);
   BlockHash* dst = out.data() + first;
   const uint8_t* src = bytes.data();
-  uint64_t parent = seed;
+  uint64_t parent = parent_block.value;
   if (block_size >= kMinStripedBlock) {
     for (size_t i = 0; i < count; ++i, src += block_size) {
       parent = hashChained(parent, src, block_size, seed);

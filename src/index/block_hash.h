@@ -21,6 +21,13 @@ std::vector<BlockHash> hashBlocks(std::span<const uint8_t> bytes, size_t block_s
 // steady state. Returns the number of hashes appended.
 size_t hashBlocks(std::span<const uint8_t> bytes, size_t block_size, uint64_t seed, std::vector<BlockHash>& out);
 
+// Same, continuing a chain: the first block's parent is `parent` instead of the seed. hashBlocks(b, n, seed) ==
+// hashBlocksAfter(BlockHash{seed}, b, n, seed), and hashing a buffer in two pieces that split at a block boundary,
+// the second after the last hash of the first, gives the hashes of the whole. KV-event mode re-hashes an engine's
+// stored blocks this way, each event chained to the block before it.
+size_t hashBlocksAfter(BlockHash parent, std::span<const uint8_t> bytes, size_t block_size, uint64_t seed,
+                       std::vector<BlockHash>& out);
+
 // Number of full blocks in a buffer of `byte_count` bytes (what hashBlocks would emit).
 constexpr size_t fullBlockCount(size_t byte_count, size_t block_size) {
   return block_size == 0 ? 0 : byte_count / block_size;

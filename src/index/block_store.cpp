@@ -312,6 +312,20 @@ bool BlockStore::record(const BlockKey& key, uint32_t pod, const Liveness& live)
   return true;
 }
 
+bool BlockStore::remove(const BlockKey& key, uint32_t pod) {
+  size_t pos;
+  if (!findSlot(key, pos)) return false;
+  const uint32_t index = slotIndex(slots_[pos]);
+  Node& n = node(index);
+  for (uint32_t i = 0; i < entryCount(n); ++i) {
+    if (entryAt(n, i).pod != pod) continue;
+    removeEntryAt(n, i);
+    if (entryCount(n) == 0) freeNode(index);
+    return true;
+  }
+  return false;
+}
+
 bool BlockStore::expired(const Node& n, const Liveness& live) const {
   if (n.state != kSpilled) {
     for (uint32_t i = 0; i < n.state; ++i) {

@@ -94,6 +94,9 @@ class BlockStore {
   // not stored).
   bool record(const BlockKey& key, uint32_t pod, const Liveness& live);
 
+  // Drops `pod`'s entry of the block, freeing the block when no entry is left. Returns whether there was one.
+  bool remove(const BlockKey& key, uint32_t pod);
+
   // Bounded reclamation: frees up to `tail_checks` fully expired blocks at the LRU tail, and, while pods were
   // removed since the last full sweep, prunes up to `sweep_nodes` blocks at the sweep cursor (dropping the
   // removed pods' entries and freeing blocks left with none). Without removals the sweep costs nothing: expired

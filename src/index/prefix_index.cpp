@@ -176,7 +176,8 @@ struct PrefixIndex::FirstBlock {
 };
 
 uint32_t PrefixIndex::match(std::string_view model, std::span<const BlockHash> hashes,
-                            std::span<const PodId> candidates, std::span<uint32_t> matched_out) const {
+                            std::span<const PodId> candidates, std::span<uint32_t> matched_out,
+                            std::optional<std::chrono::nanoseconds> max_age) const {
   const size_t count = std::min(candidates.size(), matched_out.size());
   candidates = candidates.first(count);
   matched_out = matched_out.first(count);
@@ -185,7 +186,7 @@ uint32_t PrefixIndex::match(std::string_view model, std::span<const BlockHash> h
   const std::optional<ModelKey> model_key = models_.find(model);
   if (!model_key) return 0;  // never recorded: nothing to match, and a read must not register it
 
-  const Liveness live = liveness();
+  const Liveness live = liveness(max_age);
   FirstBlock first;
   {
     const BlockKey key = makeBlockKey(hashes[0], *model_key);
@@ -354,6 +355,27 @@ uint32_t PrefixIndex::walkMany(ModelKey model, std::span<const BlockHash> hashes
     }
   }
   return static_cast<uint32_t>(stop);
+}
+
+Liveness PrefixIndex::liveness(std::optional<std::chrono::nanoseconds> max_age) const {
+  Liveness live = liveness();
+  if (max_age) {
+    const auto ticks = std::max<int64_t>(0, max_age->count() / std::chrono::nanoseconds(kTouchTick).count());
+    if (ticks < live.expiry_ticks) live.expiry_ticks = static_cast<Tick>(ticks);
+  }
+  return live;
+}
+
+size_t PrefixIndex::remove(std::string_view model, std::span<const BlockHash> hashes, PodId pod) {
+  const std::optional<ModelKey> model_key = models_.find(model);
+  if (!model_key) return 0;
+  size_t removed = 0;
+  forEachBlock(*model_key, hashes, 0, false, [&](size_t, Shard& shard, const BlockKey& key) {
+    std::lock_guard lock(shard.mutex);
+    removed += shard.store->remove(key, pod.value) ? 1 : 0;
+    return true;
+  });
+  return removed;
 }
 
 bool PrefixIndex::record(std::string_view model, std::span<const BlockHash> hashes, PodId pod) {

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -65,8 +66,11 @@ class PrefixIndex {
   // with more than kInlineCandidates candidates and a first block held by more than kFewHolders pods. Takes each
   // touched shard's lock briefly, one block at a time. Cost: O(blocks walked x pods per block) plus
   // O(candidates x kFewHolders), or O(candidates) when the first block is widely held.
+  // `max_age` (when shorter than the expiry) counts only entries touched within it: KV-event mode trusts the
+  // gateway's own recent records for a moment, until the engine's events confirm them.
   uint32_t match(std::string_view model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
-                 std::span<uint32_t> matched_out) const;
+                 std::span<uint32_t> matched_out,
+                 std::optional<std::chrono::nanoseconds> max_age = std::nullopt) const;
 
   // Marks `pod` as holding every block of `hashes` under `model`, touched now: new blocks are inserted (evicting
   // the least recently updated block of a full shard), known ones refreshed. Blocks are written last to first,
@@ -75,6 +79,10 @@ class PrefixIndex {
   // Returns false, storing nothing, when `pod` was removed or the model registry is full
   // (ModelRegistry::kMaxModels). Thread-safe.
   bool record(std::string_view model, std::span<const BlockHash> hashes, PodId pod);
+
+  // Drops `pod` from each block of `hashes` (blocks nobody holds any more are freed). The KV-event index applies
+  // an engine's BlockRemoved with it. Returns how many entries were removed. Thread-safe.
+  size_t remove(std::string_view model, std::span<const BlockHash> hashes, PodId pod);
 
   // Removes `pod` from the index. Its entries stop matching before this returns (an O(1) check in match), and
   // their memory is reclaimed incrementally by later record() calls. Later record() calls for it are ignored.
@@ -117,6 +125,7 @@ class PrefixIndex {
                     std::span<uint32_t> matched, const Liveness& live, const MatchBuffers& buffers) const;
   Tick nowTick() const;
   Liveness liveness() const { return Liveness{nowTick(), expiry_ticks_, &removed_}; }
+  Liveness liveness(std::optional<std::chrono::nanoseconds> max_age) const;
   Shard& shardFor(uint64_t mixed) const;
 
   const Clock& clock_;

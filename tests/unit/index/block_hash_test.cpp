@@ -105,5 +105,22 @@ TEST(BlockHash, EveryBlockSizeFollowsTheDefinition) {
   }
 }
 
+// Ensures a chain hashed in two pieces split at a block boundary, the second continued after the first's last hash,
+// equals the chain of the whole, for short and striped block sizes.
+TEST(BlockHash, ContinuingAChainEqualsHashingTheWhole) {
+  std::vector<uint8_t> bytes(64 * 7);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 31 + 7);
+  for (size_t block : {16u, 64u}) {
+    const std::vector<BlockHash> whole = hashBlocks(bytes, block, 42);
+    std::vector<BlockHash> pieces;
+    hashBlocks(std::span(bytes).first(2 * block), block, 42, pieces);
+    hashBlocksAfter(pieces.back(), std::span(bytes).subspan(2 * block), block, 42, pieces);
+    EXPECT_EQ(pieces, whole) << "block size " << block;
+    std::vector<BlockHash> from_seed;
+    hashBlocksAfter(BlockHash{42}, bytes, block, 42, from_seed);
+    EXPECT_EQ(from_seed, whole);
+  }
+}
+
 }  // namespace
 }  // namespace prefixgate::index

@@ -296,5 +296,32 @@ TEST(PrefixIndexCapacityTest, NeverExceedsCapacity) {
   EXPECT_GT(index.size(), 4900u);  // each shard fills to its own budget
 }
 
+// Ensures remove() drops one pod's entries of the given blocks only: the other pods keep theirs, the removed
+// pod's prefix ends at the first removed block, and a block nobody holds any more is freed.
+TEST_F(PrefixIndexTest, RemoveDropsOnePodsEntries) {
+  index_.record("m", chain({1, 2, 3}), PodId{1});
+  index_.record("m", chain({1, 2}), PodId{2});
+  EXPECT_EQ(index_.remove("m", chain({2, 3}), PodId{1}), 2u);
+  EXPECT_EQ(matchOf("m", chain({1, 2, 3}), pods({1, 2})), (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(index_.size(), 2u);  // block 3 was held by pod 1 alone
+  EXPECT_EQ(index_.remove("m", chain({3}), PodId{1}), 0u);     // already gone
+  EXPECT_EQ(index_.remove("other", chain({1}), PodId{2}), 0u);  // another model's blocks are separate
+  EXPECT_EQ(matchOf("m", chain({1}), pods({2})), (std::vector<uint32_t>{1}));
+}
+
+// Ensures a match with max_age counts only entries touched within it, while a plain match still sees them all.
+TEST_F(PrefixIndexTest, MaxAgeCountsOnlyRecentEntries) {
+  index_.record("m", chain({1, 2}), PodId{1});
+  clock_.advance(5s);
+  index_.record("m", chain({1, 2}), PodId{2});
+  std::vector<uint32_t> out(2);
+  index_.match("m", chain({1, 2}), pods({1, 2}), out, std::chrono::seconds(2));
+  EXPECT_EQ(out, (std::vector<uint32_t>{0, 2}));
+  EXPECT_EQ(matchOf("m", chain({1, 2}), pods({1, 2})), (std::vector<uint32_t>{2, 2}));
+  clock_.advance(3s);
+  index_.match("m", chain({1, 2}), pods({1, 2}), out, std::chrono::seconds(2));
+  EXPECT_EQ(out, (std::vector<uint32_t>{0, 0}));
+}
+
 }  // namespace
 }  // namespace prefixgate::index
