@@ -153,6 +153,7 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   lim.read("client_idle_timeout_ms", c.limits.client_idle_timeout_ms);
   lim.read("max_connections", c.limits.max_connections);
   lim.finish();
+  r.read("random_seed", c.random_seed);
   r.finish();
 
   // Relative paths resolve against the folder of the file that names them.

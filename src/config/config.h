@@ -20,7 +20,7 @@ struct PrefixCacheConfig {
   bool include_tools = true;
   bool use_remote_tokenizer = false;
   bool kv_event_sync = false;
-  std::optional<uint64_t> hash_seed;  // unset: 0 with state sync, else random per process
+  std::optional<uint64_t> hash_seed;  // unset: 0 with state sync, else from random_seed (random when that is 0)
   std::string tiktoken_file;          // cl100k_base.json; empty = the copy fetched by scripts/setup.sh
 };
 
@@ -150,6 +150,9 @@ struct Config {
   UpstreamConfig upstream;
   HealthCheckConfig health_check;
   LimitsConfig limits;
+  // 0 = random; any other value seeds every generator (routing, request ids, the prefix hash seed when
+  // routing.prefix_cache.hash_seed is null) reproducibly, each purpose and thread its own stream (random_seed.h).
+  uint64_t random_seed = 0;
   std::string source;  // the file it was loaded from ("" = built-in defaults)
 };
 

@@ -25,7 +25,7 @@ class ControlPlane {
   std::unique_ptr<discovery::FilePodSource> file_source;
   std::unique_ptr<discovery::HealthChecker> health;
   std::unique_ptr<engine::MetricsScraper> scraper;  // engine /metrics -> each pod's EngineLoad
-  std::mt19937_64 rng{std::random_device{}()};
+  std::mt19937_64 rng;  // /debug/route decisions; seeded from random_seed (config::SeedPurpose::kControlPlane)
   std::thread thread;
 };
 

@@ -3,10 +3,12 @@
 #include <boost/asio/post.hpp>
 #include <chrono>
 
+#include "config/random_seed.h"
 #include "net/listener.h"
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
 #include "server/control_plane.h"
+#include "server/request_outcome.h"
 #include "server/worker.h"
 #include "util/log.h"
 
@@ -17,7 +19,8 @@ namespace {
 constexpr auto kDrainPoll = std::chrono::milliseconds(20);
 }
 
-ControlPlane::ControlPlane(Gateway& g) : gateway(g) {}
+ControlPlane::ControlPlane(Gateway& g)
+    : gateway(g), rng(config::streamSeed(g.config().random_seed, config::SeedPurpose::kControlPlane)) {}
 
 Gateway::Gateway(config::Config config) : config_(std::move(config)) {}
 
@@ -55,10 +58,12 @@ bool Gateway::start(std::string& error) {
   unsigned threads = config_.threads ? config_.threads : std::max(1u, std::thread::hardware_concurrency());
   try {
     net::splitHostPort(config_.listen, host, port);
-    std::random_device seed;
     for (unsigned i = 0; i < threads; ++i) {
+      // Thread i's streams are the same in every run with the same random_seed (random when it is 0).
+      const uint64_t seed = config_.random_seed;
       auto w = std::make_unique<Worker>(*this, std::chrono::milliseconds(config_.upstream.pool_idle_ms),
-                                        (static_cast<uint64_t>(seed()) << 32) ^ seed());
+                                        config::streamSeed(seed, config::SeedPurpose::kRouting, i),
+                                        config::streamSeed(seed, config::SeedPurpose::kRequestId, i));
       // Port 0: the first acceptor gets a free port; the others share it through SO_REUSEPORT.
       net::openAcceptor(w->acceptor, host, listen_port_ ? listen_port_ : port, true);
       listen_port_ = w->acceptor.local_endpoint().port();
@@ -87,7 +92,10 @@ bool Gateway::start(std::string& error) {
   for (auto& w : workers_) {
     w->pool.startSweeping();
     startAccepting(*w);
-    w->thread = std::thread([&io = w->io] { io.run(); });
+    w->thread = std::thread([wp = w.get()] {
+      seedRequestIds(wp->request_id_seed);
+      wp->io.run();
+    });
   }
   log::info("prefixgate {} listening on {}:{} ({} threads), admin on {}:{}, {} pods from {}", PREFIXGATE_VERSION,
             config_.listen.substr(0, config_.listen.rfind(':')), listen_port_, threads,

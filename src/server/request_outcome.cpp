@@ -2,17 +2,28 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <random>
 
+#include "config/random_seed.h"
 #include "server/gateway.h"
 #include "util/log.h"
 
 namespace prefixgate::server {
 namespace http = boost::beast::http;
 
+namespace {
+// Per thread, so that id generation takes no lock; empty until seeded or first used.
+thread_local std::optional<std::mt19937_64> request_id_rng;
+}  // namespace
+
+void seedRequestIds(uint64_t seed) { request_id_rng.emplace(seed); }
+
 std::string newRequestId() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("{:016x}{:016x}", rng(), rng());
+  if (!request_id_rng) request_id_rng.emplace(config::streamSeed(0, config::SeedPurpose::kRequestId));
+  std::mt19937_64& rng = *request_id_rng;
+  const uint64_t high = rng();
+  return fmt::format("{:016x}{:016x}", high, rng());
 }
 
 namespace {

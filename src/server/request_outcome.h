@@ -55,7 +55,10 @@ class RequestOutcome {
   uint64_t output_tokens_ = 0;
 };
 
-// A random request id: 32 hex digits.
+// A random request id: 32 hex digits, from the calling thread's generator.
 std::string newRequestId();
+// Seeds the calling thread's request-id generator (an event-loop thread, before it serves anything), so ids are
+// reproducible under random_seed. A thread that never calls it draws its seed from std::random_device.
+void seedRequestIds(uint64_t seed);
 
 }  // namespace prefixgate::server

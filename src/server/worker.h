@@ -1,5 +1,5 @@
 #pragma once
-// One event-loop thread of the gateway: its io_context, acceptor, upstream pool and random generator.
+// One event-loop thread of the gateway: its io_context, acceptor, upstream pool and random generators.
 // Everything here is touched only from that thread (except stop/close requests, which are posted to it).
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -15,13 +15,15 @@ namespace prefixgate::server {
 class Gateway;
 
 struct Worker {
-  Worker(Gateway& gateway, std::chrono::milliseconds pool_idle, uint64_t seed)
-      : gateway(gateway), io(1), acceptor(io), pool(io, pool_idle), rng(seed) {}
+  // `routing_seed` and `request_id_seed` come from config::streamSeed (reproducible under random_seed).
+  Worker(Gateway& gateway, std::chrono::milliseconds pool_idle, uint64_t routing_seed, uint64_t request_id_seed)
+      : gateway(gateway), io(1), acceptor(io), pool(io, pool_idle), rng(routing_seed), request_id_seed(request_id_seed) {}
   Gateway& gateway;
   boost::asio::io_context io;
   boost::asio::ip::tcp::acceptor acceptor;
   proxy::UpstreamPool pool;
-  std::mt19937_64 rng;
+  std::mt19937_64 rng;        // routing: ties between equal pods, the random strategy
+  uint64_t request_id_seed;  // seeds this thread's request ids (seedRequestIds) when the thread starts
   // Client connections waiting for their next request; closed at once when the gateway drains.
   std::unordered_set<boost::beast::tcp_stream*> idle_clients;
   std::thread thread;

@@ -1,8 +1,8 @@
 #include "routing/prefix/prefix_services.h"
 
 #include <filesystem>
-#include <random>
 
+#include "config/random_seed.h"
 #include "index/block_hash.h"
 #include "tokenize/tiktoken_tokenizer.h"
 
@@ -42,8 +42,10 @@ std::unique_ptr<PrefixServices> PrefixServices::create(const config::Config& con
   } else {
     tokenizer = std::make_unique<tokenize::CharacterTokenizer>();
   }
-  // The seed: configured; else 0 when replicas share the index through state sync; else random per process.
-  uint64_t seed = pc.hash_seed.value_or(config.state_sync.enabled ? 0 : std::random_device{}());
+  // The seed: configured; else 0 when replicas share the index through state sync; else derived from random_seed
+  // (random per process when that is 0).
+  const uint64_t seed = pc.hash_seed.value_or(
+      config.state_sync.enabled ? 0 : config::streamSeed(config.random_seed, config::SeedPurpose::kHashSeed));
   index::PrefixIndexOptions options;
   options.block_capacity = pc.block_number;
   options.expiry = std::chrono::minutes(pc.eviction_duration_mins);
