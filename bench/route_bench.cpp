@@ -1,0 +1,303 @@
+// The real routing decision, as a request thread makes it: routing::Router::choose with the prefix-cache strategy
+// built by the real strategy registry from a config::Config (default blend weights), over a discovery::PodRegistry
+// of N ready pods that serve the model, on a stream of OpenAI chat requests. Each iteration is one full decision:
+// tokenize the prompt, hash its blocks, match them over every candidate, compute the load scores and the blend,
+// pick, record the blocks for the chosen pod (not a dry run), update the aibrix_prefix_cache_* metrics, and release
+// the in-flight guard when the Decision dies. Nothing is mocked; the only clock is the steady clock the gateway uses.
+//
+// The stream: kGroups groups, each with its own system prompt of S bytes (8 KiB, 128 KiB, 1 MiB of English-like
+// words) and a new kSuffixBytes user message on every request, groups in turn. Each group's request body is parsed
+// once by the real parser (openai::parseRequest); per iteration the user message's bytes at the end of the parsed
+// prompt_text are rewritten in place with a fresh numbered question (the text the parser would give for that
+// body), so every request has a suffix never seen before. BM_ParseChatRequest measures the parse on its own.
+//
+// Index states:
+//   cold  block_number = a quarter of the groups' prompt blocks, empty at start: once the first round has filled
+//         it, every decision misses, inserts all its blocks and evicts as many (the groups cannot fit).
+//   warm  block_number = max(200,000 (the default), twice the groups' blocks), filled to capacity with other
+//         prompts' blocks and then with every group's prompt: decisions match the group's prefix on the pod holding
+//         it and insert only the new suffix's blocks, each evicting an old block.
+// Tokenizers: character (the prompt's UTF-8 bytes) and tiktoken (cl100k_base, found as the gateway finds it: see
+// routing::defaultTiktokenFiles; scripts/fetch_tiktoken.sh installs it). Block size 128 bytes, as configured by
+// default. Counters: blocks and tokens per request, match_pct = the chosen pod's prefix match (mean over the
+// decisions), index_blocks = blocks in the index after the run. Run by scripts/bench_route.sh.
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+#include "config/random_seed.h"
+#include "discovery/pod_set.h"
+#include "openai/request.h"
+#include "routing/prefix/prefix_metrics.h"
+#include "routing/prefix/prefix_services.h"
+#include "routing/router.h"
+#include "routing/strategy_registry.h"
+
+namespace prefixgate::bench {
+namespace {
+
+constexpr char kModel[] = "bench-model";
+constexpr size_t kGroups = 16;
+constexpr size_t kSuffixBytes = 1024;         // the user message: about 200 words, 8 blocks of 128 bytes
+constexpr size_t kSuffixPoolBytes = 1 << 16;  // words the user messages are cut from
+constexpr uint64_t kRandomSeed = 20261201;    // random_seed of the benchmark's config: prompts, hash seed, ties
+constexpr size_t kDefaultBlockNumber = 200000;
+constexpr size_t kBackgroundChainBlocks = 64;  // the warm pre-fill records other prompts of this many blocks
+
+enum class TokenizerKind { kCharacter, kTiktoken };
+enum class IndexState { kCold, kWarm };
+
+struct Params {
+  TokenizerKind tokenizer;
+  IndexState index;
+  size_t prompt_kib;
+  size_t pods;
+  bool operator==(const Params&) const = default;
+};
+
+// English-like text of exactly `bytes` bytes: common words, and in every sixth place a made-up word of 4 to 11
+// letters (names, identifiers, rare words) that BPE must merge piece by piece, with commas, full stops and line
+// breaks. The tiktoken tokenizer then works as on prose, not on random bytes nor on a handful of cached words.
+std::string words(std::mt19937_64& rng, size_t bytes) {
+  static constexpr std::string_view kWords[] = {
+      "the",      "model",   "answer",  "request", "cache",   "prefix",    "system",   "user",    "tool",
+      "function", "return",  "value",   "string",  "number",  "when",      "which",    "because", "should",
+      "always",   "never",   "before",  "after",   "context", "document",  "section",  "policy",  "customer",
+      "order",    "account", "balance", "report",  "summary", "translate", "language", "example", "format",
+      "JSON",     "output",  "input",   "field",   "query",   "search",    "result",   "error",   "message",
+      "please",   "assist",  "helpful", "concise", "detail",  "step",      "reason",   "explain", "data"};
+  std::uniform_int_distribution<size_t> pick(0, std::size(kWords) - 1);
+  std::uniform_int_distribution<int> letter('a', 'z');
+  std::uniform_int_distribution<int> length(4, 11);
+  std::string out;
+  out.reserve(bytes + 16);
+  size_t sentence = 0;
+  while (out.size() < bytes) {
+    if (sentence % 6 == 5) {
+      for (int i = length(rng); i > 0; --i) out += static_cast<char>(letter(rng));
+    } else {
+      out += kWords[pick(rng)];
+    }
+    ++sentence;
+    if (sentence % 97 == 0) out += ".\n";
+    else if (sentence % 13 == 0) out += ". ";
+    else if (sentence % 7 == 0) out += ", ";
+    else out += ' ';
+  }
+  out.resize(bytes);
+  return out;
+}
+
+std::string jsonString(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '\n') out += "\\n";
+    else out += c;  // words() writes no quote, backslash or other control character
+  }
+  return out + "\"";
+}
+
+std::string chatBody(std::string_view system, std::string_view user) {
+  return fmt::format(R"({{"model": "{}", "stream": true, "max_tokens": 128, "messages": [)"
+                     R"({{"role": "system", "content": {}}}, {{"role": "user", "content": {}}}]}})",
+                     kModel, jsonString(system), jsonString(user));
+}
+
+// One benchmark configuration's gateway core: config, prefix services (tokenizer + index), metrics, pods, router.
+class RouteFixture {
+ public:
+  explicit RouteFixture(const Params& p) : params_(p) {
+    std::mt19937_64 text_rng(config::derivedSeed(kRandomSeed, config::SeedPurpose::kRouting, 1000 + p.prompt_kib));
+    suffix_pool_ = words(text_rng, kSuffixPoolBytes);
+    const std::string placeholder(kSuffixBytes, 'x');
+    size_t prompt_bytes = 0;
+    requests_.reserve(kGroups);
+    for (size_t g = 0; g < kGroups; ++g) {
+      std::string body = chatBody(words(text_rng, p.prompt_kib * 1024), placeholder);
+      body.reserve(body.size() + openai::paddingBytes());
+      openai::RequestView& r = requests_.emplace_back();
+      if (auto e = openai::parseRequest(openai::Endpoint::kChatCompletions, body, true, r))
+        throw std::runtime_error("the parser refused the generated body: " + e.message);
+      if (r.prompt_text.size() < kSuffixBytes || !r.prompt_text.ends_with(placeholder))
+        throw std::runtime_error("the parsed prompt does not end with the user message");
+      prompt_bytes += r.prompt_text.size();
+    }
+    // Blocks of the groups' prompts, in text bytes (tiktoken's 4 bytes per token come to about the same or less).
+    const size_t group_blocks = prompt_bytes / 128;
+    config_.discovery.file = "pods.yaml";
+    config_.routing.strategy = "prefix-cache";
+    config_.routing.prefix_cache.tokenizer = p.tokenizer == TokenizerKind::kTiktoken ? "tiktoken" : "character";
+    config_.routing.prefix_cache.block_number =
+        p.index == IndexState::kCold ? std::max<size_t>(group_blocks / 4, 64)
+                                     : std::max(kDefaultBlockNumber, 2 * group_blocks);
+    config_.random_seed = kRandomSeed;
+    std::string error;
+    services_ = routing::PrefixServices::create(config_, error);  // the gateway's own path, vocabulary lookup included
+    if (!services_) throw std::runtime_error(error);
+    metrics_ = std::make_unique<routing::PrefixMetrics>(registry_);
+    std::vector<discovery::PodSpec> specs;
+    for (size_t i = 0; i < p.pods; ++i) {
+      discovery::PodSpec s;
+      s.name = fmt::format("engine-{}", i);
+      s.host = "10.0.0.1";
+      s.port = static_cast<uint16_t>(8000 + i);
+      s.address = fmt::format("{}:{}", s.host, s.port);
+      s.models = {kModel};
+      specs.push_back(std::move(s));
+    }
+    pods_.update(std::move(specs));
+    for (const auto& pod : pods_.snapshot()->pods()) pod->recordHealth(true, 1, 1);
+    router_ = std::make_unique<routing::Router>(routing::StrategyRegistry::builtin(),
+                                                routing::StrategyDeps{config_, services_.get(), metrics_.get()}, pods_,
+                                                routing::steadyNowMs);
+    rng_.seed(config::streamSeed(kRandomSeed, config::SeedPurpose::kRouting, 0));
+    if (p.index == IndexState::kWarm) prefill();
+  }
+
+  // The next request of the stream: the next group's, with a user message never sent before.
+  const openai::RequestView& next() {
+    openai::RequestView& r = requests_[sent_ % kGroups];
+    char* tail = r.prompt_text.data() + r.prompt_text.size() - kSuffixBytes;
+    char* body = fmt::format_to(tail, "Question {:012}: ", sent_);
+    const size_t rest = kSuffixBytes - static_cast<size_t>(body - tail);
+    const size_t offset = (sent_ * 4099) % (suffix_pool_.size() - rest);
+    std::copy_n(suffix_pool_.data() + offset, rest, body);
+    ++sent_;
+    return r;
+  }
+
+  routing::Decision choose(const openai::RequestView& request) {
+    return router_->choose(routing::RouteQuery{request, "", "", {}, false}, rng_);
+  }
+
+  size_t indexBlocks() const { return services_->index().size(); }
+  const Params& params() const { return params_; }
+
+ private:
+  // Fills the index to capacity with other prompts (chains of blocks on random pods), then routes every group's
+  // request once, so that each group's prefix is held by the pod the router chose for it, most recently updated.
+  void prefill() {
+    std::mt19937_64 rng(config::derivedSeed(kRandomSeed, config::SeedPurpose::kHashSeed, 7));
+    std::vector<BlockHash> chain(kBackgroundChainBlocks);
+    const size_t capacity = config_.routing.prefix_cache.block_number;
+    for (size_t done = 0; done < capacity; done += chain.size()) {
+      for (BlockHash& h : chain) h = BlockHash{rng()};
+      services_->index().record(kModel, chain, pods_.snapshot()->pods()[rng() % params_.pods]->id());
+    }
+    for (size_t g = 0; g < kGroups; ++g) choose(next());
+  }
+
+  Params params_;
+  config::Config config_;
+  prometheus::Registry registry_;
+  std::unique_ptr<routing::PrefixServices> services_;
+  std::unique_ptr<routing::PrefixMetrics> metrics_;
+  discovery::PodRegistry pods_;
+  std::unique_ptr<routing::Router> router_;
+  std::vector<openai::RequestView> requests_;
+  std::string suffix_pool_;
+  std::mt19937_64 rng_;
+  uint64_t sent_ = 0;
+};
+
+// One configuration at a time: Google Benchmark runs a benchmark's calls and repetitions back to back, so the
+// fixture is built once per configuration and the index carries over between them (cold and warm are both
+// steady states once the first calls ran). Building it is not timed.
+RouteFixture& fixtureFor(const Params& p) {
+  static std::unique_ptr<RouteFixture> current;
+  if (!current || !(current->params() == p)) {
+    current.reset();  // one fixture in memory at a time
+    current = std::make_unique<RouteFixture>(p);
+  }
+  return *current;
+}
+
+int64_t detail(const routing::Decision& d, std::string_view key) {
+  for (const auto& [name, value] : d.details)
+    if (name == key) return value;
+  return 0;
+}
+
+void routerChoose(benchmark::State& state, Params p) {
+  RouteFixture* f = nullptr;
+  try {
+    f = &fixtureFor(p);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  int64_t blocks = 0;
+  int64_t tokens = 0;
+  int64_t match = 0;
+  for (auto _ : state) {
+    routing::Decision d = f->choose(f->next());
+    if (d.failure != routing::RouteFailure::kNone) {
+      state.SkipWithError(d.message.c_str());
+      return;
+    }
+    blocks += detail(d, "blocks");
+    tokens += detail(d, "tokens");
+    match += d.match_percent;
+  }  // the Decision, and with it the in-flight guard, dies at the end of each iteration
+  const double n = static_cast<double>(std::max<int64_t>(state.iterations(), 1));
+  state.counters["blocks"] = static_cast<double>(blocks) / n;
+  state.counters["tokens"] = static_cast<double>(tokens) / n;
+  state.counters["match_pct"] = static_cast<double>(match) / n;
+  state.counters["index_blocks"] = static_cast<double>(f->indexBlocks());
+  // Guards that the figures measure what the name says; only the first call of a cold run (an empty index
+  // filling up) is exempt.
+  if (p.index == IndexState::kWarm && match < 60 * static_cast<int64_t>(n))
+    state.SkipWithError("warm: the chosen pod should hold the group's prefix (match_pct < 60)");
+  if (p.index == IndexState::kCold && state.iterations() > static_cast<int64_t>(4 * kGroups) &&
+      match > 10 * static_cast<int64_t>(n))
+    state.SkipWithError("cold: the index should not hold the groups' prefixes (match_pct > 10)");
+}
+
+// The body parse alone (simdjson on-demand, prompt text assembled), for the sizes above.
+void parseChatRequest(benchmark::State& state, size_t prompt_kib) {
+  std::mt19937_64 rng(kRandomSeed);
+  const std::string body = chatBody(words(rng, prompt_kib * 1024), words(rng, kSuffixBytes));
+  std::string buffer;
+  buffer.reserve(body.size() + openai::paddingBytes());  // as the session reserves it before reading the body
+  buffer.assign(body);
+  openai::RequestView r;
+  for (auto _ : state) {
+    if (auto e = openai::parseRequest(openai::Endpoint::kChatCompletions, buffer, true, r)) {
+      state.SkipWithError(e.message.c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r.prompt_text.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
+}
+
+[[maybe_unused]] const bool kRegistered = [] {
+  for (TokenizerKind tokenizer : {TokenizerKind::kCharacter, TokenizerKind::kTiktoken}) {
+    for (IndexState index : {IndexState::kCold, IndexState::kWarm}) {
+      for (size_t kib : {8, 128, 1024}) {
+        for (size_t pods : {8, 64, 1000}) {
+          const std::string name =
+              fmt::format("BM_RouterChoose/{}/{}/{}KiB/{}pods", tokenizer == TokenizerKind::kTiktoken ? "tiktoken" : "character",
+                          index == IndexState::kWarm ? "warm" : "cold", kib, pods);
+          benchmark::RegisterBenchmark(name.c_str(), routerChoose, Params{tokenizer, index, kib, pods})
+              ->Unit(benchmark::kMicrosecond);
+        }
+      }
+    }
+  }
+  for (size_t kib : {8, 128, 1024})
+    benchmark::RegisterBenchmark(fmt::format("BM_ParseChatRequest/{}KiB", kib).c_str(), parseChatRequest, kib)
+        ->Unit(benchmark::kMicrosecond);
+  return true;
+}();
+
+}  // namespace
+}  // namespace prefixgate::bench
