@@ -44,11 +44,13 @@ class Process:
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL, env=env)
         self.ports = []
+        self.startup_lines = []   # every stdout line up to the last "listening on"
         deadline = time.monotonic() + START_TIMEOUT_S
         while len(self.ports) < expect_lines:
             line = self.proc.stdout.readline().decode()
             if not line:
                 raise RuntimeError(f"{args[0]} exited before listening: {self.read_log()[-2000:]}")
+            self.startup_lines.append(line.strip())
             if "listening on" in line:
                 self.ports.append(int(line.strip().rsplit(":", 1)[1]))
             if time.monotonic() > deadline:
@@ -85,14 +87,26 @@ class Process:
 
 
 class Sim(Process):
-    def __init__(self, tmp_path, name, *extra, model="sim-model", time_scale="0.05"):
-        args = [SIM_BIN, "--port", "0", "--name", name, "--model", model, "--time-scale", time_scale, *extra]
+    """A simulated engine pod. kv_events=True publishes its KV cache events (ports given, or free ones) and puts
+    the endpoints in its pod entry; port= fixes the HTTP port (to restart a pod where it was)."""
+
+    def __init__(self, tmp_path, name, *extra, model="sim-model", time_scale="0.05", kv_events=False, port=0,
+                 kv_ports=(0, 0)):
+        args = [SIM_BIN, "--port", str(port), "--name", name, "--model", model, "--time-scale", time_scale, *extra]
+        if kv_events:
+            args += ["--kv-events", f"tcp://127.0.0.1:{kv_ports[0]}", "--kv-replay", f"tcp://127.0.0.1:{kv_ports[1]}"]
         super().__init__(args, Path(tmp_path) / f"{name}.log")
         self.name = name
         self.model = model
+        self.kv = {line.split(" on ", 1)[0]: line.split(" on ", 1)[1]
+                   for line in self.startup_lines if line.startswith("kv ")}
 
     def pod_entry(self):
-        return {"name": self.name, "address": f"127.0.0.1:{self.port}", "models": [self.model]}
+        entry = {"name": self.name, "address": f"127.0.0.1:{self.port}", "models": [self.model]}
+        if "kv events" in self.kv:
+            entry["kv_events"] = self.kv["kv events"]
+            entry["kv_replay"] = self.kv["kv replay"]
+        return entry
 
     def requests(self):
         status, _, body = request("127.0.0.1", self.port, "GET", "/sim/requests")

@@ -55,6 +55,10 @@ struct RoutingInput {
   std::string_view outcome;
   // Facts about the request a strategy computed (e.g. "tokens", "blocks"), shown by /debug/route.
   std::vector<std::pair<std::string, int64_t>> details;
+  // Set by prefix strategies in onPicked: the fraction of the prompt (0..1) they predict the chosen pod holds in
+  // its KV cache; the prediction audit compares it with the engine's reported cached tokens. NaN = no prediction
+  // (the request is not audited).
+  double predicted_cached_fraction = NAN;
 };
 
 class Strategy {
@@ -62,6 +66,9 @@ class Strategy {
   virtual ~Strategy() = default;
   // The stable name used in `routing-strategy` headers and config.
   virtual std::string_view name() const = 0;
+  // Whether score() hashes the request's prompt: then, with the remote tokenizer on, the session fetches the
+  // engine's token ids (RequestView::remote_token_ids) before routing.
+  virtual bool wantsPromptTokens() const { return false; }
   // Fills candidates[i].score (and optionally match_percent / load_score). Called on event-loop threads,
   // concurrently: implementations are thread-safe and do not block.
   virtual void score(RoutingInput& input) = 0;

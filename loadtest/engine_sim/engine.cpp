@@ -140,7 +140,9 @@ void Engine::deliver(const StepOutcome& outcome) {
 
 void Engine::stop() {
   stopped_ = true;
-  if (idle_) idle_->cancel();
+  // The timer goes now, while its io_context still exists (the engine outlives the server's io_context); a wait
+  // on it ends with operation_aborted and run() returns without touching it again.
+  idle_.reset();
 }
 
 MetricsSnapshot Engine::snapshot() const {

@@ -9,6 +9,8 @@ namespace {
 
 using nlohmann::json;
 
+constexpr int64_t kMaxTokenizeDelayMs = 600000;
+
 json parseBody(std::string_view body) { return json::parse(body.begin(), body.end(), nullptr, false); }
 
 // Checks the JSON object and its "model": absent means the first served model. Returns the error status or 0.
@@ -187,7 +189,9 @@ SimpleResponse handleModels(const SimConfig& config, int64_t created) {
 SimpleResponse faultsResponse(const Faults& faults) {
   json answer{{"health_status", faults.health_status},
               {"error_status", faults.error_status},
-              {"stall", faults.stall}};
+              {"stall", faults.stall},
+              {"tokenize_status", faults.tokenize_status},
+              {"tokenize_delay_ms", faults.tokenize_delay_ms}};
   return SimpleResponse{200, "application/json", answer.dump()};
 }
 
@@ -208,6 +212,13 @@ SimpleResponse handleFault(Faults& faults, std::string_view body) {
     return errorResponse(400, "'health_status' must be an HTTP status (100-599)");
   if (!readStatus("error_status", next.error_status, true))
     return errorResponse(400, "'error_status' must be 0 or an HTTP status (100-599)");
+  if (!readStatus("tokenize_status", next.tokenize_status, true))
+    return errorResponse(400, "'tokenize_status' must be 0 or an HTTP status (100-599)");
+  if (auto it = doc.find("tokenize_delay_ms"); it != doc.end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > kMaxTokenizeDelayMs)
+      return errorResponse(400, "'tokenize_delay_ms' must be a whole number of milliseconds from 0 to 600000");
+    next.tokenize_delay_ms = static_cast<uint32_t>(it->get<int64_t>());
+  }
   std::string error;
   if (!readBool(doc, "stall", next.stall, error)) return errorResponse(400, error);
   faults = next;

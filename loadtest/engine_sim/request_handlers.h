@@ -26,6 +26,8 @@ struct Faults {
   int health_status = 200;  // what GET /health answers
   int error_status = 0;     // non-zero: every chat/completion/embedding request gets this status
   bool stall = false;       // accept chat/completion/embedding requests and never answer them
+  int tokenize_status = 0;  // non-zero: POST /tokenize gets this status
+  uint32_t tokenize_delay_ms = 0;  // POST /tokenize answers after this long (real milliseconds, not time-scaled)
 };
 
 // A validated /v1/chat/completions or /v1/completions request.
@@ -79,8 +81,8 @@ SimpleResponse handleCacheMatch(std::string_view body,
                                 const std::function<CacheMatch(std::span<const uint32_t>)>& lookup);
 // GET /v1/models.
 SimpleResponse handleModels(const SimConfig& config, int64_t created);
-// POST /sim/fault: applies the fields present ({"health_status", "error_status", "stall"}); answers the faults now
-// in force.
+// POST /sim/fault: applies the fields present ({"health_status", "error_status", "stall", "tokenize_status",
+// "tokenize_delay_ms"}); answers the faults now in force.
 SimpleResponse handleFault(Faults& faults, std::string_view body);
 SimpleResponse faultsResponse(const Faults& faults);
 

@@ -223,7 +223,14 @@ asio::awaitable<bool> Session::route(Request& request, std::string_view path) {
   } else if (models) {
     answer = handleModels(state_.config, state_.started_at);
   } else if (path == "/tokenize") {
-    answer = handleTokenize(state_.config, request.body());
+    // Injected faults (/sim/fault): a slow tokenizer, then an error status instead of the answer.
+    if (state_.faults.tokenize_delay_ms > 0) {
+      asio::steady_timer delay(co_await asio::this_coro::executor);
+      delay.expires_after(std::chrono::milliseconds(state_.faults.tokenize_delay_ms));
+      co_await delay.async_wait(kUseTuple);
+    }
+    if (state_.faults.tokenize_status != 0) answer = errorResponse(state_.faults.tokenize_status, "injected fault");
+    else answer = handleTokenize(state_.config, request.body());
   }
   bool keep = false;
   if (answer) {

@@ -20,7 +20,13 @@ void readPrefixCache(YamlReader r, PrefixCacheConfig& c) {
   r.read("include_tools", c.include_tools);
   r.read("use_remote_tokenizer", c.use_remote_tokenizer);
   r.read("kv_event_sync", c.kv_event_sync);
+  r.read("remote_tokenizer_timeout_ms", c.remote_tokenizer_timeout_ms);
+  r.read("remote_tokenizer_cache_entries", c.remote_tokenizer_cache_entries);
   r.read("hash_seed", c.hash_seed);
+  r.read("capacity_aware", c.capacity_aware);
+  r.read("speculative_ttl_ms", c.speculative_ttl_ms);
+  r.read("silent_publisher_ms", c.silent_publisher_ms);
+  r.read("cpu_block_credit", c.cpu_block_credit);
   r.read("tiktoken_file", c.tiktoken_file);
   r.finish();
 }

@@ -20,7 +20,21 @@ struct PrefixCacheConfig {
   bool include_tools = true;
   bool use_remote_tokenizer = false;
   bool kv_event_sync = false;
+  uint32_t remote_tokenizer_timeout_ms = 500;        // the whole /tokenize call, retry included
+  uint64_t remote_tokenizer_cache_entries = 10000;   // answers kept (least recently used dropped)
+  // The engine's /tokenize gives the prompt's tokens: asked for, or forced by KV event sync (whose blocks carry
+  // the engine's token ids, so requests must be hashed from the same ids).
+  bool remoteTokenizerOn() const { return use_remote_tokenizer || kv_event_sync; }
   std::optional<uint64_t> hash_seed;  // unset: 0 with state sync, else from random_seed (random when that is 0)
+  // Standard mode: keep per pod no more routed blocks than its KV cache holds (least recently routed dropped).
+  bool capacity_aware = false;
+  // KV event sync: a chosen pod's blocks count for it this long, until its engine's events confirm them.
+  uint32_t speculative_ttl_ms = 2000;
+  // KV event sync: a pod that completes requests but publishes no event for this long is treated as silent
+  // (its matches come from the gateway's own records instead of its empty event view).
+  uint32_t silent_publisher_ms = 10000;
+  // KV event sync: a block the engine holds in CPU memory (offloaded) counts this much of a GPU block.
+  double cpu_block_credit = 0.5;
   std::string tiktoken_file;          // cl100k_base.json; empty = the copy fetched by scripts/setup.sh
 };
 

@@ -63,12 +63,17 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   check.positive("routing.prefix_cache.block_size", r.prefix_cache.block_size);
   if (r.prefix_cache.tokenizer == "tiktoken" && r.prefix_cache.block_size % 4 != 0)
     check.fail("routing.prefix_cache.block_size", "must be a multiple of 4 with the tiktoken tokenizer (4 bytes per token)");
+  else if (r.prefix_cache.remoteTokenizerOn() && r.prefix_cache.block_size % 4 != 0)
+    check.fail("routing.prefix_cache.block_size",
+               "must be a multiple of 4 with the remote tokenizer (use_remote_tokenizer or kv_event_sync: 4 bytes per "
+               "token)");
   check.positive("routing.prefix_cache.block_number", r.prefix_cache.block_number);
+  check.positive("routing.prefix_cache.remote_tokenizer_timeout_ms", r.prefix_cache.remote_tokenizer_timeout_ms);
+  check.positive("routing.prefix_cache.remote_tokenizer_cache_entries", r.prefix_cache.remote_tokenizer_cache_entries);
   // Modes later releases add: refuse them rather than silently run without them.
-  if (r.prefix_cache.use_remote_tokenizer)
-    check.fail("routing.prefix_cache.use_remote_tokenizer", "the remote (engine /tokenize) tokenizer is not supported yet");
-  if (r.prefix_cache.kv_event_sync)
-    check.fail("routing.prefix_cache.kv_event_sync", "KV event sync mode is not supported yet; use standard mode");
+  check.positive("routing.prefix_cache.silent_publisher_ms", r.prefix_cache.silent_publisher_ms);
+  if (!(r.prefix_cache.cpu_block_credit >= 0 && r.prefix_cache.cpu_block_credit <= 1))
+    check.fail("routing.prefix_cache.cpu_block_credit", "must be in [0, 1]");
   if (c.state_sync.enabled) check.fail("state_sync.enabled", "replica state sync through Redis is not supported yet");
   check.positive("routing.prefix_cache.eviction_duration_mins", r.prefix_cache.eviction_duration_mins);
   check.nonNegative("routing.blend.prefix_cache_weight", r.blend.prefix_cache_weight);

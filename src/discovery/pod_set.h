@@ -6,11 +6,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "config/config.h"
+#include "discovery/kv_sync_state.h"
 #include "engine/engine_load.h"
 #include "prefixgate/types.h"
 
@@ -24,7 +26,51 @@ struct PodSpec {
   std::vector<std::string> models;
   std::string kv_events;  // optional tcp:// endpoint of the KV event publisher
   std::string kv_replay;
+  uint64_t kv_capacity_tokens = 0;  // optional: the engine's KV cache size in tokens (0 = from its metrics)
   bool operator==(const PodSpec&) const = default;
+};
+
+// The prediction audit of one pod (server/prediction_audit.h): what prefix strategies predicted it held in its KV
+// cache against what its engine reported, summed over the audited responses. Request threads add, /debug/pods
+// reads; each sum is its own atomic, so a read during an add may see part of it (never a torn number).
+class PredictionTotals {
+ public:
+  struct Sums {
+    uint64_t responses = 0;
+    uint64_t predicted_tokens = 0;
+    uint64_t engine_cached_tokens = 0;
+    uint64_t over_predicted_tokens = 0;   // sum of max(predicted - engine, 0)
+    uint64_t under_predicted_tokens = 0;  // sum of max(engine - predicted, 0)
+    // 1 - sum|predicted - engine| / sum max(predicted, engine); empty before any audited response; 1 when both
+    // sides were always 0. (sum max(p, e) = engine + over.)
+    std::optional<double> accuracy() const {
+      if (responses == 0) return std::nullopt;
+      const double base = static_cast<double>(engine_cached_tokens + over_predicted_tokens);
+      if (base == 0) return 1.0;
+      return 1.0 - static_cast<double>(over_predicted_tokens + under_predicted_tokens) / base;
+    }
+  };
+  void add(uint64_t predicted_tokens, uint64_t engine_cached_tokens) {
+    responses_.fetch_add(1, std::memory_order_relaxed);
+    predicted_.fetch_add(predicted_tokens, std::memory_order_relaxed);
+    engine_.fetch_add(engine_cached_tokens, std::memory_order_relaxed);
+    if (predicted_tokens > engine_cached_tokens)
+      over_.fetch_add(predicted_tokens - engine_cached_tokens, std::memory_order_relaxed);
+    else
+      under_.fetch_add(engine_cached_tokens - predicted_tokens, std::memory_order_relaxed);
+  }
+  Sums sums() const {
+    return {responses_.load(std::memory_order_relaxed), predicted_.load(std::memory_order_relaxed),
+            engine_.load(std::memory_order_relaxed), over_.load(std::memory_order_relaxed),
+            under_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  std::atomic<uint64_t> responses_{0};
+  std::atomic<uint64_t> predicted_{0};
+  std::atomic<uint64_t> engine_{0};
+  std::atomic<uint64_t> over_{0};
+  std::atomic<uint64_t> under_{0};
 };
 
 // Live state of one pod. Shared (by shared_ptr) between the snapshots that list it and the requests in flight
@@ -65,6 +111,13 @@ class PodState {
   engine::EngineLoad& engine() { return engine_; }
   const engine::EngineLoad& engine() const { return engine_; }
 
+  // KV event sync's view of the pod's publisher (subscriber and relays write, routing reads).
+  KvSyncState& kvSync() { return kv_sync_; }
+  const KvSyncState& kvSync() const { return kv_sync_; }
+  // The prediction audit's sums for this pod (kept across pods-file reloads, like the in-flight count).
+  PredictionTotals& prediction() { return prediction_; }
+  const PredictionTotals& prediction() const { return prediction_; }
+
  private:
   const PodId id_;
   const PodSpec spec_;
@@ -78,6 +131,8 @@ class PodState {
   std::atomic<uint32_t> passive_failures_{0};
   std::atomic<uint32_t> ejections_{0};
   engine::EngineLoad engine_;
+  KvSyncState kv_sync_;
+  PredictionTotals prediction_;
 };
 
 using PodPtr = std::shared_ptr<PodState>;

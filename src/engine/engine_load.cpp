@@ -25,6 +25,9 @@ void EngineLoad::publish(const EngineSnapshot& snapshot) {
   waiting_.store(snapshot.has_waiting ? snapshot.waiting : NAN, std::memory_order_relaxed);
   kv_usage_.store(snapshot.has_kv_usage ? snapshot.kv_usage : NAN, std::memory_order_relaxed);
   scraped_at_ms_.store(snapshot.scraped_at_ms, std::memory_order_relaxed);
+  if (snapshot.has_cache_config && snapshot.block_size > 0 && snapshot.num_gpu_blocks > 0)
+    kv_capacity_tokens_.store(static_cast<uint64_t>(snapshot.block_size * snapshot.num_gpu_blocks),
+                              std::memory_order_relaxed);
 }
 
 void EngineLoad::markScrapeFailed(std::string error) {

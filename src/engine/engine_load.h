@@ -67,6 +67,10 @@ class EngineLoad {
                           scraped_at_ms_.load(std::memory_order_relaxed), capacity_.load(std::memory_order_relaxed)};
   }
 
+  // The engine's KV cache size in tokens (num_gpu_blocks x block_size of vllm:cache_config_info); 0 until a
+  // scrape reported it. Lock-free.
+  uint64_t kvCapacityTokens() const { return kv_capacity_tokens_.load(std::memory_order_relaxed); }
+
   // A relayed response produced `tokens` output tokens, finishing at now_ms (steady clock).
   void addOutputTokens(uint64_t tokens, int64_t now_ms);
   // Output tokens/s as an EWMA with a 10 s time constant; 0 when nothing was measured yet.
@@ -85,6 +89,7 @@ class EngineLoad {
   std::atomic<double> kv_usage_{NAN};
   std::atomic<int64_t> scraped_at_ms_{-1};
   std::atomic<double> capacity_{0};
+  std::atomic<uint64_t> kv_capacity_tokens_{0};
 };
 
 }  // namespace prefixgate::engine

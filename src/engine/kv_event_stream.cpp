@@ -20,6 +20,13 @@ KvEventStream::Action KvEventStream::startReplay(int64_t from, int64_t now_ms, b
   return action;
 }
 
+KvEventStream::Action KvEventStream::subscribed(int64_t now_ms) {
+  if (!can_replay_ || state_ != State::kJoining) return Action{};
+  Action action = startReplay(0, now_ms, false);
+  action.hold = false;  // there is no message to hold
+  return action;
+}
+
 KvEventStream::Action KvEventStream::live(int64_t sequence, int64_t now_ms) {
   Action action;
   switch (state_) {

@@ -41,6 +41,9 @@ class KvEventStream {
     std::optional<int64_t> replay_from;    // then send a replay request from this sequence
     bool hold = false;                     // (instead of applying) hold the message: pass it to hold()
   };
+  // The subscription just started: with a replay socket, fetch everything the publisher still holds (the blocks
+  // its engine stored before the gateway started) at once, without waiting for the next live message.
+  Action subscribed(int64_t now_ms);
   // A live message numbered `sequence` arrived at now_ms.
   Action live(int64_t sequence, int64_t now_ms);
   // Keeps a live message the last live() said to hold.

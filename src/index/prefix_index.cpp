@@ -1,5 +1,7 @@
 #include "index/prefix_index.h"
 
+#include <limits>
+
 #include <algorithm>
 #include <bit>
 #include <mutex>
@@ -84,6 +86,8 @@ size_t effectiveShards(const PrefixIndexOptions& options) {
 }
 
 Tick expiryTicks(std::chrono::nanoseconds expiry) {
+  // Every age is at most the largest tick count: nothing ever counts as expired.
+  if (expiry == PrefixIndex::kNeverExpire) return std::numeric_limits<Tick>::max();
   if (expiry <= std::chrono::nanoseconds::zero()) {
     invalid("expiry", std::to_string(expiry.count()) + "ns", "must be positive");
   }

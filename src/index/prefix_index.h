@@ -28,7 +28,7 @@ struct PrefixIndexOptions {
   // hashes approximates one global LRU; the total never exceeds this number.
   size_t block_capacity = 200000;
   // A (block, pod) entry not refreshed for this long stops matching (AIBRIX_PREFIX_CACHE_EVICTION_DURATION_MINS).
-  // Resolution: kTouchTick.
+  // Resolution: kTouchTick. PrefixIndex::kNeverExpire: entries go only when removed or evicted by the LRU.
   std::chrono::nanoseconds expiry = std::chrono::minutes(20);
   // Lock shards; rounded down to a power of two and reduced so that each shard keeps at least
   // kMinBlocksPerShard blocks (small indexes get one shard and an exact LRU), raised when a shard would exceed
@@ -41,6 +41,7 @@ class PrefixIndex {
   // Touch times are stored as 32-bit counts of this tick: expiry is exact to within one tick, blocks updated
   // within the same tick keep their LRU order, and counts wrap only after ~497 days.
   static constexpr std::chrono::milliseconds kTouchTick{10};
+  static constexpr std::chrono::nanoseconds kNeverExpire = std::chrono::nanoseconds::max();
   static constexpr size_t kMinBlocksPerShard = 64;
   static constexpr size_t kMaxShards = 4096;
   // When at most this many pods hold a prompt's first block (the common case), match() follows them in a small

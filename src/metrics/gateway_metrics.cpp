@@ -13,6 +13,24 @@ const prometheus::Histogram::BucketBoundaries& latencyBuckets() {
   return kBuckets;
 }
 
+// (predicted - engine) / prompt tokens lies in -1..1: negative = under-predicted, positive = over-predicted; the
+// fine buckets near 0 separate block rounding (a few percent) from real drift.
+const prometheus::Histogram::BucketBoundaries& predictionErrorBuckets() {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {-1,   -0.75, -0.5, -0.25, -0.1, -0.05, -0.02, 0,
+                                                                   0.02, 0.05,  0.1,  0.25,  0.5,  0.75,  1};
+  return kBuckets;
+}
+
+// From a cache hit (about a microsecond) to the slowest /tokenize answer a timeout allows.
+const prometheus::Histogram::BucketBoundaries& remoteTokenizerBuckets() {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.000005, 0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+      2.5,      5};
+  return kBuckets;
+}
+
+constexpr std::string_view kRemoteTokenizerOutcomes[] = {"hit", "miss", "error", "timeout", "no_pod"};
+
 }  // namespace
 
 GatewayMetrics::GatewayMetrics()
@@ -45,7 +63,41 @@ GatewayMetrics::GatewayMetrics()
       pod_ready_(prometheus::BuildGauge()
                      .Name("prefixgate_pod_ready")
                      .Help("1 when the pod is ready to take requests, else 0")
-                     .Register(*registry_)) {}
+                     .Register(*registry_)),
+      prediction_responses_(prometheus::BuildCounter()
+                                .Name("prefixgate_prefix_prediction_audited_responses_total")
+                                .Help("Responses whose engine-reported cached tokens were compared with the prefix "
+                                      "strategy's prediction, by pod")
+                                .Register(*registry_)),
+      predicted_tokens_(prometheus::BuildCounter()
+                            .Name("prefixgate_prefix_predicted_tokens_total")
+                            .Help("Prompt tokens the router predicted as cached on the chosen pod, over audited "
+                                  "responses, by pod")
+                            .Register(*registry_)),
+      engine_cached_tokens_(prometheus::BuildCounter()
+                                .Name("prefixgate_prefix_engine_cached_tokens_total")
+                                .Help("Prompt tokens the engine reported as cached "
+                                      "(usage.prompt_tokens_details.cached_tokens), over audited responses, by pod")
+                                .Register(*registry_)),
+      prediction_error_(prometheus::BuildHistogram()
+                            .Name("prefixgate_prefix_prediction_error_ratio")
+                            .Help("(predicted - engine-reported cached tokens) / prompt tokens per audited "
+                                  "response, by pod: > 0 over-predicted, < 0 under-predicted")
+                            .Register(*registry_)) {
+  auto& requests = prometheus::BuildCounter()
+                       .Name("prefixgate_remote_tokenizer_requests_total")
+                       .Help("Requests whose prompt tokens were asked of the remote tokenizer (engine /tokenize), by "
+                             "outcome: hit (cache), miss (an engine answered), error, timeout, no_pod")
+                       .Register(*registry_);
+  for (std::string_view outcome : kRemoteTokenizerOutcomes)
+    remote_tokenizer_requests_.emplace_back(outcome, &requests.Add({{"outcome", std::string(outcome)}}));
+  remote_tokenizer_seconds_ = &prometheus::BuildHistogram()
+                                   .Name("prefixgate_remote_tokenizer_seconds")
+                                   .Help("Time a request spent getting its prompt tokens from the remote tokenizer "
+                                         "(cache hits included)")
+                                   .Register(*registry_)
+                                   .Add({}, remoteTokenizerBuckets());
+}
 
 GatewayMetrics::RequestSeries& GatewayMetrics::requestSeries(const std::string& model, const std::string& pod, int status,
                                                              const std::string& strategy) {
@@ -94,6 +146,39 @@ void GatewayMetrics::upstreamError(const std::string& pod, const std::string& re
 }
 
 void GatewayMetrics::retried(const std::string& reason) { retries_.Add({{"reason", reason}}).Increment(); }
+
+void GatewayMetrics::remoteTokenizer(std::string_view outcome, double seconds) {
+  for (auto& [name, counter] : remote_tokenizer_requests_)
+    if (name == outcome) counter->Increment();
+  remote_tokenizer_seconds_->Observe(seconds);
+}
+
+GatewayMetrics::PredictionSeries& GatewayMetrics::predictionSeries(const std::string& pod) {
+  // Cached like the request series; kept when the pod leaves, as its prefixgate_requests_total series are (a
+  // counter that vanished would read as a reset).
+  {
+    std::shared_lock lock(series_mutex_);
+    if (auto it = prediction_series_.find(pod); it != prediction_series_.end()) return it->second;
+  }
+  std::unique_lock lock(series_mutex_);
+  auto [it, inserted] = prediction_series_.try_emplace(pod);
+  if (inserted) {
+    it->second.responses = &prediction_responses_.Add({{"pod", pod}});
+    it->second.predicted = &predicted_tokens_.Add({{"pod", pod}});
+    it->second.engine_cached = &engine_cached_tokens_.Add({{"pod", pod}});
+    it->second.error_ratio = &prediction_error_.Add({{"pod", pod}}, predictionErrorBuckets());
+  }
+  return it->second;
+}
+
+void GatewayMetrics::predictionAudited(const std::string& pod, uint64_t predicted_tokens,
+                                       uint64_t engine_cached_tokens, double error_ratio) {
+  PredictionSeries& series = predictionSeries(pod);
+  series.responses->Increment();
+  series.predicted->Increment(static_cast<double>(predicted_tokens));
+  series.engine_cached->Increment(static_cast<double>(engine_cached_tokens));
+  series.error_ratio->Observe(error_ratio);
+}
 
 std::string GatewayMetrics::serialize(const discovery::PodSet& pods, int64_t now_ms) {
   // Pod gauges mirror the current snapshot: series of pods that left are dropped.

@@ -10,6 +10,8 @@
 #include <shared_mutex>
 #include <unordered_map>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "discovery/pod_set.h"
 
@@ -27,6 +29,12 @@ class GatewayMetrics {
   void firstByte(const std::string& model, double seconds);
   void upstreamError(const std::string& pod, const std::string& reason);
   void retried(const std::string& reason);
+  // One request's remote tokenizer step: outcome hit, miss, error, timeout or no_pod, and its duration. Thread-safe.
+  void remoteTokenizer(std::string_view outcome, double seconds);
+  // One audited response (server/prediction_audit.h) of `pod`: predicted and engine-reported cached tokens and
+  // (predicted - engine) / prompt tokens. Thread-safe.
+  void predictionAudited(const std::string& pod, uint64_t predicted_tokens, uint64_t engine_cached_tokens,
+                         double error_ratio);
 
   // Prometheus text format; pod gauges are refreshed from `pods` first.
   std::string serialize(const discovery::PodSet& pods, int64_t now_ms);
@@ -37,11 +45,22 @@ class GatewayMetrics {
     prometheus::Histogram* duration = nullptr;
   };
   RequestSeries& requestSeries(const std::string& model, const std::string& pod, int status, const std::string& strategy);
+  struct PredictionSeries {
+    prometheus::Counter* responses = nullptr;
+    prometheus::Counter* predicted = nullptr;
+    prometheus::Counter* engine_cached = nullptr;
+    prometheus::Histogram* error_ratio = nullptr;
+  };
+  PredictionSeries& predictionSeries(const std::string& pod);
 
   std::shared_ptr<prometheus::Registry> registry_;
+  // prefixgate_remote_tokenizer_requests_total, one series per outcome, all created at start (read-only after).
+  std::vector<std::pair<std::string_view, prometheus::Counter*>> remote_tokenizer_requests_;
+  prometheus::Histogram* remote_tokenizer_seconds_ = nullptr;
   std::shared_mutex series_mutex_;
   std::unordered_map<std::string, RequestSeries> series_;
   std::unordered_map<std::string, prometheus::Histogram*> first_byte_series_;
+  std::unordered_map<std::string, PredictionSeries> prediction_series_;  // by pod
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& duration_;
   prometheus::Family<prometheus::Histogram>& first_byte_;
@@ -50,6 +69,10 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Gauge>& pods_;
   prometheus::Family<prometheus::Gauge>& pod_in_flight_;
   prometheus::Family<prometheus::Gauge>& pod_ready_;
+  prometheus::Family<prometheus::Counter>& prediction_responses_;
+  prometheus::Family<prometheus::Counter>& predicted_tokens_;
+  prometheus::Family<prometheus::Counter>& engine_cached_tokens_;
+  prometheus::Family<prometheus::Histogram>& prediction_error_;
 };
 
 }  // namespace prefixgate::metrics

@@ -32,6 +32,17 @@ simdjson::error_code rawJson(od::value value, std::string_view& out) {
   return simdjson::SUCCESS;
 }
 
+// The body's text from `start` to where the document's iterator stands now (the next token), less trailing
+// whitespace: the raw JSON of the value read since `start`. "" when the iterator cannot say.
+std::string_view rawSince(const char* start, od::document& doc) {
+  const char* end = nullptr;
+  if (doc.current_location().get(end) != simdjson::SUCCESS || end < start) return {};
+  std::string_view raw(start, static_cast<size_t>(end - start));
+  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t'))
+    raw.remove_suffix(1);
+  return raw;
+}
+
 // A message's content: a string is used unescaped; an array of parts (multimodal) as its raw JSON text.
 ParseError appendContent(od::value content, std::string& text, bool& first) {
   od::json_type type;
@@ -165,19 +176,25 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
       }
     } else if (key == "messages" && endpoint == Endpoint::kChatCompletions) {
       has_messages = true;
+      const char* start = value.raw_json_token().data();
       if (auto err = readMessages(value, messages_text, first_message)) return err;
+      out.raw_messages = rawSince(start, doc);
     } else if (key == "tools" && endpoint == Endpoint::kChatCompletions) {
       std::string_view raw;
       if (auto ec = rawJson(value, raw)) return malformed(ec);
       if (include_tools && raw != "null") tools.assign(raw);
+      out.raw_tools = raw == "null" ? std::string_view() : raw;
     } else if (key == "prompt" && endpoint == Endpoint::kCompletions) {
       has_prompt = true;
+      const char* start = value.raw_json_token().data();
       if (auto err = readPrompt(value, out)) return err;
+      out.raw_prompt = rawSince(start, doc);
     } else if (key == "input" && endpoint == Endpoint::kEmbeddings) {
       has_input = true;
       std::string_view raw;
       if (auto ec = rawJson(value, raw)) return malformed(ec);
       out.prompt_text.assign(raw);
+      out.raw_prompt = raw;
     }
   }
   const char* trailing = nullptr;

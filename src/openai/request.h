@@ -2,6 +2,7 @@
 // Parsing an OpenAI-compatible request body once, with simdjson on-demand, into what routing needs.
 // The body itself is passed to the engine unchanged.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,22 @@ struct RequestView {
   // Completions given token ids (`prompt: [1, 2, 3]`): used as tokens directly instead of prompt_text.
   std::vector<uint32_t> prompt_token_ids;
   bool has_token_ids = false;
+
+  // The raw JSON text of the fields the engine templates, exactly as they appear in the body (views into it: valid
+  // while the body lives; the remote tokenizer sends them as they are). Chat: `messages` and `tools` ("" when
+  // absent or null); completions: `prompt`; embeddings: `input` (in raw_prompt).
+  std::string_view raw_messages;
+  std::string_view raw_tools;
+  std::string_view raw_prompt;
+
+  // The engine's own token ids for the prompt (the remote tokenizer), set before routing.
+  enum class RemoteTokens : uint8_t {
+    kNone,    // not asked: the remote tokenizer is off, the strategy hashes no prompt, or the prompt is token ids
+    kOk,      // remote_token_ids holds the engine's ids for the whole templated prompt
+    kFailed,  // asked, no answer (timeout, no ready pod, error status, bad body): route by load alone
+  };
+  RemoteTokens remote_tokens = RemoteTokens::kNone;
+  std::shared_ptr<const std::vector<uint32_t>> remote_token_ids;  // non-null exactly when remote_tokens == kOk
 };
 
 struct ParseError {

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "openai/errors.h"
-#include "proxy/output_tokens.h"
+#include "proxy/usage_scanner.h"
 #include "util/log.h"
 
 namespace prefixgate::proxy {
@@ -264,7 +264,7 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     co_await http::async_write_header(rq.client, serializer, asio::redirect_error(kAwait, ec));
   out.response_started = true;
   std::array<char, kRelayBufferBytes> buffer;
-  OutputTokenCounter output_tokens;
+  UsageScanner usage;
   bool body_ended = false;  // a write with more=false went out: the response to the client is complete
   while (!ec && !parser->is_done()) {
     up_head.body().data = buffer.data();
@@ -299,7 +299,7 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
       if (res.body().more) continue;
       break;  // the body ended with no bytes in this read: the final write below ends the response once
     }
-    output_tokens.feed(std::string_view(buffer.data(), res.body().size));
+    usage.feed(std::string_view(buffer.data(), res.body().size));
     rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
     if (ec == http::error::need_buffer) ec = {};
@@ -322,9 +322,13 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     if (out.error.empty()) out.error = "client closed the connection during the response";
   }
   // The pod's measured capacity (output tokens/s) counts every token it produced for a successful response.
-  if (out.status == 200 && output_tokens.tokens() > 0)
-    d.pod->engine().addOutputTokens(output_tokens.tokens(), routing::steadyNowMs());
-  out.output_tokens = output_tokens.tokens();
+  if (out.status == 200 && usage.outputTokens() > 0)
+    d.pod->engine().addOutputTokens(usage.outputTokens(), routing::steadyNowMs());
+  // A completed request makes its engine publish the blocks it stored: KV event sync watches for silence.
+  if (out.status == 200) d.pod->kvSync().noteCompleted(routing::steadyNowMs());
+  out.output_tokens = usage.outputTokens();
+  out.prompt_tokens = usage.promptTokens();
+  out.cached_tokens = usage.cachedTokens();
   if (!ec && parser->is_done()) {
     out.keep_client = rq.client_keep_alive;
     if (parser->keep_alive() && up_buffer.size() == 0) rq.pool.give(d.pod->id(), std::move(up));

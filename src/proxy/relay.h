@@ -7,6 +7,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -39,6 +40,10 @@ struct RelayOutcome {
   double first_byte_seconds = -1;
   int retries = 0;
   uint64_t output_tokens = 0;     // counted on the way through (usage, else SSE events)
+  // The engine's usage.prompt_tokens and usage.prompt_tokens_details.cached_tokens, last values seen in the body
+  // (empty when absent); the prediction audit compares them with the router's prediction.
+  std::optional<uint64_t> prompt_tokens;
+  std::optional<uint64_t> cached_tokens;
 };
 
 // Runs on the client's event-loop thread. `decision` may be replaced (another pod) on connect failure; its

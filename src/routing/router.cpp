@@ -96,6 +96,14 @@ Strategy* Router::resolve(const RouteQuery& query, RequestSettings& settings, st
   return nullptr;
 }
 
+StrategyChoice Router::resolveStrategy(const RouteQuery& query) const {
+  RequestSettings settings;
+  std::string message;
+  const Strategy* strategy = resolve(query, settings, message);
+  if (!strategy) return {};
+  return {strategy->name(), strategy->wantsPromptTokens()};
+}
+
 Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   Decision d;
   RequestSettings settings;
@@ -176,6 +184,7 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   if (!query.dry_run) d.guard = discovery::InFlightGuard(chosen);
   d.pod = std::move(chosen);
   d.match_percent = candidates[best].match_percent;
+  d.predicted_cached_fraction = input.predicted_cached_fraction;
   d.outcome = input.outcome;
   d.details = std::move(input.details);
   d.candidates = std::move(candidates);

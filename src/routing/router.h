@@ -36,9 +36,16 @@ struct Decision {
   discovery::InFlightGuard guard;       // counts the request against `pod` from the moment of choice (not in dry runs)
   std::string strategy;                 // the strategy applied
   int match_percent = -1;               // the chosen pod's prefix match, when a prefix strategy ran
+  double predicted_cached_fraction = NAN;  // the strategy's prediction for the chosen pod (RoutingInput); NaN = none
   std::string_view outcome;             // strategy-specific selection label ("" = none)
   std::vector<Candidate> candidates;    // every scored candidate (for /debug/route)
   std::vector<std::pair<std::string, int64_t>> details;  // facts the strategy computed (tokens, blocks)
+};
+
+// The strategy a request resolves to, known before choose(): what the session must prepare for it.
+struct StrategyChoice {
+  std::string_view name;             // "" when the name resolved to is unknown (choose() will answer 400)
+  bool wants_prompt_tokens = false;  // the strategy hashes the prompt (so the remote tokenizer is asked first)
 };
 
 class Router {
@@ -49,6 +56,8 @@ class Router {
 
   // Thread-safe; never blocks. `rng` is the calling thread's generator.
   Decision choose(const RouteQuery& query, std::mt19937_64& rng);
+  // The strategy choose() would apply to `query` (locked > header > profile > model > default). Thread-safe.
+  StrategyChoice resolveStrategy(const RouteQuery& query) const;
 
   std::vector<std::string> strategyNames() const;
 

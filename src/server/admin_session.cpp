@@ -11,6 +11,7 @@
 #include "openai/request.h"
 #include "server/control_plane.h"
 #include "server/gateway.h"
+#include "server/remote_tokens.h"
 #include "server/responses.h"
 
 namespace prefixgate::server {
@@ -53,6 +54,29 @@ json engineJson(const discovery::PodState& pod, int64_t now, int64_t max_age_ms)
           {"capacity_tokens_per_s", pod.engine().capacityTokensPerSecond(now)}};
 }
 
+// The prediction audit's sums for the pod (server/prediction_audit.h); accuracy null until a response was audited.
+json predictionJson(const discovery::PodState& pod) {
+  const discovery::PredictionTotals::Sums s = pod.prediction().sums();
+  const std::optional<double> accuracy = s.accuracy();
+  return {{"responses", s.responses},
+          {"predicted_tokens", s.predicted_tokens},
+          {"engine_cached_tokens", s.engine_cached_tokens},
+          {"over_predicted_tokens", s.over_predicted_tokens},
+          {"under_predicted_tokens", s.under_predicted_tokens},
+          {"accuracy", accuracy ? json(*accuracy) : json(nullptr)}};
+}
+
+// KV event sync's view of the pod's publisher: whether it is subscribed, how much it said and how long ago, and
+// whether routing treats it as silent (routing.prefix_cache.silent_publisher_ms).
+json kvSyncJson(const discovery::PodState& pod, int64_t now, int64_t silent_ms) {
+  const discovery::KvSyncState& kv = pod.kvSync();
+  const int64_t last = kv.lastEventMs();
+  return {{"subscribed", kv.subscribed()},
+          {"messages", kv.events()},
+          {"last_message_age_ms", kv.events() > 0 ? json(now - last) : json(nullptr)},
+          {"silent", kv.silent(silent_ms)}};
+}
+
 json podsJson(Gateway& g) {
   auto snapshot = g.pods().snapshot();
   const int64_t now = routing::steadyNowMs();
@@ -71,12 +95,18 @@ json podsJson(Gateway& g) {
                     {"in_flight", pod->inFlight()},
                     {"kv_events", pod->spec().kv_events},
                     {"kv_replay", pod->spec().kv_replay},
-                    {"engine", engineJson(*pod, now, max_age)}});
+                    {"kv_capacity_tokens", pod->spec().kv_capacity_tokens ? pod->spec().kv_capacity_tokens
+                                                                          : pod->engine().kvCapacityTokens()},
+                    {"kv_sync", kvSyncJson(*pod, now, g.config().routing.prefix_cache.silent_publisher_ms)},
+                    {"engine", engineJson(*pod, now, max_age)},
+                    {"prediction", predictionJson(*pod)}});
   }
   return json{{"pods", pods}};
 }
 
-AdminResponse debugRoute(ControlPlane& control, http::request<http::string_body>& req) {
+// A coroutine: with the remote tokenizer on, the dry run asks it as a real request would (fresh connections from
+// the control thread; nothing counted), so the decision hashes the same tokens.
+asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<http::string_body>& req) {
   std::string_view target = req.target();
   openai::Endpoint endpoint = openai::Endpoint::kChatCompletions;
   if (target.find("endpoint=completions") != std::string_view::npos) endpoint = openai::Endpoint::kCompletions;
@@ -84,12 +114,13 @@ AdminResponse debugRoute(ControlPlane& control, http::request<http::string_body>
   Gateway& g = control.gateway;
   openai::RequestView request;
   if (auto err = openai::parseRequest(endpoint, req.body(), g.config().routing.prefix_cache.include_tools, request))
-    return {err.status, "application/json", openai::errorBody(err.status, err.message, err.param)};
+    co_return AdminResponse{err.status, "application/json", openai::errorBody(err.status, err.message, err.param)};
   routing::RouteQuery query{request, req["routing-strategy"], req["config-profile"], {}, true};
+  co_await fetchRemoteTokens(g, query, request, nullptr);
   routing::Decision d = g.router().choose(query, control.rng);
   if (d.failure != routing::RouteFailure::kNone) {
     int status = routing::statusFor(d.failure);
-    return {status, "application/json", openai::errorBody(status, d.message)};
+    co_return AdminResponse{status, "application/json", openai::errorBody(status, d.message)};
   }
   json pods = json::array();
   for (const auto& c : d.candidates) {
@@ -108,7 +139,9 @@ AdminResponse debugRoute(ControlPlane& control, http::request<http::string_body>
   out["match_percent"] = d.match_percent < 0 ? json(nullptr) : json(d.match_percent);
   if (!d.outcome.empty()) out["selection"] = d.outcome;
   for (const auto& [key, value] : d.details) out[key] = value;
-  return {200, "application/json", out.dump()};
+  out["tokens_source"] = tokensSource(request);
+  if (request.remote_token_ids) out["remote_tokens"] = request.remote_token_ids->size();
+  co_return AdminResponse{200, "application/json", out.dump()};
 }
 
 AdminResponse handle(ControlPlane& control, http::request<http::string_body>& req) {
@@ -126,7 +159,6 @@ AdminResponse handle(ControlPlane& control, http::request<http::string_body>& re
   if (path == "/metrics" && get)
     return {200, "text/plain; version=0.0.4; charset=utf-8", g.metrics().serialize(*g.pods().snapshot(), routing::steadyNowMs())};
   if (path == "/debug/pods" && get) return {200, "application/json", podsJson(g).dump(2)};
-  if (path == "/debug/route" && req.method() == http::verb::post) return debugRoute(control, req);
   if (path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/debug/pods" || path == "/debug/route")
     return {405, "application/json", openai::errorBody(405, "method not allowed")};
   return {404, "application/json", openai::errorBody(404, "unknown admin path '" + std::string(path) + "'")};
@@ -143,7 +175,11 @@ asio::awaitable<void> serveAdmin(ControlPlane& control, asio::ip::tcp::socket so
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;
     auto& req = parser.get();
-    AdminResponse res = handle(control, req);
+    const bool debug_route = req.target().substr(0, req.target().find('?')) == "/debug/route" &&
+                             req.method() == http::verb::post;
+    AdminResponse res;
+    if (debug_route) res = co_await debugRoute(control, req);
+    else res = handle(control, req);
     bool keep_alive = req.keep_alive();
     if (!co_await writeResponse(stream, res.status, res.content_type, std::move(res.body), keep_alive) || !keep_alive) break;
   }

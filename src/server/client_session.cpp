@@ -11,6 +11,7 @@
 #include "openai/request.h"
 #include "proxy/relay.h"
 #include "server/gateway.h"
+#include "server/remote_tokens.h"
 #include "server/request_outcome.h"
 #include "server/responses.h"
 #include "server/worker.h"
@@ -205,6 +206,7 @@ class ClientSession {
       co_return co_await writeError(stream_, 429, outcome.message(), keep_alive, headers) && keep_alive;
     }
     routing::RouteQuery query{request, head["routing-strategy"], head["config-profile"], {}, false};
+    co_await fetchRemoteTokens(gateway_, query, request, &worker_.tokenizer_connections);
     routing::Decision decision = gateway_.router().choose(query, worker_.rng);
     if (decision.failure != routing::RouteFailure::kNone) {
       int status = routing::statusFor(decision.failure);

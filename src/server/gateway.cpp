@@ -7,9 +7,11 @@
 #include "net/listener.h"
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
+#include "routing/kv/kv_sync.h"
 #include "server/control_plane.h"
 #include "server/request_outcome.h"
 #include "server/worker.h"
+#include "tokenize/remote_tokenizer.h"
 #include "util/log.h"
 
 namespace prefixgate::server {
@@ -24,6 +26,24 @@ ControlPlane::ControlPlane(Gateway& g)
 
 Gateway::Gateway(config::Config config) : config_(std::move(config)) {}
 
+std::unique_ptr<tokenize::RemoteTokenizer> Gateway::makeRemoteTokenizer() {
+  const auto& pc = config_.routing.prefix_cache;
+  tokenize::RemoteTokenizerOptions options;
+  options.timeout = std::chrono::milliseconds(pc.remote_tokenizer_timeout_ms);
+  options.cache_entries = pc.remote_tokenizer_cache_entries;
+  // The ready pods of the model, with the gateway's in-flight count of each (the tokenizer prefers the least loaded).
+  return std::make_unique<tokenize::RemoteTokenizer>(
+      options, [this](std::string_view model, std::vector<tokenize::TokenizerPod>& out) {
+        auto snapshot = pods_.snapshot();
+        const std::vector<discovery::PodPtr>* serving = snapshot->podsFor(model);
+        if (!serving) return;
+        const int64_t now = routing::steadyNowMs();
+        for (const discovery::PodPtr& pod : *serving)
+          if (pod->ready(now))
+            out.push_back({pod->id().value, pod->name(), pod->spec().host, pod->spec().port, pod->inFlight()});
+      });
+}
+
 Gateway::~Gateway() {
   beginShutdown();
   wait();
@@ -36,8 +56,9 @@ bool Gateway::start(std::string& error) {
   prefix_metrics_ = std::make_unique<routing::PrefixMetrics>(metrics_.registry());
   routing::StrategyDeps deps{config_, prefix_.get(), prefix_metrics_.get()};
   router_ = std::make_unique<routing::Router>(routing::StrategyRegistry::builtin(), deps, pods_, routing::steadyNowMs);
+  if (config_.routing.prefix_cache.remoteTokenizerOn()) remote_tokenizer_ = makeRemoteTokenizer();
   // A pod that leaves stops matching in the index at once (its PodId is never reused).
-  pods_.onRemoved([this](PodId id) { prefix_->index().removePod(id); });
+  pods_.onRemoved([this](PodId id) { prefix_->removePod(id); });
   if (config_.discovery.kubernetes) {
     error = "discovery.kubernetes is not supported by this build yet; use discovery.file";
     return false;
@@ -48,6 +69,10 @@ bool Gateway::start(std::string& error) {
   if (!problems.empty()) {
     error = problems.front();
     return false;
+  }
+  if (routing::KvEventIndex* kv = prefix_->kvEvents()) {
+    kv_sync_ = std::make_unique<routing::KvSync>(pods_, *kv, metrics_.registry(), engine::KvEventSubscriber::Options{});
+    kv_sync_->start();
   }
   control_->health = std::make_unique<discovery::HealthChecker>(control_->io, pods_, config_.health_check);
   control_->scraper =
@@ -142,6 +167,7 @@ void Gateway::drainAndStop() {
   }
   if (control_->health) control_->health->stop();
   if (control_->scraper) control_->scraper->stop();
+  if (kv_sync_) kv_sync_->stop();
   if (control_->file_source) asio::post(control_->io, [this] { control_->file_source->stop(); });
   control_->io.stop();
 }

@@ -17,7 +17,12 @@
 namespace prefixgate::routing {
 class PrefixServices;
 class PrefixMetrics;
+class KvSync;
 }  // namespace prefixgate::routing
+
+namespace prefixgate::tokenize {
+class RemoteTokenizer;
+}
 
 namespace prefixgate::server {
 
@@ -46,18 +51,24 @@ class Gateway {
   routing::Router& router() { return *router_; }
   metrics::GatewayMetrics& metrics() { return metrics_; }
   discovery::PodRegistry& pods() { return pods_; }
+  routing::PrefixMetrics& prefixMetrics() { return *prefix_metrics_; }
+  // The engine /tokenize client (routing.prefix_cache.use_remote_tokenizer or kv_event_sync); null when off.
+  tokenize::RemoteTokenizer* remoteTokenizer() { return remote_tokenizer_.get(); }
   bool draining() const { return draining_.load(std::memory_order_acquire); }
   std::atomic<int64_t>& activeRequests() { return active_requests_; }
   std::atomic<int64_t>& openConnections() { return open_connections_; }
 
  private:
   void drainAndStop();
+  std::unique_ptr<tokenize::RemoteTokenizer> makeRemoteTokenizer();
   config::Config config_;
   discovery::PodRegistry pods_;
   metrics::GatewayMetrics metrics_;
   std::unique_ptr<routing::PrefixServices> prefix_;
   std::unique_ptr<routing::PrefixMetrics> prefix_metrics_;
   std::unique_ptr<routing::Router> router_;
+  std::unique_ptr<tokenize::RemoteTokenizer> remote_tokenizer_;
+  std::unique_ptr<routing::KvSync> kv_sync_;  // KV event sync's subscriber thread; null in standard mode
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<ControlPlane> control_;
   std::atomic<bool> draining_{false};

@@ -59,6 +59,12 @@ void RequestOutcome::setDecision(const routing::Decision& decision, const proxy:
   first_byte_seconds_ = relayed.first_byte_seconds;
   retries_ = relayed.retries;
   output_tokens_ = relayed.output_tokens;
+  engine_cached_tokens_ = relayed.cached_tokens;
+  // Only a 200 whose usage gave both numbers, for a decision that carried a prediction (prefix strategies).
+  if (relayed.status == 200 && decision.pod) {
+    audit_ = PredictionAudit::compare(decision.predicted_cached_fraction, relayed.prompt_tokens, relayed.cached_tokens);
+    if (audit_) audited_pod_ = decision.pod;
+  }
   if (!relayed.error.empty()) {
     reason_ = relayed.error_reason;
     message_ = relayed.error;
@@ -83,6 +89,11 @@ RequestOutcome::~RequestOutcome() {
   if (first_byte_seconds_ >= 0) gateway_.metrics().firstByte(model, first_byte_seconds_);
   if (!reason_.empty() && !pod_.empty() && status_ >= 500) gateway_.metrics().upstreamError(pod_, reason_);
   if (retries_ > 0) gateway_.metrics().retried(reason_.empty() ? "recovered" : reason_);
+  if (audit_) {
+    audited_pod_->prediction().add(audit_->predicted_tokens, audit_->engine_cached_tokens);
+    gateway_.metrics().predictionAudited(pod_, audit_->predicted_tokens, audit_->engine_cached_tokens,
+                                         audit_->error_ratio);
+  }
   if (!log::enabled(status_ >= 500 && status_ != 499 ? log::Level::kWarn : log::Level::kInfo)) return;
   std::string line = fmt::format("request id={} {} {} model={} strategy={} pod={} match={} status={} latency_ms={:.1f}",
                                  request_id_, method_, path_, model_.empty() ? "-" : model_,
@@ -90,6 +101,8 @@ RequestOutcome::~RequestOutcome() {
                                  match_percent_ >= 0 ? std::to_string(match_percent_) : "-", status_, seconds * 1000);
   if (first_byte_seconds_ >= 0) line += fmt::format(" ttfb_ms={:.1f}", first_byte_seconds_ * 1000);
   if (output_tokens_ > 0) line += fmt::format(" output_tokens={}", output_tokens_);
+  if (engine_cached_tokens_) line += fmt::format(" cached_tokens={}", *engine_cached_tokens_);
+  if (audit_) line += fmt::format(" predicted_cached_tokens={}", audit_->predicted_tokens);
   if (stream_) line += " stream=true";
   if (retries_ > 0) line += fmt::format(" retries={}", retries_);
   if (!message_.empty()) line += " error=\"" + message_ + "\"";

@@ -4,11 +4,13 @@
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/message.hpp>
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "openai/request.h"
 #include "proxy/relay.h"
 #include "routing/router.h"
+#include "server/prediction_audit.h"
 #include "server/responses.h"
 
 namespace prefixgate::server {
@@ -53,6 +55,9 @@ class RequestOutcome {
   double first_byte_seconds_ = -1;
   int retries_ = 0;
   uint64_t output_tokens_ = 0;
+  std::optional<uint64_t> engine_cached_tokens_;  // usage.prompt_tokens_details.cached_tokens, when reported
+  std::optional<PredictionAudit> audit_;          // set when the response is audited
+  discovery::PodPtr audited_pod_;                 // whose PredictionTotals the audit adds to
 };
 
 // A random request id: 32 hex digits, from the calling thread's generator.

@@ -9,10 +9,24 @@
 #include <unordered_set>
 
 #include "proxy/upstream_pool.h"
+#include "tokenize/remote_tokenizer.h"
 
 namespace prefixgate::server {
 
 class Gateway;
+
+// The remote tokenizer's view of a thread's upstream pool: tokenize calls and relays share keep-alive connections.
+class TokenizerConnections final : public tokenize::ConnectionPool {
+ public:
+  explicit TokenizerConnections(proxy::UpstreamPool& pool) : pool_(pool) {}
+  std::unique_ptr<boost::beast::tcp_stream> take(uint32_t pod) override { return pool_.take(PodId{pod}); }
+  void give(uint32_t pod, std::unique_ptr<boost::beast::tcp_stream> stream) override {
+    pool_.give(PodId{pod}, std::move(stream));
+  }
+
+ private:
+  proxy::UpstreamPool& pool_;
+};
 
 struct Worker {
   // `routing_seed` and `request_id_seed` come from config::streamSeed (reproducible under random_seed).
@@ -22,6 +36,7 @@ struct Worker {
   boost::asio::io_context io;
   boost::asio::ip::tcp::acceptor acceptor;
   proxy::UpstreamPool pool;
+  TokenizerConnections tokenizer_connections{pool};
   std::mt19937_64 rng;        // routing: ties between equal pods, the random strategy
   uint64_t request_id_seed;  // seeds this thread's request ids (seedRequestIds) when the thread starts
   // Client connections waiting for their next request; closed at once when the gateway drains.

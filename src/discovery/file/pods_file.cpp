@@ -56,6 +56,7 @@ std::vector<PodSpec> parsePodsFile(const std::string& text, const std::string& s
     r.read("models", spec.models);
     r.read("kv_events", spec.kv_events);
     r.read("kv_replay", spec.kv_replay);
+    r.read("kv_capacity_tokens", spec.kv_capacity_tokens);
     r.finish();
     if (spec.name.empty()) r.problem("name", "required");
     else if (!names.insert(spec.name).second) r.problem("name", "duplicate pod name '" + spec.name + "'");

@@ -6,7 +6,7 @@ namespace prefixgate::routing {
 namespace {
 
 constexpr std::array<std::string_view, 5> kBuckets = {"0", "1-25", "26-50", "51-75", "76-100"};
-constexpr const char* kErrorReasons[] = {"record_failed"};
+constexpr const char* kErrorReasons[] = {"record_failed", "tokenize_failed"};
 
 prometheus::Histogram::BucketBoundaries latencyBuckets() {
   // 10 us doubling to ~164 ms, as AIBrix.

@@ -49,29 +49,119 @@ std::unique_ptr<PrefixServices> PrefixServices::create(const config::Config& con
   index::PrefixIndexOptions options;
   options.block_capacity = pc.block_number;
   options.expiry = std::chrono::minutes(pc.eviction_duration_mins);
-  return std::make_unique<PrefixServices>(std::move(tokenizer), pc.block_size, seed, options);
+  auto services = std::make_unique<PrefixServices>(std::move(tokenizer), pc.block_size, seed, options);
+  services->setCapacityAware(pc.capacity_aware);
+  services->setRemoteTokens(pc.remoteTokenizerOn());
+  if (pc.kv_event_sync) {
+    KvEventIndexOptions kv;
+    kv.block_capacity = pc.block_number;
+    kv.cpu_block_credit = pc.cpu_block_credit;
+    kv.seed = seed;
+    services->enableKvEvents(std::make_unique<KvEventIndex>(kv, services->clock()),
+                             KvModeOptions{std::chrono::milliseconds(pc.speculative_ttl_ms),
+                                           static_cast<int64_t>(pc.silent_publisher_ms)});
+  }
+  return services;
 }
 
 PrefixServices::PrefixServices(std::unique_ptr<tokenize::Tokenizer> tokenizer, uint32_t block_size, uint64_t seed,
                                const index::PrefixIndexOptions& options, const Clock* clock)
-    : tokenizer_(std::move(tokenizer)),
+    : clock_(clock ? clock : &system_clock_),
+      tokenizer_(std::move(tokenizer)),
       block_size_(block_size),
       seed_(seed),
       index_(std::make_unique<index::PrefixIndex>(options, clock ? *clock : system_clock_)) {}
 
+size_t PrefixServices::capacityBlocks(const discovery::PodState& pod) const {
+  uint64_t tokens = pod.spec().kv_capacity_tokens;
+  if (tokens == 0) tokens = pod.engine().kvCapacityTokens();
+  return block_size_ == 0 ? 0 : static_cast<size_t>(tokens * kBytesPerToken / block_size_);
+}
+
+bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockHash> hashes,
+                                  const discovery::PodState& pod) {
+  if (!index_->record(model, hashes, pod.id())) return false;
+  if (!capacity_aware_) return true;
+  thread_local std::vector<index::PodBlockLedger::Evicted> evicted;
+  evicted.clear();
+  ledger_.touch(pod.id(), model, hashes, capacityBlocks(pod), evicted);
+  for (const auto& group : evicted) index_->remove(group.model, group.hashes, pod.id());
+  return true;
+}
+
+void PrefixServices::removePod(PodId pod) {
+  index_->removePod(pod);
+  ledger_.removePod(pod);
+}
+
 void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks& out) const {
   thread_local std::vector<uint8_t> scratch;
   std::span<const uint8_t> bytes;
-  if (request.has_token_ids) {
+  out.hashes.clear();
+  out.usable = true;
+  out.block_bytes = block_size_;
+  if (request.remote_tokens == openai::RequestView::RemoteTokens::kOk && request.remote_token_ids) {
+    scratch.clear();
+    tokenize::packTokenIds(*request.remote_token_ids, scratch);
+    bytes = scratch;
+    out.tokens = request.remote_token_ids->size();
+    if (kv_) {
+      const uint32_t engine_block = kv_->blockTokens(request.model);
+      out.block_bytes = (engine_block ? engine_block : kDefaultEngineBlockTokens) * tokenize::kTokenIdBytes;
+    }
+  } else if (request.has_token_ids) {
     scratch.clear();
     tokenize::packTokenIds(request.prompt_token_ids, scratch);
     bytes = scratch;
+    out.tokens = request.prompt_token_ids.size();
+  } else if (remote_tokens_) {
+    // The engine's tokenizer did not answer: hashing the text locally would match nothing the engine holds.
+    out.tokens = 0;
+    out.bytes = 0;
+    out.usable = false;
+    return;
   } else {
     bytes = tokenizer_->encodeView(request.prompt_text, scratch);
+    out.tokens = tokenizer_->tokenCount(bytes);
   }
-  out.tokens = request.has_token_ids ? request.prompt_token_ids.size() : tokenizer_->tokenCount(bytes);
-  out.hashes.clear();
-  index::hashBlocks(bytes, block_size_, seed_, out.hashes);
+  out.bytes = bytes.size();
+  index::hashBlocks(bytes, out.block_bytes, seed_, out.hashes);
+}
+
+void PrefixServices::match(std::string_view model, std::span<const BlockHash> hashes,
+                           std::span<const Candidate> candidates, std::vector<PodId>& pods,
+                           std::span<uint32_t> matched) const {
+  pods.clear();
+  for (const Candidate& c : candidates) pods.push_back(c.pod_id);
+  if (!kv_) {
+    index_->match(model, hashes, pods, matched);
+    return;
+  }
+  thread_local std::vector<uint32_t> recent;
+  thread_local std::vector<uint32_t> routed;
+  recent.assign(pods.size(), 0);
+  kv_->match(model, hashes, pods, matched);
+  index_->match(model, hashes, pods, recent, kv_options_.speculative_ttl);
+  bool any_silent = false;
+  for (const Candidate& c : candidates) any_silent |= c.pod && c.pod->kvSync().silent(kv_options_.silent_publisher_ms);
+  if (any_silent) {
+    routed.assign(pods.size(), 0);
+    index_->match(model, hashes, pods, routed);
+  }
+  for (size_t i = 0; i < candidates.size() && i < matched.size(); ++i) {
+    const Candidate& c = candidates[i];
+    if (any_silent && c.pod && c.pod->kvSync().silent(kv_options_.silent_publisher_ms)) {
+      matched[i] = routed[i];
+    } else {
+      matched[i] = std::max(matched[i], recent[i]);
+    }
+  }
+}
+
+void PrefixServices::enableKvEvents(std::unique_ptr<KvEventIndex> index, KvModeOptions options) {
+  kv_ = std::move(index);
+  kv_options_ = options;
+  remote_tokens_ = true;
 }
 
 }  // namespace prefixgate::routing

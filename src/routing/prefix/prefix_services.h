@@ -1,12 +1,18 @@
 #pragma once
 // What prefix strategies share: the configured tokenizer, the hash seed and block size, and the prefix index.
 // Built once at start (config errors become start-up errors) and handed to strategies through StrategyDeps.
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
+#include "discovery/pod_set.h"
+#include "index/pod_block_ledger.h"
 #include "index/prefix_index.h"
+#include "prefixgate/strategy.h"
+#include "routing/kv/kv_event_index.h"
 #include "openai/request.h"
 #include "prefixgate/types.h"
 #include "tokenize/tokenizer.h"
@@ -16,7 +22,22 @@ namespace prefixgate::routing {
 // A request's prompt, tokenized and cut into chained block hashes.
 struct PromptBlocks {
   size_t tokens = 0;
+  size_t bytes = 0;        // the tokenized prompt's size (token ids: 4 bytes each)
+  size_t block_bytes = 0;  // the block size the hashes were cut at
   std::vector<BlockHash> hashes;  // full blocks only
+  // False when the prompt could not be put in the index's token domain (the remote tokenizer did not answer):
+  // no hashes, and the request is routed by load alone rather than hashed in another domain.
+  bool usable = true;
+  // The fraction of the prompt `matched_blocks` blocks cover (0..1).
+  double fraction(size_t matched_blocks) const {
+    return bytes == 0 ? 0 : std::min(1.0, static_cast<double>(matched_blocks * block_bytes) / static_cast<double>(bytes));
+  }
+};
+
+// KV event sync's settings (routing.prefix_cache.*).
+struct KvModeOptions {
+  std::chrono::milliseconds speculative_ttl{2000};
+  int64_t silent_publisher_ms = 10000;
 };
 
 class PrefixServices {
@@ -27,9 +48,43 @@ class PrefixServices {
   PrefixServices(std::unique_ptr<tokenize::Tokenizer> tokenizer, uint32_t block_size, uint64_t seed,
                  const index::PrefixIndexOptions& options, const Clock* clock = nullptr);
 
-  // Tokenizes the request's prompt (or packs its token ids) and hashes its full blocks into `out`.
-  // Thread-safe; reuses `out`'s and a per-thread buffer's capacity.
+  // Tokenizes the request's prompt (or packs its token ids: the engine's from the remote tokenizer, or the
+  // request's own) and hashes its full blocks into `out`. In KV event mode the blocks are the engine's (its block
+  // size x 4 bytes per packed token id), so they line up with the blocks its events describe. Thread-safe; reuses
+  // `out`'s and a per-thread buffer's capacity.
   void hashPrompt(const openai::RequestView& request, PromptBlocks& out) const;
+
+  // Per candidate, the blocks of `hashes` its engine is predicted to hold. Standard mode: what the gateway routed
+  // there (the index). KV event mode: what its engine's events say, or what the gateway routed there within the
+  // last speculative_ttl (the events of a just-chosen prompt are not in yet), whichever is longer; a pod whose
+  // publisher is silent is judged by the gateway's records alone. Thread-safe.
+  void match(std::string_view model, std::span<const BlockHash> hashes, std::span<const Candidate> candidates,
+             std::vector<PodId>& pods_scratch, std::span<uint32_t> matched_out) const;
+
+  // Turns on KV event mode with its own index (built by create() when routing.prefix_cache.kv_event_sync is on).
+  void enableKvEvents(std::unique_ptr<KvEventIndex> index, KvModeOptions options);
+  KvEventIndex* kvEvents() { return kv_.get(); }
+  // Whether prompts must come from the engine's tokenizer (use_remote_tokenizer or KV event sync).
+  void setRemoteTokens(bool on) { remote_tokens_ = on; }
+
+  // Records that `pod` was just routed the blocks of `model` (standard mode). With capacity_aware, the pod's least
+  // recently routed blocks beyond what its KV cache holds are removed from the index for it. Thread-safe.
+  // Returns false when the index refused the record (see PrefixIndex::record).
+  bool recordRouted(std::string_view model, std::span<const BlockHash> hashes, const discovery::PodState& pod);
+  // Capacity-aware standard mode on or off (off: the index keeps whatever the block limit and expiry allow).
+  void setCapacityAware(bool on) { capacity_aware_ = on; }
+  // Blocks of the configured size `pod`'s KV cache holds: its pods-file kv_capacity_tokens, else its engine's
+  // num_gpu_blocks x block_size, at kBytesPerToken bytes per token; 0 = unknown.
+  size_t capacityBlocks(const discovery::PodState& pod) const;
+  // Tokenized bytes per engine token assumed when converting a KV capacity into blocks: exact for tiktoken and
+  // token ids (4 bytes each), an estimate for the character tokenizer (English text averages ~4 characters per
+  // token; the engine simulator's tokens are 4 bytes).
+  static constexpr size_t kBytesPerToken = 4;
+  void removePod(PodId pod);
+
+  // The vLLM default block size, assumed for the engine's blocks until its events say otherwise.
+  static constexpr uint32_t kDefaultEngineBlockTokens = 16;
+  const Clock& clock() const { return *clock_; }
 
   index::PrefixIndex& index() { return *index_; }
   const tokenize::Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -38,10 +93,16 @@ class PrefixServices {
 
  private:
   SystemClock system_clock_;
+  const Clock* clock_;
   std::unique_ptr<tokenize::Tokenizer> tokenizer_;
   uint32_t block_size_;
   uint64_t seed_;
   std::unique_ptr<index::PrefixIndex> index_;
+  index::PodBlockLedger ledger_;
+  bool capacity_aware_ = false;
+  bool remote_tokens_ = false;
+  std::unique_ptr<KvEventIndex> kv_;
+  KvModeOptions kv_options_;
 };
 
 // Where the cl100k_base vocabulary is looked for when routing.prefix_cache.tiktoken_file is empty.

@@ -1,6 +1,7 @@
 // prefix-cache: send each request to a pod that already holds the longest prefix of its prompt, weighed against
 // load (the blend, by default) or by AIBrix's standalone rule when routing.blend.load_balance_weight is 0.
-// Standard mode: the index records where the gateway routed each block.
+// Standard mode: the index records where the gateway routed each block. KV event mode: the engines' events say what
+// they hold (PrefixServices::match).
 #include <chrono>
 
 #include "routing/prefix/prefix_metrics.h"
@@ -17,15 +18,15 @@ class PrefixCacheStrategy final : public Strategy {
       : config_(config), services_(services), metrics_(metrics) {}
 
   std::string_view name() const override { return "prefix-cache"; }
+  bool wantsPromptTokens() const override { return true; }
 
   void score(RoutingInput& input) override {
     Scratch& s = scratch();
     s.started = std::chrono::steady_clock::now();
     services_.hashPrompt(input.request, s.prompt);
-    s.pods.clear();
-    for (const Candidate& c : input.candidates) s.pods.push_back(c.pod_id);
     s.matched.assign(input.candidates.size(), 0);
-    services_.index().match(input.request.model, s.prompt.hashes, s.pods, s.matched);
+    // An unusable prompt (the engine's tokenizer did not answer) has no hashes: every match is 0, load decides.
+    services_.match(input.request.model, s.prompt.hashes, input.candidates, s.pods, s.matched);
     const auto& blend = config_.routing.blend;
     const size_t blocks = s.prompt.hashes.size();
     if (blend.load_balance_weight > 0) {
@@ -41,10 +42,12 @@ class PrefixCacheStrategy final : public Strategy {
   void onPicked(RoutingInput& input, size_t chosen) override {
     Scratch& s = scratch();
     if (input.outcome.empty()) input.outcome = outcomeOfBlend(input.candidates, chosen);
+    // What the chosen pod is predicted to hold, for the prediction audit (computed against the engine's answer).
+    if (s.prompt.usable) input.predicted_cached_fraction = s.prompt.fraction(s.matched[chosen]);
     if (input.dry_run) return;
     const Candidate& pick = input.candidates[chosen];
     // Recorded before proxying, so the next request with the same prefix already follows this one.
-    if (!s.prompt.hashes.empty() && !services_.index().record(input.request.model, s.prompt.hashes, pick.pod_id))
+    if (!s.prompt.hashes.empty() && !services_.recordRouted(input.request.model, s.prompt.hashes, *pick.pod))
       metrics_.error(input.request.model, "record_failed");
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
     metrics_.decision(input.request.model, pick.match_percent, input.outcome, seconds);

@@ -112,6 +112,25 @@ TEST(KvEventStream, LateJoinFetchesHistory) {
   EXPECT_EQ(partial.counters().late_joins, 1u);
 }
 
+// Ensures a new subscription with a replay socket asks for the whole history at once, applies it, and then goes on
+// with live messages; without a replay socket it asks nothing.
+TEST(KvEventStream, SubscribingFetchesHistoryAtOnce) {
+  KvEventStream stream(true, 100, kTimeout);
+  auto join = stream.subscribed(0);
+  ASSERT_TRUE(join.replay_from);
+  EXPECT_EQ(*join.replay_from, 0);
+  EXPECT_FALSE(join.hold || join.apply || join.reset);
+  EXPECT_TRUE(stream.live(7, 1).hold);  // live messages wait for the history
+  stream.hold(7, kPayload);
+  for (int64_t seq = 0; seq < 7; ++seq) EXPECT_TRUE(stream.replayed(seq).apply);
+  auto drain = stream.replayEnded(true);
+  EXPECT_FALSE(drain.reset);
+  ASSERT_EQ(drain.messages.size(), 1u);
+  EXPECT_EQ(stream.expected(), 8);
+  KvEventStream plain(false, 100, kTimeout);
+  EXPECT_FALSE(plain.subscribed(0).replay_from);
+}
+
 // Ensures more held messages than the bound drops the oldest and resets when the replay ends.
 TEST(KvEventStream, HeldOverflowResets) {
   KvEventStream stream(true, 2, kTimeout);

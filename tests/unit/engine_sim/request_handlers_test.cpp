@@ -115,6 +115,30 @@ TEST(RequestHandlers, Faults) {
   EXPECT_EQ(handleFault(faults, "nope").status, 400);
 }
 
+// Ensures /sim/fault sets and clears the /tokenize faults (status, delay), reports them, and rejects bad values
+// without changing anything.
+TEST(RequestHandlers, TokenizeFaults) {
+  Faults faults;
+  SimpleResponse set = handleFault(faults, R"({"tokenize_status": 503, "tokenize_delay_ms": 250})");
+  ASSERT_EQ(set.status, 200) << set.body;
+  EXPECT_EQ(faults.tokenize_status, 503);
+  EXPECT_EQ(faults.tokenize_delay_ms, 250u);
+  EXPECT_EQ(faults.error_status, 0);
+  json shown = json::parse(faultsResponse(faults).body);
+  EXPECT_EQ(shown["tokenize_status"], 503);
+  EXPECT_EQ(shown["tokenize_delay_ms"], 250);
+  for (const char* bad : {R"({"tokenize_status": 42})", R"({"tokenize_status": "500"})", R"({"tokenize_delay_ms": -1})",
+                          R"({"tokenize_delay_ms": 1.5})", R"({"tokenize_delay_ms": 600001})",
+                          R"({"tokenize_status": 0, "tokenize_delay_ms": "slow"})"}) {
+    EXPECT_EQ(handleFault(faults, bad).status, 400) << bad;
+    EXPECT_EQ(faults.tokenize_status, 503) << bad;
+    EXPECT_EQ(faults.tokenize_delay_ms, 250u) << bad;
+  }
+  ASSERT_EQ(handleFault(faults, R"({"tokenize_status": 0, "tokenize_delay_ms": 0})").status, 200);
+  EXPECT_EQ(faults.tokenize_status, 0);
+  EXPECT_EQ(faults.tokenize_delay_ms, 0u);
+}
+
 // Ensures /sim/cache/match reads the prompt in each accepted form, asks the lookup with its tokens and answers the
 // cached prefix with the pod's load; bad bodies are 400s.
 TEST(RequestHandlers, CacheMatchAnswersLookup) {

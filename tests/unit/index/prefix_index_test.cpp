@@ -323,5 +323,22 @@ TEST_F(PrefixIndexTest, MaxAgeCountsOnlyRecentEntries) {
   EXPECT_EQ(out, (std::vector<uint32_t>{0, 0}));
 }
 
+// Ensures an index built with kNeverExpire keeps matching entries far past any expiry, even across the touch
+// clock's wrap-around, while a max_age still limits a match.
+TEST(PrefixIndexNeverExpire, EntriesNeverExpire) {
+  ManualClock clock;
+  PrefixIndex index(PrefixIndexOptions{100, PrefixIndex::kNeverExpire, 1}, clock);
+  index.record("m", chain({1, 2}), PodId{1});
+  clock.advance(std::chrono::hours(24 * 600));
+  std::vector<uint32_t> out(1);
+  index.match("m", chain({1, 2}), pods({1}), out);
+  EXPECT_EQ(out[0], 2u);
+  index.match("m", chain({1, 2}), pods({1}), out, std::chrono::seconds(1));
+  EXPECT_EQ(out[0], 0u);
+  index.record("m", chain({3}), PodId{2});  // writes reclaim at the LRU tail: nothing counts as expired
+  index.match("m", chain({1, 2}), pods({1}), out);
+  EXPECT_EQ(out[0], 2u);
+}
+
 }  // namespace
 }  // namespace prefixgate::index

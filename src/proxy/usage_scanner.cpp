@@ -1,16 +1,20 @@
-#include "proxy/output_tokens.h"
+#include "proxy/usage_scanner.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstring>
 
 namespace prefixgate::proxy {
 namespace {
-constexpr std::string_view kUsageKey = "\"completion_tokens\"";
+// The three keys share their tail, so one search finds them all (the cost of the single key it replaced); the
+// quote that opens each key is part of its head, so `"num_cached_tokens"` or `"prompt_tokens_details"` never match.
+constexpr std::string_view kKeyTail = "_tokens\"";
+constexpr std::array<std::string_view, 3> kKeyHeads = {"\"completion", "\"prompt", "\"cached"};  // by Field
 constexpr std::string_view kEvent = "data: {";
 }  // namespace
 
-void OutputTokenCounter::feed(std::string_view bytes) {
+void UsageScanner::feed(std::string_view bytes) {
   if (bytes.empty()) return;
   // Matches straddling the previous feed and this one: scan a small window around the boundary and count only
   // those that start before it and end after it. Then matches lying wholly in the new bytes.
@@ -30,15 +34,22 @@ void OutputTokenCounter::feed(std::string_view bytes) {
   }
 }
 
-void OutputTokenCounter::scan(std::string_view text, size_t boundary, bool straddling_only) {
+void UsageScanner::scan(std::string_view text, size_t boundary, bool straddling_only) {
   // A match counts here when it ends at or after `boundary` and (for the boundary window) starts before it.
   for (size_t pos = text.find(kEvent); pos != std::string_view::npos; pos = text.find(kEvent, pos + 1)) {
     const size_t last = pos + kEvent.size() - 1;
     if (straddling_only && !(pos < boundary && last >= boundary)) continue;
     ++events_;
   }
-  for (size_t pos = text.find(kUsageKey); pos != std::string_view::npos; pos = text.find(kUsageKey, pos + 1)) {
-    size_t i = pos + kUsageKey.size();
+  for (size_t tail = text.find(kKeyTail); tail != std::string_view::npos; tail = text.find(kKeyTail, tail + 1)) {
+    size_t field = kFields;
+    for (size_t f = 0; f < kKeyHeads.size() && field == kFields; ++f)
+      if (tail >= kKeyHeads[f].size() && text.substr(tail - kKeyHeads[f].size(), kKeyHeads[f].size()) == kKeyHeads[f])
+        field = f;
+    // Not one of the keys, or its head lies in the previous feed (then the boundary window finds it).
+    if (field == kFields) continue;
+    const size_t pos = tail - kKeyHeads[field].size();
+    size_t i = tail + kKeyTail.size();
     while (i < text.size() && (text[i] == ' ' || text[i] == ':')) ++i;
     size_t end = i;
     uint64_t value = 0;
@@ -47,8 +58,8 @@ void OutputTokenCounter::scan(std::string_view text, size_t boundary, bool strad
     // The number must be complete: followed by a delimiter within this text (else a later feed completes it).
     if (end == i || end >= text.size()) continue;
     if (straddling_only && !(pos < boundary && end >= boundary)) continue;
-    usage_tokens_ = value;
-    has_usage_ = true;
+    values_[field] = value;
+    has_[field] = true;
   }
 }
 

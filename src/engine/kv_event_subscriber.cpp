@@ -1,0 +1,224 @@
+#include "engine/kv_event_subscriber.h"
+
+#include <chrono>
+#include <unordered_map>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "util/log.h"
+
+namespace prefixgate::engine {
+namespace {
+
+int64_t steadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double unixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::span<const uint8_t> bytesOf(const zmq::message_t& frame) {
+  return {static_cast<const uint8_t*>(frame.data()), frame.size()};
+}
+
+}  // namespace
+
+struct KvEventSubscriber::Subscription {
+  Subscription(const discovery::PodPtr& p, const KvEventSubscriber::Options& options)
+      : pod(p), stream(!p->spec().kv_replay.empty(), options.max_held_messages, options.replay_timeout_ms) {}
+  discovery::PodPtr pod;
+  KvEventStream stream;
+  std::unique_ptr<zmq::socket_t> sub;
+  std::unique_ptr<zmq::socket_t> replay;
+  KvStreamCounters reported;  // what the observer was last told
+  KvEventBatch batch;         // reused
+};
+
+struct KvEventSubscriber::Impl {
+  zmq::context_t context{1};
+  std::unordered_map<uint32_t, std::unique_ptr<Subscription>> subscriptions;
+};
+
+KvEventSubscriber::KvEventSubscriber(discovery::PodRegistry& pods, Sink sink, KvEventObserver* observer,
+                                     Options options)
+    : pods_(pods), sink_(std::move(sink)), observer_(observer), options_(options), impl_(std::make_unique<Impl>()) {
+  pods_.onAdded([this](const discovery::PodPtr& pod) {
+    std::lock_guard lock(changes_mutex_);
+    added_.push_back(pod);
+  });
+  pods_.onRemoved([this](PodId id) {
+    std::lock_guard lock(changes_mutex_);
+    removed_.push_back(id);
+  });
+}
+
+KvEventSubscriber::~KvEventSubscriber() { stop(); }
+
+void KvEventSubscriber::start() {
+  {
+    std::lock_guard lock(changes_mutex_);
+    for (const auto& pod : pods_.snapshot()->pods()) added_.push_back(pod);
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+void KvEventSubscriber::stop() {
+  stopping_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void KvEventSubscriber::sync() {
+  std::vector<discovery::PodPtr> added;
+  std::vector<PodId> removed;
+  {
+    std::lock_guard lock(changes_mutex_);
+    added.swap(added_);
+    removed.swap(removed_);
+  }
+  for (PodId id : removed) {
+    if (impl_->subscriptions.erase(id.value) > 0) log::info("kv events: unsubscribed from pod {}", id.value);
+    sink_.removed(id);
+  }
+  for (const auto& pod : added) {
+    const auto& spec = pod->spec();
+    if (spec.kv_events.empty() || pod->removed() || impl_->subscriptions.count(pod->id().value) != 0) continue;
+    auto sub = std::make_unique<Subscription>(pod, options_);
+    try {
+      sub->sub = std::make_unique<zmq::socket_t>(impl_->context, zmq::socket_type::sub);
+      sub->sub->set(zmq::sockopt::reconnect_ivl, kReconnectMs);
+      sub->sub->set(zmq::sockopt::reconnect_ivl_max, kReconnectMaxMs);
+      sub->sub->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxKvEventPayloadBytes));
+      sub->sub->set(zmq::sockopt::linger, 0);
+      sub->sub->set(zmq::sockopt::subscribe, "");
+      sub->sub->connect(spec.kv_events);
+      if (!spec.kv_replay.empty()) {
+        sub->replay = std::make_unique<zmq::socket_t>(impl_->context, zmq::socket_type::dealer);
+        sub->replay->set(zmq::sockopt::reconnect_ivl, kReconnectMs);
+        sub->replay->set(zmq::sockopt::reconnect_ivl_max, kReconnectMaxMs);
+        sub->replay->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxKvEventPayloadBytes));
+        sub->replay->set(zmq::sockopt::linger, 0);
+        sub->replay->connect(spec.kv_replay);
+      }
+    } catch (const zmq::error_t& e) {
+      // A malformed endpoint: this pod routes without events (it looks silent), the others are unaffected.
+      log::warn("kv events: pod {}: cannot subscribe to {}: {}", spec.name, spec.kv_events, e.what());
+      continue;
+    }
+    log::info("kv events: subscribed to pod {} at {}{}", spec.name, spec.kv_events,
+              spec.kv_replay.empty() ? "" : " (replay " + spec.kv_replay + ")");
+    if (sink_.subscribed) sink_.subscribed(*pod);
+    Subscription& added_sub = *impl_->subscriptions.emplace(pod->id().value, std::move(sub)).first->second;
+    requestReplay(added_sub, added_sub.stream.subscribed(steadyMs()).replay_from);
+  }
+}
+
+void KvEventSubscriber::run() {
+  std::vector<zmq::pollitem_t> items;
+  std::vector<std::pair<Subscription*, bool>> owners;  // (subscription, is the replay socket)
+  std::vector<zmq::message_t> frames;
+  while (!stopping_) {
+    sync();
+    items.clear();
+    owners.clear();
+    for (auto& [id, sub] : impl_->subscriptions) {
+      items.push_back(zmq::pollitem_t{sub->sub->handle(), 0, ZMQ_POLLIN, 0});
+      owners.emplace_back(sub.get(), false);
+      if (sub->replay) {
+        items.push_back(zmq::pollitem_t{sub->replay->handle(), 0, ZMQ_POLLIN, 0});
+        owners.emplace_back(sub.get(), true);
+      }
+    }
+    if (items.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
+      continue;
+    }
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(kPollMs));
+    const int64_t now = steadyMs();
+    for (size_t i = 0; i < items.size(); ++i) {
+      auto [sub, is_replay] = owners[i];
+      // Drain what is there (bounded per round, so one busy pod cannot starve the others).
+      for (int n = 0; n < 256 && (items[i].revents & ZMQ_POLLIN); ++n) {
+        frames.clear();
+        zmq::socket_t& socket = is_replay ? *sub->replay : *sub->sub;
+        if (!zmq::recv_multipart(socket, std::back_inserter(frames), zmq::recv_flags::dontwait)) break;
+        std::vector<std::span<const uint8_t>> spans;
+        for (const auto& f : frames) spans.push_back(bytesOf(f));
+        auto message = is_replay ? splitKvReplayReply(spans) : splitKvEventMessage(spans);
+        if (!message) {
+          if (observer_) observer_->decodeFailed(*sub->pod, "bad_frames");
+          continue;
+        }
+        if (is_replay) {
+          onReplay(*sub, message->sequence, message->payload, now);
+        } else {
+          onLive(*sub, message->sequence, message->payload, now);
+        }
+      }
+      if (sub->stream.replayTimedOut(now)) endReplay(*sub, false);
+      report(*sub);
+    }
+  }
+  impl_->subscriptions.clear();
+}
+
+void KvEventSubscriber::onLive(Subscription& sub, int64_t sequence, std::span<const uint8_t> payload,
+                               int64_t now_ms) {
+  KvEventStream::Action action = sub.stream.live(sequence, now_ms);
+  if (action.reset) sink_.reset(*sub.pod);
+  if (action.apply) apply(sub, payload);
+  if (action.hold) sub.stream.hold(sequence, payload);
+  requestReplay(sub, action.replay_from);
+}
+
+void KvEventSubscriber::requestReplay(Subscription& sub, std::optional<int64_t> from) {
+  if (!from || !sub.replay) return;
+  auto start = encodeKvSequence(*from);
+  std::array<zmq::const_buffer, 2> request = {zmq::const_buffer("", 0), zmq::buffer(start)};
+  if (!zmq::send_multipart(*sub.replay, request, zmq::send_flags::dontwait)) endReplay(sub, false);
+}
+
+void KvEventSubscriber::onReplay(Subscription& sub, int64_t sequence, std::span<const uint8_t> payload,
+                                 int64_t now_ms) {
+  if (sequence == kKvReplayEndSequence) {
+    endReplay(sub, true);
+    return;
+  }
+  KvEventStream::Action action = sub.stream.replayed(sequence);
+  if (action.reset) sink_.reset(*sub.pod);
+  if (action.apply) apply(sub, payload);
+}
+
+void KvEventSubscriber::endReplay(Subscription& sub, bool complete) {
+  KvEventStream::Drain drain = sub.stream.replayEnded(complete);
+  if (drain.reset) sink_.reset(*sub.pod);
+  for (const auto& [sequence, payload] : drain.messages) apply(sub, payload);
+  if (!complete) log::warn("kv events: pod {}: replay timed out; its blocks were forgotten", sub.pod->name());
+}
+
+void KvEventSubscriber::apply(Subscription& sub, std::span<const uint8_t> payload) {
+  std::string error;
+  if (!decodeKvEventBatch(payload, sub.batch, error)) {
+    if (observer_) observer_->decodeFailed(*sub.pod, error);
+    return;
+  }
+  sink_.apply(*sub.pod, sub.batch);
+  if (observer_) observer_->messageApplied(*sub.pod, sub.batch, std::max(0.0, unixSeconds() - sub.batch.timestamp));
+}
+
+void KvEventSubscriber::report(Subscription& sub) {
+  if (!observer_) return;
+  const KvStreamCounters& now = sub.stream.counters();
+  KvStreamCounters delta{now.gaps - sub.reported.gaps,
+                         now.restarts - sub.reported.restarts,
+                         now.replays - sub.reported.replays,
+                         now.replay_failures - sub.reported.replay_failures,
+                         now.resets - sub.reported.resets,
+                         now.late_joins - sub.reported.late_joins};
+  if (delta.gaps || delta.restarts || delta.replays || delta.replay_failures || delta.resets || delta.late_joins)
+    observer_->streamCounters(*sub.pod, delta);
+  sub.reported = now;
+}
+
+}  // namespace prefixgate::engine

@@ -1,0 +1,65 @@
+#pragma once
+// Capacity-aware standard mode: which blocks the gateway routed to each pod, least recently routed first, bounded
+// per pod by what that pod's KV cache can hold. An engine evicts its least recently used blocks when its cache is
+// full and can never hold more than its capacity, so when the blocks routed to a pod exceed that capacity, the
+// oldest of them are gone from the engine: they are handed back to be removed from the prefix index for that pod,
+// and the index stops promising hits the engine can no longer give.
+//
+// Pure data structure (no clocks, no sockets). Thread-safe: each pod has its own lock, taken once per call.
+// Memory: about 90 bytes per (block, pod) entry (a hash-map node and a list node), on top of the index's own.
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "prefixgate/types.h"
+
+namespace prefixgate::index {
+
+class PodBlockLedger {
+ public:
+  struct Evicted {
+    std::string model;
+    std::vector<BlockHash> hashes;  // oldest first
+  };
+
+  // Notes that `pod` was just routed `hashes` of `model` (the request's blocks, first to last). When the pod then
+  // holds more than `capacity_blocks`, its least recently routed blocks beyond the capacity are removed from the
+  // ledger and appended to `evicted` (one entry per model). A prompt's last block counts as older than its first,
+  // as engines free a sequence's tail first. capacity_blocks 0 = unknown: nothing is evicted.
+  void touch(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t capacity_blocks,
+             std::vector<Evicted>& evicted);
+  // Forgets the pod (it left the set).
+  void removePod(PodId pod);
+  // Blocks the ledger holds for `pod` now.
+  size_t blocks(PodId pod) const;
+
+ private:
+  struct Key {
+    uint64_t hash;
+    uint32_t model;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHasher {
+    size_t operator()(const Key& k) const noexcept { return static_cast<size_t>(k.hash ^ (uint64_t{k.model} << 48)); }
+  };
+  struct PodBlocks {
+    mutable std::mutex mutex;
+    std::list<Key> order;  // front = most recently routed
+    std::unordered_map<Key, std::list<Key>::iterator, KeyHasher> where;
+  };
+
+  PodBlocks& podBlocks(PodId pod);
+  uint32_t modelId(std::string_view model);
+
+  mutable std::mutex pods_mutex_;  // guards pods_ and models_ (not the per-pod contents)
+  std::unordered_map<uint32_t, std::unique_ptr<PodBlocks>> pods_;
+  std::vector<std::string> models_;
+};
+
+}  // namespace prefixgate::index

@@ -1,0 +1,62 @@
+#include "server/remote_tokens.h"
+
+#include <atomic>
+
+#include "routing/prefix/prefix_metrics.h"
+#include "server/gateway.h"
+#include "util/log.h"
+
+namespace prefixgate::server {
+namespace {
+
+using RemoteTokens = openai::RequestView::RemoteTokens;
+
+// When no engine answers, every request fails the same way: one warning a second says so without flooding.
+constexpr int64_t kWarnEveryMs = 1000;
+std::atomic<int64_t> last_warning_ms{-kWarnEveryMs};
+
+void warnThrottled(const openai::RequestView& request, const tokenize::TokenizeResult& result) {
+  const int64_t now = routing::steadyNowMs();
+  int64_t last = last_warning_ms.load(std::memory_order_relaxed);
+  if (now - last < kWarnEveryMs || !last_warning_ms.compare_exchange_strong(last, now)) return;
+  log::warn("remote tokenizer: {} for model {} ({}); routing by load alone", tokenize::outcomeLabel(result.outcome),
+            request.model, result.error);
+}
+
+}  // namespace
+
+boost::asio::awaitable<void> fetchRemoteTokens(Gateway& gateway, const routing::RouteQuery& query,
+                                               openai::RequestView& request, tokenize::ConnectionPool* pool) {
+  request.remote_tokens = RemoteTokens::kNone;
+  request.remote_token_ids.reset();
+  tokenize::RemoteTokenizer* tokenizer = gateway.remoteTokenizer();
+  // Token ids in the prompt are already the engine's: nothing to ask.
+  if (!tokenizer || request.has_token_ids) co_return;
+  if (!gateway.router().resolveStrategy(query).wants_prompt_tokens) co_return;
+  const tokenize::TokenizeInput input{request.model, request.endpoint == openai::Endpoint::kChatCompletions,
+                                      request.raw_messages, request.raw_tools, request.raw_prompt};
+  tokenize::TokenizeResult result = co_await tokenizer->tokenize(input, pool);
+  if (result.ok()) {
+    request.remote_tokens = RemoteTokens::kOk;
+    request.remote_token_ids = std::move(result.tokens);
+  } else {
+    request.remote_tokens = RemoteTokens::kFailed;
+  }
+  if (query.dry_run) co_return;
+  gateway.metrics().remoteTokenizer(tokenize::outcomeLabel(result.outcome), result.seconds);
+  if (!request.remote_token_ids) {
+    gateway.prefixMetrics().error(request.model, "tokenize_failed");
+    warnThrottled(request, result);
+  }
+}
+
+std::string_view tokensSource(const openai::RequestView& request) {
+  switch (request.remote_tokens) {
+    case RemoteTokens::kOk: return "remote";
+    case RemoteTokens::kFailed: return "remote_failed";
+    case RemoteTokens::kNone: return "local";
+  }
+  return "local";
+}
+
+}  // namespace prefixgate::server

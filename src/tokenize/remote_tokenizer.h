@@ -1,0 +1,80 @@
+#pragma once
+// The remote tokenizer: a prompt's token ids from the engine itself (POST /tokenize of a ready pod serving the
+// model), so the gateway hashes the same ids the engine caches (and reports in its KV events). Answers are cached
+// by a hash of the request's JSON (TokenCache); a miss costs one HTTP exchange, bounded by a timeout, on the
+// calling thread's keep-alive connections. Failures are returned, never thrown: the caller routes without tokens.
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenize/token_cache.h"
+#include "tokenize/tokenize_protocol.h"
+
+namespace prefixgate::tokenize {
+
+// Keep-alive connections of one event-loop thread, by pod id (the worker's upstream pool fits: relays and tokenize
+// calls then share connections). Used only from that thread.
+class ConnectionPool {
+ public:
+  virtual ~ConnectionPool() = default;
+  // An idle connection to the pod, or null.
+  virtual std::unique_ptr<boost::beast::tcp_stream> take(uint32_t pod) = 0;
+  // A connection whose last exchange ended cleanly.
+  virtual void give(uint32_t pod, std::unique_ptr<boost::beast::tcp_stream> stream) = 0;
+};
+
+enum class TokenizeOutcome {
+  kHit,      // from the cache
+  kMiss,     // not cached: an engine answered (and the answer is now cached)
+  kError,    // connection failures (after the retry), an error status, or an answer that does not parse
+  kTimeout,  // no answer within the timeout
+  kNoPod,    // no ready pod serves the model
+};
+// "hit", "miss", "error", "timeout", "no_pod" (metric labels).
+std::string_view outcomeLabel(TokenizeOutcome outcome);
+
+struct TokenizeResult {
+  TokenizeOutcome outcome = TokenizeOutcome::kError;
+  TokenCache::Tokens tokens;  // set for kHit and kMiss (shared with the cache, never modified)
+  std::string pod;            // the pod that answered or failed last ("" for hits and kNoPod)
+  std::string error;          // why it failed, for the log
+  double seconds = 0;         // time spent, cache lookup included
+  bool ok() const { return tokens != nullptr; }
+};
+
+struct RemoteTokenizerOptions {
+  std::chrono::milliseconds timeout{500};  // routing.prefix_cache.remote_tokenizer_timeout_ms: the whole call
+  size_t cache_entries = 10000;            // routing.prefix_cache.remote_tokenizer_cache_entries
+  size_t max_answer_bytes = 64u << 20;     // a larger answer is an error (a 128k-token prompt answers ~1.3 MB)
+};
+
+class RemoteTokenizer {
+ public:
+  // Fills `out` with the ready pods serving `model` and their in-flight counts. Called on event-loop threads,
+  // concurrently: must be thread-safe and must not block.
+  using PodLookup = std::function<void(std::string_view model, std::vector<TokenizerPod>& out)>;
+
+  RemoteTokenizer(RemoteTokenizerOptions options, PodLookup lookup);
+
+  // The input's tokens: from the cache, else from the least-loaded ready pod (ties rotate between calls), with one
+  // retry on the next pod after a connection failure (a reused pooled connection that fails before any answer byte
+  // is first retried on a fresh one, to the same pod). Runs on the calling coroutine's executor and never blocks it;
+  // completes within options.timeout. `pool`: that thread's connections, or null for fresh ones each time.
+  // `input`'s views and `pool` must stay valid until it completes. Thread-safe (one object serves all threads).
+  boost::asio::awaitable<TokenizeResult> tokenize(const TokenizeInput& input, ConnectionPool* pool);
+
+  TokenCache& cache() { return cache_; }
+  const RemoteTokenizerOptions& options() const { return options_; }
+
+ private:
+  RemoteTokenizerOptions options_;
+  PodLookup lookup_;
+  TokenCache cache_;
+};
+
+}  // namespace prefixgate::tokenize

@@ -1,0 +1,45 @@
+#pragma once
+// The remote tokenizer's answers, kept by a 64-bit key of the request (tokenizeCacheKey): a least-recently-used
+// cache bounded by entries, shared by every event-loop thread. Sharded, one mutex per shard, so threads that look
+// up different prompts rarely meet; a hit is a hash lookup, a list splice and a reference-count increment.
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace prefixgate::tokenize {
+
+class TokenCache {
+ public:
+  using Tokens = std::shared_ptr<const std::vector<uint32_t>>;
+  static constexpr size_t kDefaultShards = 16;
+
+  // `max_entries` > 0 bounds the whole cache. The shard count is clamped to [1, max_entries]; the shards' bounds
+  // add up to max_entries, and least-recently-used order holds within a shard (exactly, with one shard).
+  explicit TokenCache(size_t max_entries, size_t shards = kDefaultShards);
+
+  // The tokens cached under `key`, now the most recently used of its shard; null when absent. Thread-safe.
+  Tokens find(uint64_t key);
+  // Caches `tokens` under `key` (replacing what was there), dropping the shard's least recently used entry when
+  // it is full. Thread-safe.
+  void insert(uint64_t key, Tokens tokens);
+
+  size_t size() const;
+  size_t capacity() const { return capacity_; }
+
+ private:
+  struct Shard {
+    std::mutex mutex;
+    size_t capacity = 0;
+    std::list<std::pair<uint64_t, Tokens>> lru;  // most recently used first
+    std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Tokens>>::iterator> entries;
+  };
+  Shard& shardOf(uint64_t key) { return *shards_[(key >> 40) % shards_.size()]; }
+
+  size_t capacity_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+};
+
+}  // namespace prefixgate::tokenize

@@ -1,0 +1,144 @@
+#include "proxy/usage_scanner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "engine/engine_load.h"
+
+namespace prefixgate::proxy {
+namespace {
+
+// Feeds `text` cut at `cut` (and, when `second` is given, at that second cut too).
+UsageScanner scanned(std::string_view text, size_t cut, size_t second = std::string_view::npos) {
+  UsageScanner s;
+  second = std::min(second, text.size());
+  s.feed(text.substr(0, cut));
+  s.feed(text.substr(cut, second - cut));
+  s.feed(text.substr(second));
+  return s;
+}
+
+UsageScanner bytewise(std::string_view text) {
+  UsageScanner s;
+  for (char ch : text) s.feed(std::string_view(&ch, 1));
+  return s;
+}
+
+// A vLLM-shaped non-streamed body with usage and prompt_tokens_details.
+const std::string kBody =
+    R"({"id":"cmpl-1","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":98765,"total_tokens":100000,)"
+    R"("completion_tokens": 1234,"prompt_tokens_details":{"cached_tokens":98304}}})";
+
+// A non-streamed body: completion, prompt and cached tokens are read wherever the body is split (one or two cuts).
+TEST(UsageScanner, ReadsUsageAcrossAnySplit) {
+  for (size_t cut = 0; cut <= kBody.size(); ++cut) {
+    for (size_t second : {std::string_view::npos, cut + 1, cut + 5, cut + 17}) {
+      UsageScanner s = scanned(kBody, cut, second);
+      EXPECT_EQ(s.outputTokens(), 1234u) << cut << " " << second;
+      EXPECT_EQ(s.promptTokens(), 98765u) << cut << " " << second;
+      EXPECT_EQ(s.cachedTokens(), 98304u) << cut << " " << second;
+    }
+  }
+  UsageScanner s = bytewise(kBody);
+  EXPECT_EQ(s.outputTokens(), 1234u);
+  EXPECT_EQ(s.promptTokens(), 98765u);
+  EXPECT_EQ(s.cachedTokens(), 98304u);
+}
+
+// A stream without usage: one token per `data: {` event, [DONE] not counted, even when split byte by byte; no
+// prompt or cached tokens.
+TEST(UsageScanner, CountsStreamEvents) {
+  std::string stream;
+  for (int i = 0; i < 7; ++i) stream += "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
+  stream += "data: [DONE]\n\n";
+  UsageScanner whole;
+  whole.feed(stream);
+  EXPECT_EQ(whole.outputTokens(), 7u);
+  EXPECT_EQ(bytewise(stream).outputTokens(), 7u);
+  EXPECT_FALSE(whole.promptTokens());
+  EXPECT_FALSE(whole.cachedTokens());
+}
+
+// A stream with include_usage: the usage chunk's numbers are read at any split, and its completion count wins
+// over the event count.
+TEST(UsageScanner, ReadsTheStreamUsageChunkAcrossAnySplit) {
+  std::string stream;
+  for (int i = 0; i < 3; ++i) stream += "data: {\"choices\":[{\"delta\":{\"content\":\" xyz\"}}]}\n\n";
+  stream += "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":517,\"total_tokens\":520,\"completion_tokens\":3,"
+            "\"prompt_tokens_details\":{\"cached_tokens\":512}}}\n\ndata: [DONE]\n\n";
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    UsageScanner s = scanned(stream, cut);
+    EXPECT_EQ(s.outputTokens(), 3u) << cut;
+    EXPECT_EQ(s.promptTokens(), 517u) << cut;
+    EXPECT_EQ(s.cachedTokens(), 512u) << cut;
+  }
+  UsageScanner s = bytewise(stream);
+  EXPECT_EQ(s.promptTokens(), 517u);
+  EXPECT_EQ(s.cachedTokens(), 512u);
+}
+
+// No prompt_tokens_details (or a null one, as vLLM without prefix caching sends): no cached tokens, but the
+// prompt tokens are read; keys that merely contain a key's name do not count.
+TEST(UsageScanner, AbsentCachedTokens) {
+  for (std::string body :
+       {std::string(R"({"usage":{"prompt_tokens":40,"completion_tokens":2,"total_tokens":42}})"),
+        std::string(R"({"usage":{"prompt_tokens":40,"completion_tokens":2,"prompt_tokens_details":null}})"),
+        std::string(R"({"usage":{"prompt_tokens":40,"num_cached_tokens":9,"xcached_tokens":8,)"
+                    R"("completion_tokens":2}})")}) {
+    for (size_t cut = 0; cut <= body.size(); ++cut) {
+      UsageScanner s = scanned(body, cut);
+      EXPECT_EQ(s.promptTokens(), 40u) << body << " " << cut;
+      EXPECT_FALSE(s.cachedTokens()) << body << " " << cut;
+      EXPECT_EQ(s.outputTokens(), 2u) << body << " " << cut;
+    }
+  }
+  UsageScanner none;
+  none.feed(R"({"object":"list","data":[{"embedding":[0.1]}]})");
+  EXPECT_FALSE(none.promptTokens());
+  EXPECT_FALSE(none.cachedTokens());
+  // Key names inside generated text arrive escaped (\"cached_tokens\"), so they never match.
+  UsageScanner text;
+  text.feed(R"({"choices":[{"message":{"content":"say \"cached_tokens\": 5, and \"prompt_tokens\": 6"}}]})");
+  EXPECT_FALSE(text.promptTokens());
+  EXPECT_FALSE(text.cachedTokens());
+}
+
+// Continuous usage stats (a usage object on every chunk): the last values win, at any split.
+TEST(UsageScanner, TheLastValueWins) {
+  std::string stream;
+  for (int i = 1; i <= 4; ++i)
+    stream += "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}],\"usage\":{\"prompt_tokens\":" +
+              std::to_string(100 + i) + ",\"completion_tokens\":" + std::to_string(i) +
+              ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(16 * i) + "}}}\n\n";
+  stream += "data: [DONE]\n\n";
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    UsageScanner s = scanned(stream, cut);
+    EXPECT_EQ(s.promptTokens(), 104u) << cut;
+    EXPECT_EQ(s.cachedTokens(), 64u) << cut;
+    EXPECT_EQ(s.outputTokens(), 4u) << cut;
+  }
+  UsageScanner s = bytewise(stream);
+  EXPECT_EQ(s.promptTokens(), 104u);
+  EXPECT_EQ(s.cachedTokens(), 64u);
+}
+
+// A number cut at the very end of the body (no delimiter after it) is never taken as complete.
+TEST(UsageScanner, IncompleteNumberIsNotRead) {
+  UsageScanner s;
+  s.feed(R"({"usage":{"cached_tokens":12)");
+  EXPECT_FALSE(s.cachedTokens());
+  s.feed("3}");
+  EXPECT_EQ(s.cachedTokens(), 123u);
+}
+
+// The capacity EWMA: a steady 100 tokens per 100 ms converges to ~1000 tokens/s.
+TEST(EngineLoad, CapacityEwma) {
+  engine::EngineLoad load;
+  EXPECT_EQ(load.capacityTokensPerSecond(0), 0);
+  for (int64_t t = 1000; t <= 61000; t += 100) load.addOutputTokens(100, t);
+  EXPECT_NEAR(load.capacityTokensPerSecond(61000), 1000, 50);
+}
+
+}  // namespace
+}  // namespace prefixgate::proxy
