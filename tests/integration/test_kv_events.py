@@ -59,10 +59,10 @@ def free_ports(n):
 def kv_sims(tmp_path):
     made = []
 
-    def make(count, *extra):
+    def make(count, *extra, time_scale="0.01"):
         for i in range(count):
             made.append(Sim(tmp_path, f"kv-engine-{len(made)}", "--kv-capacity-tokens", "2048", *extra,
-                            kv_events=True, time_scale="0.01"))
+                            kv_events=True, time_scale=time_scale))
         return made[-count:]
 
     yield make
@@ -221,3 +221,62 @@ def test_a_vllm_publisher_is_followed_through_gaps_and_replay(tmp_path, gateway_
         sim.stop()
         publisher.close()
         ctx.destroy(linger=0)
+
+
+def test_a_silent_publisher_falls_back_to_the_gateways_own_records(tmp_path, gateway_factory):
+    """Ensures a pod whose publisher never speaks while the pod completes requests is flagged silent and is matched on
+    the gateway's own records (standard mode) rather than its empty event view."""
+    ctx = zmq.Context()
+    mute = ctx.socket(zmq.PUB)   # a publisher that is up but never publishes anything
+    mute_port = mute.bind_to_random_port("tcp://127.0.0.1")
+    sim = Sim(tmp_path, "mute", time_scale="0.01")
+    try:
+        entry = sim.pod_entry() | {"kv_events": f"tcp://127.0.0.1:{mute_port}"}
+        config = {"routing": {"strategy": "prefix-cache",
+                              "prefix_cache": {"kv_event_sync": True, "speculative_ttl_ms": 0,
+                                               "silent_publisher_ms": 300}}}
+        gw = gateway_factory([entry], config=config)
+        prompt = chat(words("quiet", 100))
+        send(gw, prompt)
+        assert route(gw, prompt)["mute"] == 0          # no event: the event view is empty, nothing is promised
+        pod = gw.debug_pods()[0]
+        assert pod["kv_sync"]["subscribed"] and not pod["kv_sync"]["silent"]
+
+        def silent():
+            send(gw, prompt)                            # the pod keeps completing requests
+            return gw.debug_pods()[0]["kv_sync"]["silent"]
+
+        wait_until(silent, interval=0.1, what="the pod flagged silent")
+        assert route(gw, prompt)["mute"] >= 90          # judged by what the gateway sent it
+    finally:
+        sim.stop()
+        ctx.destroy(linger=0)
+
+
+def test_a_burst_of_a_new_prompt_lands_together_before_any_event(tmp_path, kv_sims, gateway_factory):
+    """Ensures a burst of one new long prompt, sent before the engines could publish its blocks, lands on one pod
+    thanks to the speculative records of the first choice; without them (speculative_ttl_ms 0) the same burst is
+    spread over the pods by load."""
+    sims = kv_sims(4, time_scale="1")   # real time: a prompt's events come tens of ms after its routing
+
+    def burst(gw, tag):
+        body = json.dumps(chat(words(tag, 300), max_tokens=20))
+        pods = []
+
+        def one():
+            status, headers, _ = gw.call("POST", "/v1/chat/completions", body)
+            assert status == 200
+            pods.append(headers["target-pod"])
+
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return pods
+
+    speculative = gateway_factory(sims, config={"routing": {"strategy": "prefix-cache",
+                                                            "prefix_cache": {"kv_event_sync": True}}})
+    assert len(set(burst(speculative, "burst-a"))) == 1
+    events_only = gateway_factory(sims, config=KV_MODE)
+    assert len(set(burst(events_only, "burst-b"))) >= 3

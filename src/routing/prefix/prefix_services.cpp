@@ -141,7 +141,7 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
   thread_local std::vector<uint32_t> routed;
   recent.assign(pods.size(), 0);
   kv_->match(model, hashes, pods, matched);
-  index_->match(model, hashes, pods, recent, kv_options_.speculative_ttl);
+  if (kv_options_.speculative_ttl.count() > 0) index_->match(model, hashes, pods, recent, kv_options_.speculative_ttl);
   bool any_silent = false;
   for (const Candidate& c : candidates) any_silent |= c.pod && c.pod->kvSync().silent(kv_options_.silent_publisher_ms);
   if (any_silent) {
