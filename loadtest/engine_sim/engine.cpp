@@ -75,8 +75,11 @@ asio::awaitable<void> Engine::run() {
     SteadyTime started = now();
     for (SeqId id : plan.started) {
       auto it = sequences_.find(id);
-      if (it != sequences_.end())
-        histograms_.request_queue_time.observe(secondsBetween(it->second->arrival_, started));
+      if (it == sequences_.end()) continue;
+      histograms_.request_queue_time.observe(secondsBetween(it->second->arrival_, started));
+      // Known now (the lookup happened at scheduling); a sequence may finish, and leave the scheduler, in this step.
+      if (auto status = scheduler_.status(id))
+        it->second->cached_tokens_ = static_cast<uint32_t>(std::max<int64_t>(0, status->cached_tokens));
     }
     auto duration = stepDuration(timing_, stepWork(plan));
     if (duration.count() > 0) {
@@ -119,7 +122,6 @@ void Engine::deliver(const StepOutcome& outcome) {
     if (it == sequences_.end()) continue;
     Sequence& sequence = *it->second;
     if (sequence.generated_ == 0) {
-      if (auto status = scheduler_.status(id)) sequence.cached_tokens_ = static_cast<uint32_t>(status->cached_tokens);
       histograms_.time_to_first_token.observe(secondsBetween(sequence.arrival_, at));
     } else {
       histograms_.inter_token_latency.observe(secondsBetween(sequence.last_token_at_, at));

@@ -73,6 +73,28 @@ TEST(Engine, WaitingSequenceRunsAfterOtherFinishes) {
   EXPECT_EQ(engine.histograms().request_queue_time.count(), 2u);
 }
 
+// Ensures a one-token request reports its cached prompt tokens (it finishes, and leaves the scheduler, in the step
+// that samples its only token).
+TEST(Engine, OneTokenRequestReportsItsCacheHit) {
+  asio::io_context io;
+  Engine engine(instantConfig(4));
+  std::vector<uint32_t> prompt = tokenize(std::string(200, 'p'));  // 50 tokens, 3 full blocks
+  std::vector<std::string> events;
+  asio::co_spawn(io, engine.run(), asio::detached);
+  auto first = engine.start(io.get_executor(), prompt, 1);
+  asio::co_spawn(io, consume(engine, *first.sequence, events, "first"), asio::detached);
+  for (int i = 0; i < 1000 && !first.sequence->finished(); ++i) io.poll_one();
+  auto hit = engine.start(io.get_executor(), prompt, 1);
+  asio::co_spawn(io, consume(engine, *hit.sequence, events, "hit"), asio::detached);
+  for (int i = 0; i < 1000 && !hit.sequence->finished(); ++i) io.poll_one();
+  ASSERT_TRUE(hit.sequence->finished());
+  EXPECT_EQ(first.sequence->cachedTokens(), 0u);
+  EXPECT_EQ(hit.sequence->cachedTokens(), 48u);
+  EXPECT_EQ(hit.sequence->generatedTokens(), 1u);
+  engine.stop();
+  io.poll();
+}
+
 // Ensures a second turn that carries the first turn's reply finds the reply's blocks in the cache.
 TEST(Engine, NextTurnHitsGeneratedBlocks) {
   asio::io_context io;
