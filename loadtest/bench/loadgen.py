@@ -6,7 +6,11 @@ Two modes:
 - closed loop: `concurrency` users, each sending its next session as soon as the previous one ends.
 
 Per request it records TTFT (send -> first chunk with content), the gaps between content chunks (ITL), the
-end-to-end time, the usage chunk's prompt/cached/completion tokens, the `target-pod` header and errors. Content
+end-to-end time, the usage chunk's prompt/cached/completion tokens, the `target-pod` header (or the simulator's
+`x-sim-pod` when sent to a pod directly), errors, and the send lag: wall milliseconds between the moment the
+request was due (its session's arrival time, or the end of the previous turn + the think time) and the moment its
+bytes were written. Everything the client does before writing (waiting for the event loop, opening a connection,
+the oracle's cache queries) counts in the lag, so a client too busy to keep the schedule shows in it. Content
 chunks are recognised by a byte search, not a JSON parse; only the usage chunk is parsed, which keeps one Python
 process at thousands of events per second. Every loop is bounded: by the requests given, by a per-request
 timeout and by a deadline for the whole run.
@@ -15,6 +19,8 @@ import asyncio
 import json
 import sys
 import time
+
+from bench.stats import LAG_LIMIT_MS, percentile
 
 from bench.model import Record
 
@@ -25,11 +31,12 @@ _HEAD_LIMIT = 1 << 16
 _LAST_CHUNK = b"0\r\n\r\n"
 
 
-class _Pool:
+class ConnectionPool:
     """Idle keep-alive connections to one host:port, opened on demand."""
 
     def __init__(self, host, port):
         self.host, self.port, self.idle, self.opened = host, port, [], 0
+        self.host_header = f"{host}:{port}"
 
     async def acquire(self, fresh=False):
         """(reader, writer), and whether it was used before (a server may have closed it since)."""
@@ -111,12 +118,13 @@ async def read_chunked(reader, on_data):
 
 
 class LoadGenerator:
-    """Sends a workload's sessions to host:port and returns one Record per request sent."""
+    """Sends a workload's sessions to host:port, or through `router` (an object with `async route(req) -> (pod
+    name, ConnectionPool)` and `done(pod name)`: the oracle), and returns one Record per request sent."""
 
     def __init__(self, host, port, time_scale, request_timeout_s=600.0, max_in_flight=2048, progress=None,
-                 label=""):
-        self.pool = _Pool(host, port)
-        self.host_header = f"{host}:{port}"
+                 label="", router=None):
+        self.pool = ConnectionPool(host, port) if router is None else None
+        self.router = router
         self.scale = 1.0 / time_scale        # wall seconds -> simulated seconds
         self.time_scale = time_scale
         self.request_timeout_s = request_timeout_s
@@ -128,30 +136,33 @@ class LoadGenerator:
         self.t0 = 0.0
 
     # --- one request -------------------------------------------------------------------------------------------
-    async def _send(self, req):
-        rec = Record(rid=req.rid, group=req.group, stage=req.stage, send_s=0.0,
+    async def _send(self, req, due):
+        """Sends one request that was due at perf_counter() time `due`."""
+        rec = Record(rid=req.rid, group=req.group, stage=req.stage, send_s=(time.perf_counter() - self.t0) * self.scale,
                      expected_prompt_tokens=req.prompt_tokens)
         self.in_flight += 1
-        conn, reusable = None, False
-        sent_at = time.perf_counter()
-        rec.send_s = (sent_at - self.t0) * self.scale
+        conn, reusable, pool, routed = None, False, self.pool, None
         try:
             async with asyncio.timeout(self.request_timeout_s):
-                conn, reused = await self.pool.acquire()
-                sent_at = time.perf_counter()   # connect time is not the server's latency
+                if self.router is not None:
+                    routed, pool = await self.router.route(req)
+                    rec.pod = routed
+                conn, reused = await pool.acquire()
+                sent_at = time.perf_counter()   # connect time is not the server's latency, but it is lag
+                rec.lag_ms = (sent_at - due) * 1000.0
                 rec.send_s = (sent_at - self.t0) * self.scale
                 try:
-                    reusable = await self._exchange(conn, req, rec, sent_at)
+                    reusable = await self._exchange(conn, pool, req, rec, sent_at)
                 except (OSError, asyncio.IncompleteReadError):
                     if not reused or rec.status:
                         raise
                     # An idle keep-alive connection the server had closed: once more on a new one.
-                    self.pool.release(conn, False)
+                    pool.release(conn, False)
                     conn = None
-                    conn, _ = await self.pool.acquire(fresh=True)
+                    conn, _ = await pool.acquire(fresh=True)
                     sent_at = time.perf_counter()
                     rec.send_s = (sent_at - self.t0) * self.scale
-                    reusable = await self._exchange(conn, req, rec, sent_at)
+                    reusable = await self._exchange(conn, pool, req, rec, sent_at)
         except asyncio.CancelledError:
             rec.error = rec.error or "cancelled at the run deadline"
             raise
@@ -162,13 +173,15 @@ class LoadGenerator:
         finally:
             self.in_flight -= 1
             self.records.append(rec)
+            if routed is not None:
+                self.router.done(routed)
             if conn is not None:
-                self.pool.release(conn, reusable and not rec.error)
+                pool.release(conn, reusable and not rec.error)
         return rec
 
-    async def _exchange(self, conn, req, rec, sent_at):
+    async def _exchange(self, conn, pool, req, rec, sent_at):
         reader, writer = conn
-        head = (f"POST {req.path} HTTP/1.1\r\nHost: {self.host_header}\r\nContent-Type: application/json\r\n"
+        head = (f"POST {req.path} HTTP/1.1\r\nHost: {pool.host_header}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(req.body)}\r\n\r\n").encode()
         writer.write(head + req.body)
         await writer.drain()
@@ -178,7 +191,7 @@ class LoadGenerator:
             raw_head = await reader.readuntil(b"\r\n\r\n")
         status, headers = parse_head(raw_head)
         rec.status = status
-        rec.pod = headers.get("target-pod", "")
+        rec.pod = headers.get("target-pod") or headers.get("x-sim-pod") or rec.pod
         chunked = "chunked" in headers.get("transfer-encoding", "")
         if status != 200 or not chunked:
             body = []
@@ -198,19 +211,25 @@ class LoadGenerator:
         return headers.get("connection", "").lower() != "close"
 
     # --- sessions ----------------------------------------------------------------------------------------------
-    async def _session(self, session, limit):
+    async def _session(self, session, limit, due):
+        """The session's requests in turn; the first was due at `due`, each next one think_s after the previous
+        one ended."""
         for i, req in enumerate(session.requests):
-            if i and i - 1 < len(session.think_s) and session.think_s[i - 1] > 0:
-                await asyncio.sleep(session.think_s[i - 1] * self.time_scale)
+            if i:
+                think = session.think_s[i - 1] if i - 1 < len(session.think_s) else 0.0
+                due = time.perf_counter() + max(0.0, think) * self.time_scale
+                if think > 0:
+                    await asyncio.sleep(think * self.time_scale)
             async with limit:
-                await self._send(req)
+                await self._send(req, due)
 
     async def _open_loop(self, sessions, limit, tasks):
         for session in sorted(sessions, key=lambda s: s.start_s):
-            delay = self.t0 + session.start_s * self.time_scale - time.perf_counter()
+            due = self.t0 + session.start_s * self.time_scale
+            delay = due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(self._session(session, limit)))
+            tasks.append(asyncio.create_task(self._session(session, limit, due)))
         await asyncio.gather(*tasks)
 
     async def _closed_loop(self, sessions, limit, concurrency):
@@ -218,7 +237,7 @@ class LoadGenerator:
 
         async def user():
             while queue:
-                await self._session(queue.pop(), limit)
+                await self._session(queue.pop(), limit, time.perf_counter())
 
         await asyncio.gather(*(user() for _ in range(max(1, concurrency))))
 
@@ -226,8 +245,10 @@ class LoadGenerator:
         done, width = len(self.records), 30
         filled = int(width * done / max(1, self.total))
         errors = sum(1 for r in self.records if not r.ok)
+        lag = percentile([r.lag_ms for r in self.records[-500:]], 99) if self.records else 0.0
         sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
-                         f"in flight {self.in_flight:<4} errors {errors:<4} {time.perf_counter() - self.t0:6.1f} s ")
+                         f"in flight {self.in_flight:<4} errors {errors:<4} lag p99 {lag:5.1f} ms"
+                         f"{'!' if lag > LAG_LIMIT_MS else ' '} {time.perf_counter() - self.t0:6.1f} s ")
         sys.stderr.flush()
 
     async def _show_progress(self):
@@ -258,15 +279,18 @@ class LoadGenerator:
                 bar.cancel()
                 self._draw_progress()
                 sys.stderr.write("\n")
-            self.pool.close()
+            for pool in [self.pool] if self.router is None else self.router.pools():
+                pool.close()
         return self.records
 
 
 def run_workload(host, port, workload, time_scale, deadline_s, **options):
-    """Runs one workload against host:port on a fresh event loop; returns (records, wall seconds, notes), notes =
-    {"connections": connections opened, "stray_last_chunks": responses followed by a second last chunk}."""
+    """Runs one workload against host:port (or through options["router"]) on a fresh event loop; returns (records,
+    wall seconds, notes), notes = {"connections": connections opened, "stray_last_chunks": responses followed by a
+    second last chunk}."""
     gen = LoadGenerator(host, port, time_scale, **options)
     started = time.perf_counter()
     records = asyncio.run(gen.run(workload, deadline_s))
-    notes = {"connections": gen.pool.opened, "stray_last_chunks": gen.stray_last_chunks}
+    pools = [gen.pool] if gen.router is None else gen.router.pools()
+    notes = {"connections": sum(p.opened for p in pools), "stray_last_chunks": gen.stray_last_chunks}
     return records, time.perf_counter() - started, notes

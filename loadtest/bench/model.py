@@ -17,8 +17,10 @@ class BenchRequest:
     prompt_tokens: int       # engine prompt tokens, from the replicated tokenization (textgen)
     max_tokens: int
     block_keys: list         # chained engine block keys of the prompt (textgen.engine_block_keys)
+    cache_keys: list = field(default_factory=list)   # keys of prompt + predicted reply: what the engine caches
     group: int = 0           # workload label: prefix group, user or trace chain
-    stage: int = 0           # rate stage (capacity-pressure), else 0
+    stage: int = 0           # rate stage (stepped-rate workloads), else 0
+    at_s: float = 0.0        # scheduled arrival (simulated s) of a session's first request; the stage rule uses it
 
 
 @dataclass
@@ -42,6 +44,8 @@ class Workload:
     sim_args: list = field(default_factory=list)   # extra prefixgate-engine-sim flags (scaled engine rates)
     params: dict = field(default_factory=dict)     # the parameters, printed in the report
     stages: list = field(default_factory=list)     # [(rate req/s, duration s)] for stepped-rate workloads
+    seed_note: str = "each seed draws its own arrivals and texts"   # what the seed changes, for the report
+    time_scale: float = 0.5  # the simulator's --time-scale for this workload (wall = simulated x this)
 
     def requests(self):
         return [r for s in self.sessions for r in s.requests]
@@ -64,6 +68,7 @@ class Record:
     cached_tokens: int = 0   # usage.prompt_tokens_details.cached_tokens
     completion_tokens: int = 0
     expected_prompt_tokens: int = 0
+    lag_ms: float = 0.0      # wall milliseconds between the scheduled send and the actual one (see loadgen)
 
     @property
     def ok(self):

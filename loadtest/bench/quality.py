@@ -1,20 +1,24 @@
 #!/usr/bin/python3
-"""Routing-quality benchmark: for each workload, for each strategy, start fresh simulated engine pods (cold caches)
-and a prefixgate in front of them, stream the workload through the gateway, and report throughput, TTFT, ITL,
-the engines' token hit ratio against the upper bound, and the load per pod.
+"""Routing-quality benchmark: for each workload, for each seed, for each strategy (in an order rotated by the seed),
+start fresh simulated engine pods (cold caches) and a prefixgate in front of them, stream the seeded workload
+through the gateway, and report throughput, TTFT, ITL, the engines' token hit ratio against the finite-cache
+oracle and the infinite-cache upper bound, the load per pod and the client's send lag; then the mean and 95 %
+confidence interval of every figure over the seeds.
+
+`oracle` is a reference, not a gateway strategy: no gateway, each request goes straight to the pod whose real
+cache holds the longest prefix, load weighed as the blend does (oracle.py). A run whose send lag p99 exceeds
+10 ms is invalid: it is rerun (--rerun-invalid times) and, if still invalid, left out of the aggregates.
 
 All latencies are simulated seconds: the pods run with --time-scale S (delays x S) and every measured duration
 is divided by S. Workload parameters are set with --param WORKLOAD.NAME=VALUE (see --list-params).
 
 Examples:
-  loadtest/bench/quality.py --workloads capacity-pressure --strategies random,prefix-cache
-  loadtest/bench/quality.py --tiny --pods 2 --strategies random,prefix-cache --out /tmp/report
+  loadtest/bench/quality.py --workloads capacity-pressure --strategies random,prefix-cache,oracle --seeds 1-3
+  loadtest/bench/quality.py --tiny --pods 2 --strategies random,prefix-cache,oracle --out /tmp/report
   scripts/bench_quality.sh        (the full committed report)
 """
 import argparse
-import re
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,105 +27,32 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+import provenance  # noqa: E402
 from bench import report, workloads  # noqa: E402
-from bench.loadgen import run_workload  # noqa: E402
-from bench.stats import summarize  # noqa: E402
+from bench.aggregate import add_oracle_ratios, aggregate, short_of_seeds  # noqa: E402
+from bench.runner import (ORACLE, check_replica, gateway_strategies, gateway_takes_random_seed,  # noqa: E402
+                          resolve_strategies, rotated, run_one, sim_supports)
+from bench.stats import LAG_LIMIT_MS, steady_stages, summarize  # noqa: E402
 from bench.trace import TraceParams, trace_workload  # noqa: E402
-from harness import GATEWAY_BIN, Gateway, Sim, request, wait_until  # noqa: E402
+from harness import GATEWAY_BIN, SIM_BIN  # noqa: E402
 
-# Strategy name -> the gateway's `routing` config. Strategies the gateway offers beyond these are added as they are.
-STRATEGIES = {
-    "random": {"strategy": "random"},
-    "least-request": {"strategy": "least-request"},
-    "prefix-cache": {"strategy": "prefix-cache"},
-    "prefix-cache-standalone": {"strategy": "prefix-cache", "blend": {"load_balance_weight": 0}},
-}
 PARAMS = {**workloads.PARAMS, "trace": TraceParams}
 BUILDERS = {**workloads.BUILDERS, "trace": trace_workload}
+DEFAULT_WORKLOADS = "shared-prefix,multi-turn,capacity-pressure,capacity-pressure-repeating,trace"
+MIN_VALID_SEEDS = 5
 # --tiny: seconds, for the smoke test and development.
 TINY = {
     "shared-prefix": {"groups": "4", "prompts_per_group": "4", "rate": "20"},
-    "multi-turn": {"users": "4", "turns": "3", "user_rate": "8", "think_s": "0.2"},
-    "capacity-pressure": {"groups": "8", "output_tokens": "200", "rates": "4,8", "stage_s": "1"},
+    "multi-turn": {"users": "4", "turns": "3", "user_rate": "8", "think_s": "0.2", "answer_tokens": "96"},
+    "capacity-pressure": {"groups": "8", "output_tokens": "200", "rates": "4,8", "stage_s": "1.5"},
+    "capacity-pressure-repeating": {"groups": "8", "output_tokens": "200", "rates": "4,8", "stage_s": "1.5"},
     "trace": {"limit": "24", "speedup": "4"},
 }
-
-
-def gateway_strategies(tmp):
-    """The strategy names the gateway binary accepts: an unknown name makes `--check` list the valid ones."""
-    Path(tmp, "probe-pods.yaml").write_text("pods: []\n")
-    conf = Path(tmp, "probe.yaml")
-    conf.write_text("discovery: {file: probe-pods.yaml}\nrouting: {strategy: no-such-strategy}\n")
-    out = subprocess.run([GATEWAY_BIN, "--config", str(conf), "--check"], capture_output=True, text=True, timeout=30)
-    found = re.search(r"\(valid: ([^)]*)\)", out.stdout + out.stderr)
-    return [name.strip() for name in found.group(1).split(",")] if found else []
-
-
-def resolve_strategies(text, offered):
-    """The strategies to run: `all` = the four named ones plus any other the gateway offers."""
-    specs = dict(STRATEGIES)
-    for name in offered:
-        specs.setdefault(name, {"strategy": name})
-    names = list(specs) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in specs]
-    if unknown:
-        raise SystemExit(f"unknown strategies {unknown}; known: {', '.join(specs)}")
-    return [(name, specs[name]) for name in names]
 
 
 def build_workload(name, overrides, pods, seed):
     params = workloads.apply_overrides(PARAMS[name](), overrides)
     return BUILDERS[name](params, pods, seed)
-
-
-def dead_processes(processes):
-    """'name: exit status, last log line' for every process that is no longer running."""
-    dead = []
-    for proc in processes:
-        if proc.proc.poll() is not None:
-            tail = proc.read_log().strip().splitlines()[-1:] or ["(empty log)"]
-            dead.append(f"{proc.log_path.stem} exited with {proc.proc.returncode}: {tail[0][:200]}")
-    return dead
-
-
-def scrape_engine_hits(sims):
-    """The engines' own prefix-cache hit ratio (vllm:prefix_cache_hits / queries), a cross-check of `usage`;
-    None when a pod does not answer."""
-    hits = queries = 0.0
-    for sim in sims:
-        try:
-            status, _, body = request("127.0.0.1", sim.port, "GET", "/metrics", timeout=5)
-        except OSError:
-            return None
-        for line in body.decode().splitlines() if status == 200 else []:
-            if line.startswith("vllm:prefix_cache_hits_total"):
-                hits += float(line.rsplit(" ", 1)[1])
-            elif line.startswith("vllm:prefix_cache_queries_total"):
-                queries += float(line.rsplit(" ", 1)[1])
-    return hits / queries if queries else None
-
-
-def run_strategy(workload, name, routing, args, tmp):
-    """Fresh pods and gateway, one workload through them; returns (records, wall seconds, engine hit ratio)."""
-    sims = []
-    gateway = None
-    try:
-        for i in range(args.pods):
-            sims.append(Sim(tmp, f"{workload.name}-{name}-engine-{i}", "--kv-capacity-tokens",
-                            str(workload.kv_capacity_tokens), "--log-level", "warn", *workload.sim_args,
-                            time_scale=f"{args.time_scale:g}"))
-        gateway = Gateway(tmp, sims, config={"routing": routing, "log_level": "warn", "threads": args.gateway_threads},
-                          name=f"gateway-{workload.name}-{name}")
-        wait_until(lambda: all(p["ready"] for p in gateway.debug_pods()), timeout=10, what="every pod ready")
-        records, wall, notes = run_workload("127.0.0.1", gateway.port, workload, args.time_scale, args.deadline_s,
-                                            progress=args.progress, label=f"{workload.name:>17} {name:<23}")
-        notes["crashed"] = dead_processes([gateway, *sims])
-        return records, wall, scrape_engine_hits(sims), notes
-    finally:
-        if gateway is not None:
-            gateway.stop()
-        for sim in sims:
-            sim.stop()
 
 
 def parse_params(items):
@@ -136,6 +67,20 @@ def parse_params(items):
     return out
 
 
+def parse_seeds(text):
+    """"1-5" / "1,3,7" / "2-3,9" -> [1, 2, 3, 4, 5] / [1, 3, 7] / [2, 3, 9] (order kept, duplicates dropped)."""
+    seeds = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        lo, dash, hi = part.partition("-")
+        values = range(int(lo), int(hi) + 1) if dash else [int(part)]
+        seeds += [s for s in values if s not in seeds]
+    if not seeds or any(s <= 0 for s in seeds):
+        raise SystemExit(f"--seeds {text!r}: expected positive seeds like 1-5 or 1,2,3")
+    return seeds
+
+
 def list_params():
     for name, cls in PARAMS.items():
         print(f"{name}:")
@@ -145,23 +90,32 @@ def list_params():
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workloads", default="shared-prefix,multi-turn,capacity-pressure,trace",
-                    help="comma-separated, in order (default: all four)")
-    ap.add_argument("--strategies", default="all", help="comma-separated, or all (default)")
+    ap.add_argument("--workloads", default=DEFAULT_WORKLOADS,
+                    help=f"comma-separated, in order (default: {DEFAULT_WORKLOADS})")
+    ap.add_argument("--strategies", default="all",
+                    help="comma-separated, or all (default: every gateway strategy and the oracle)")
     ap.add_argument("--pods", type=int, default=8, help="simulated engine pods (default 8)")
-    ap.add_argument("--time-scale", type=float, default=0.5,
-                    help="simulator speed: delays x this; latencies are reported / this (default 0.5)")
+    ap.add_argument("--time-scale", type=float, default=None,
+                    help="simulator speed for every workload: delays x this; latencies are reported / this "
+                         "(default: each workload's time_scale parameter)")
     ap.add_argument("--kv-capacity-tokens", type=int, default=0, metavar="TOKENS",
                     help="KV cache per pod for every workload, in the workload's (scaled) tokens; default: each "
                          "workload's own (capacity-pressure derives it from working_set_fraction)")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seeds", default=None, help="workload (and gateway random_seed) seeds, e.g. 1-5 or 1,4,9 "
+                                                  "(default 1-5; with --tiny 1-2)")
+    ap.add_argument("--seed", type=int, default=None, help="a single seed (same as --seeds N)")
+    ap.add_argument("--rerun-invalid", type=int, default=1, metavar="N",
+                    help=f"rerun a run whose send lag p99 exceeds {LAG_LIMIT_MS:g} ms up to N times (default 1)")
+    ap.add_argument("--min-valid-seeds", type=int, default=None,
+                    help=f"exit 1 when a strategy has fewer valid seeds (default: {MIN_VALID_SEEDS}, or every seed "
+                         "when fewer are run)")
     ap.add_argument("--param", action="append", default=[], metavar="WORKLOAD.NAME=VALUE")
     ap.add_argument("--closed-loop", type=int, default=0, metavar="USERS",
                     help="run every workload closed loop with USERS concurrent users (each sends its next session "
                          "when the last one ends; arrival times are ignored) instead of open loop")
-    ap.add_argument("--tiny", action="store_true", help="tiny workloads (seconds): the smoke test")
+    ap.add_argument("--tiny", action="store_true", help="tiny workloads (seconds), 2 seeds: the smoke test")
     ap.add_argument("--gateway-threads", type=int, default=2)
-    ap.add_argument("--deadline-s", type=float, default=600.0, help="wall-clock limit of one strategy's run")
+    ap.add_argument("--deadline-s", type=float, default=600.0, help="wall-clock limit of one run")
     ap.add_argument("--out", default="bench-report", help="folder for REPORT.md, summary.json and the PNGs")
     ap.add_argument("--work-dir", default=None,
                     help="keep the pods' and gateways' configs and logs here (default: a temporary folder, removed)")
@@ -171,7 +125,61 @@ def parse_args(argv):
     ap.add_argument("--list-params", action="store_true", help="print every workload parameter and exit")
     args = ap.parse_args(argv)
     args.progress = {"auto": None, "always": True, "never": False}[args.progress]
+    if args.seed is not None:
+        args.seeds = str(args.seed)
+    args.seeds = parse_seeds(args.seeds or ("1-2" if args.tiny else "1-5"))
+    if args.min_valid_seeds is None:
+        args.min_valid_seeds = min(MIN_VALID_SEEDS, len(args.seeds))
     return args
+
+
+def prepare(name, params, seed, args):
+    workload = build_workload(name, params, args.pods, seed)
+    if args.time_scale:
+        workload.time_scale = args.time_scale
+    if args.kv_capacity_tokens:
+        workload.kv_capacity_tokens = args.kv_capacity_tokens
+        workload.description += f" KV cache set to {args.kv_capacity_tokens} tokens per pod."
+    if args.closed_loop:
+        workload.mode, workload.concurrency = "closed", args.closed_loop
+        workload.description += f" Closed loop: {args.closed_loop} concurrent users, arrival times ignored."
+    return workload
+
+
+def run_seeds(name, params, strategies, args, tmp, seeded_gateway):
+    """Every seed, every strategy (order rotated by seed), invalid runs rerun; returns (first seed's workload, run
+    rows, first seed's [(strategy, records)] for the plots)."""
+    rows, plotted, first = [], [], None
+    for seed in args.seeds:
+        workload = prepare(name, params, seed, args)
+        first = first or workload
+        by_rid = {r.rid: r for r in workload.requests()}
+        for position, (strategy, routing) in enumerate(rotated(strategies, seed)):
+            for attempt in range(1 + max(0, args.rerun_invalid)):
+                records, wall, notes = run_one(workload, strategy, routing, seed, args, tmp, seeded_gateway)
+                row = summarize(strategy, records, by_rid, wall, notes.pop("engine_hit_ratio"),
+                                workload.params.get("token_scale", 1.0)) | notes
+                row |= {"seed": seed, "attempt": attempt, "position": position}
+                if workload.stages:
+                    row["stages"] = steady_stages(records, workload.stages, by_rid)
+                rows.append(row)
+                print_row(name, row)
+                if row["valid"]:
+                    break
+            if seed == args.seeds[0]:
+                plotted.append((strategy, records))
+    add_oracle_ratios(rows, ORACLE)
+    names = [s for s, _ in strategies]
+    return first, rows, sorted(plotted, key=lambda run: names.index(run[0]))
+
+
+def print_row(name, row):
+    for line in row["crashed"]:
+        print(f"{name:>17} s{row['seed']} {row['strategy']:<23} CRASHED {line}", flush=True)
+    print(f"{name:>17} s{row['seed']} {row['strategy']:<23} ok {row['ok']:>5} errors {row['errors']:>3}  TTFT p90 "
+          f"{row['ttft_p90']:8.3f} s  hit {row['hit_ratio'] * 100:5.1f} % (bound {row['upper_bound'] * 100:5.1f} %)"
+          f"  lag p99 {row['lag_p99_ms']:5.1f} ms{'' if row['valid'] else ' INVALID'}  preempted "
+          f"{row['preemptions']}  wall {row['wall_s']:5.1f} s", flush=True)
 
 
 def main(argv=None):
@@ -186,70 +194,46 @@ def main(argv=None):
             raise SystemExit(f"unknown workload {name!r}; known: {', '.join(BUILDERS)}")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    command = args.command or "loadtest/bench/quality.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     started = time.monotonic()
-    sections, summary = [], {"time_scale": args.time_scale, "pods": args.pods, "seed": args.seed, "workloads": {}}
-    with tempfile.TemporaryDirectory(prefix="prefixgate-bench-") as tmp:
+    summary = {"pods": args.pods, "seeds": args.seeds, "lag_limit_ms": LAG_LIMIT_MS,
+               "workloads": {}}
+    sections = []
+    with provenance.LoadSampler() as load, tempfile.TemporaryDirectory(prefix="prefixgate-bench-") as tmp:
         if args.work_dir:
             tmp = args.work_dir
             Path(tmp).mkdir(parents=True, exist_ok=True)
+        if not sim_supports("--token-scale"):
+            raise SystemExit(f"{SIM_BIN} has no --token-scale: the benchmark needs the current simulator (rebuild it)")
+        problems = check_replica(tmp, args.time_scale or 0.5)
+        if problems:
+            raise SystemExit("the simulator and loadtest/bench/textgen.py disagree: " + "; ".join(problems))
+        seeded_gateway = gateway_takes_random_seed(tmp)
         strategies = resolve_strategies(args.strategies, gateway_strategies(tmp))
         for name in names:
             params = {**(TINY[name] if args.tiny else {}), **overrides.get(name, {})}
-            workload = build_workload(name, params, args.pods, args.seed)
-            if args.kv_capacity_tokens:
-                workload.kv_capacity_tokens = args.kv_capacity_tokens
-                workload.description += f" KV cache set to {args.kv_capacity_tokens} tokens per pod."
-            if args.closed_loop:
-                workload.mode, workload.concurrency = "closed", args.closed_loop
-                workload.description += f" Closed loop: {args.closed_loop} concurrent users, arrival times ignored."
-            by_rid = {r.rid: r for r in workload.requests()}
-            rows, runs = [], []
-            for strategy, routing in strategies:
-                records, wall, engine_hits, notes = run_strategy(workload, strategy, routing, args, tmp)
-                row = summarize(strategy, records, by_rid, wall, engine_hits,
-                                workload.params.get("token_scale", 1.0)) | notes
-                rows.append(row)
-                runs.append((strategy, records))
-                for line in notes["crashed"]:
-                    print(f"{name:>17} {strategy:<23} CRASHED {line}", flush=True)
-                print(f"{name:>17} {strategy:<23} ok {row['ok']:>5} errors {row['errors']:>3}  TTFT p90 "
-                      f"{row['ttft_p90']:8.3f} s  hit {row['hit_ratio'] * 100:5.1f} % (bound "
-                      f"{row['upper_bound'] * 100:5.1f} %)  wall {wall:5.1f} s", flush=True)
-            sections.append(report.workload_section(workload, rows, runs, out_dir))
+            workload, rows, plotted = run_seeds(name, params, strategies, args, tmp, seeded_gateway)
+            aggregates = aggregate(rows, [s for s, _ in strategies])
+            sections.append(report.workload_section(workload, rows, aggregates, plotted, out_dir, args.seeds))
             summary["workloads"][name] = {"params": workload.params, "kv_capacity_tokens": workload.kv_capacity_tokens,
-                                          "sim_args": workload.sim_args, "rows": rows}
+                                          "sim_args": workload.sim_args, "time_scale": workload.time_scale,
+                                          "stages": workload.stages,
+                                          "aggregates": aggregates, "runs": rows}
     elapsed = time.monotonic() - started
-    load_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    version = subprocess.run([GATEWAY_BIN, "--version"], capture_output=True, text=True).stdout.strip()
-    command = args.command or "loadtest/bench/quality.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-    header = [
-        "# prefixgate routing quality report", "",
-        f"Command: `{command}`", "",
-        f"{args.pods} simulated engine pods (`prefixgate-engine-sim`) per strategy, started fresh (cold caches) for "
-        f"every strategy and workload; prefixgate with `threads: {args.gateway_threads}`, `log_level: warn` and its "
-        f"default prefix-cache settings. Strategies: {', '.join(s for s, _ in strategies)} "
-        "(`prefix-cache-standalone` = `routing.blend.load_balance_weight: 0`).", "",
-        f"**Time**: the pods run with `--time-scale {args.time_scale:g}` and every latency and rate here is in "
-        f"**simulated seconds** (wall-clock / {args.time_scale:g}). The client, the gateway and the pods shared "
-        f"the machine (2 cores). Load before: {load}; after: {load_after}. Wall time of the whole run: "
-        f"{elapsed:.0f} s. Gateway: `{version}`.", "",
-        "**Columns**: req/s and output tok/s over the run (first send to last byte); TTFT = send to first content "
-        "chunk; ITL = gaps between content chunks (chunks read together count as 0); token hit ratio = the engines' "
-        "`usage.prompt_tokens_details.cached_tokens` / `prompt_tokens`; % of upper bound = hit ratio / the best "
-        "possible (an infinite cache, every request on a pod holding its longest previously seen prefix, in "
-        "16-token engine blocks); pod load = requests served per pod, max/mean.", "",
-        "**Token scale**: each workload's token counts are multiplied by its `token_scale` k (prompts, outputs, KV "
-        "capacity) and the simulator's rates are scaled to match (`--prefill-tokens-per-s` x k, "
-        "`--decode-ms-per-token` and `--decode-ms-per-running-seq` / k), so every simulated duration and every "
-        "capacity ratio equals the full-size workload's, with k times fewer tokens and SSE events for the client. "
-        "The descriptions give full-size token counts, and output tok/s and ITL are per full-size token "
-        "(measured output tokens / k, measured gaps x k).", "",
-    ]
+    info = provenance.collect(command, {"prefixgate": GATEWAY_BIN, "prefixgate-engine-sim": SIM_BIN}, load)
+    summary["provenance"] = info | {"wall_s": elapsed, "gateway_random_seed": seeded_gateway}
+    header = report.header(args, strategies, info, elapsed, seeded_gateway)
     path = report.write_report(out_dir, header, sections, summary)
     print(f"report: {path} ({elapsed:.0f} s)")
-    return 0 if all(row["errors"] == 0 and not row["crashed"]
-                    for w in summary["workloads"].values() for row in w["rows"]) else 1
+    failed = [f"{w}/{r['strategy']}/s{r['seed']}" for w, d in summary["workloads"].items() for r in d["runs"]
+              if r["errors"] or r["crashed"]]
+    short = [(w, s, n) for w, d in summary["workloads"].items()
+             for s, n in short_of_seeds(d["aggregates"], args.min_valid_seeds)]
+    if failed:
+        print(f"runs with errors or crashed processes: {', '.join(failed)}", file=sys.stderr)
+    for w, s, n in short:
+        print(f"{w}/{s}: only {n} valid seeds (need {args.min_valid_seeds})", file=sys.stderr)
+    return 1 if failed or short else 0
 
 
 if __name__ == "__main__":

@@ -1,130 +1,206 @@
-"""The quality report: a Markdown file with one table per workload, PNG plots (matplotlib, Agg backend) and a
-summary.json with every figure, all written into one folder."""
+"""The quality report: a Markdown file with, per workload, the figures over seeds (mean ± 95 % confidence
+half-width), the steady-state TTFT per rate stage for stepped workloads, every run's lag and validity, PNG plots of
+the first seed, and a summary.json with every per-seed row and the aggregates, all written into one folder."""
 import json
 import math
 from pathlib import Path
 
-import matplotlib
+from bench.aggregate import mean_ci
+from bench.plots import plot_pod_load, plot_ttft_cdf
+from bench.stats import LAG_LIMIT_MS, NOT_STEADY_FACTOR, NOT_STEADY_GROWTH_S, WARMUP_FRACTION
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from bench.stats import pod_inflight_series, stage_ttft  # noqa: E402
-
+# (aggregate key, title, format): sec = seconds, pct = ratio shown in %, ms = seconds shown in ms, num = plain.
 COLUMNS = [
-    ("strategy", "strategy", "{}"),
-    ("throughput_rps", "req/s", "{:.2f}"),
-    ("output_tps", "output tok/s", "{:.0f}"),
-    ("ttft_p50", "TTFT p50 s", "{:.3f}"),
-    ("ttft_p90", "TTFT p90 s", "{:.3f}"),
-    ("ttft_p99", "TTFT p99 s", "{:.3f}"),
+    ("throughput_rps", "req/s", "num2"),
+    ("output_tps", "output tok/s", "num0"),
+    ("ttft_p50", "TTFT p50 s", "sec"),
+    ("ttft_p90", "TTFT p90 s (whole run)", "sec"),
+    ("ttft_p99", "TTFT p99 s", "sec"),
     ("itl_p50", "ITL p50 ms", "ms"),
-    ("itl_p99", "ITL p99 ms", "ms"),
     ("hit_ratio", "token hit ratio", "pct"),
+    ("of_oracle", "% of oracle", "pct"),
     ("of_bound", "% of upper bound", "pct"),
-    ("pod_load", "pod load max/mean", "load"),
-    ("errors", "errors", "{}"),
+    ("pod_load_max", "busiest pod (mean pod load)", "load"),
+    ("lag_p99_ms", "send lag p99 ms", "num1"),
+    ("preemptions", "preemptions", "num0"),
+    ("prediction_accuracy", "prediction accuracy", "pct"),
 ]
+DIGITS = {"sec": 3, "num0": 0, "num1": 1, "num2": 2}
 
 
-def _cell(row, key, fmt):
-    if fmt == "load":
-        return f"{row['pod_load_max']}/{row['pod_load_mean']:.1f}"
-    value = row[key]
-    if isinstance(value, float) and math.isnan(value):
+def _finite(x):
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def pm(stat, fmt):
+    """'mean ± half-width' of an aggregate [mean, half-width, n] in a format; '-' without values."""
+    mean, half, n = stat
+    if not n or not _finite(mean):
         return "-"
-    if fmt == "pct":
-        return f"{value * 100:.1f} %"
-    if fmt == "ms":
-        return f"{value * 1000:.1f}"
-    return fmt.format(value)
+    scale, digits, unit = {"pct": (100.0, 1, " %"), "ms": (1000.0, 1, "")}.get(fmt, (1.0, DIGITS.get(fmt, 2), ""))
+    text = f"{mean * scale:.{digits}f}"
+    if _finite(half):
+        text += f" ± {half * scale:.{digits}f}"
+    return text + unit
 
 
-def workload_table(rows):
-    head = "| " + " | ".join(title for _, title, _ in COLUMNS) + " |"
-    rule = "| " + " | ".join("---" for _ in COLUMNS) + " |"
-    body = ["| " + " | ".join(_cell(row, key, fmt) for key, _, fmt in COLUMNS) + " |" for row in rows]
+def _cell(agg, key, fmt):
+    if fmt == "load":
+        return f"{pm(agg['pod_load_max'], 'num0')} ({agg['pod_load_mean'][0]:.0f})" if agg["seeds"] else "-"
+    return pm(agg[key], fmt)
+
+
+def aggregate_table(aggregates):
+    head = "| strategy | valid seeds | " + " | ".join(title for _, title, _ in COLUMNS) + " | errors |"
+    rule = "| --- " * (len(COLUMNS) + 3) + "|"
+    body = []
+    for name, agg in aggregates.items():
+        errors = round(agg["errors"][0] * agg["errors"][2]) if agg["errors"][2] else 0
+        seeds = str(len(agg["seeds"])) + (f" ({agg['invalid']} invalid)" if agg["invalid"] else "")
+        body.append(f"| {name} | {seeds} | " + " | ".join(_cell(agg, key, fmt) for key, _, fmt in COLUMNS)
+                    + f" | {errors} |")
     return "\n".join([head, rule, *body])
 
 
-def plot_ttft_cdf(path, workload, runs):
-    """One line per strategy: the fraction of requests with TTFT <= x (log x axis)."""
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for name, records in runs:
-        values = sorted(r.ttft_s for r in records if r.ok and r.ttft_s >= 0)
-        if values:
-            ax.step(values, [(i + 1) / len(values) for i in range(len(values))], where="post", label=name)
-    ax.set_xscale("log")
-    ax.set_xlabel("TTFT (simulated seconds, log scale)")
-    ax.set_ylabel("fraction of requests")
-    ax.set_title(f"{workload.name}: TTFT CDF per strategy")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+def stage_table(aggregates, stages):
+    """Steady-state TTFT p90 per stage, mean ± half-width over the valid seeds, with the not-steady count."""
+    lines = ["| strategy | " + " | ".join(f"{rate:g} req/s" for rate, _ in stages) + " |",
+             "| --- " * (len(stages) + 1) + "|"]
+    for name, agg in aggregates.items():
+        cells = []
+        for cell in agg.get("stages", []):
+            text = pm(cell["ttft"], "sec")
+            if cell["not_steady"]:
+                text += f" (not steady {cell['not_steady']}/{cell['runs']})"
+            cells.append(text)
+        lines.append(f"| {name} | " + " | ".join(cells or ["-"] * len(stages)) + " |")
+    return lines
 
 
-def plot_pod_load(path, workload, runs):
-    """One panel per strategy: requests in flight per pod over time, as the client saw them."""
-    fig, axes = plt.subplots(len(runs), 1, figsize=(8, 1.9 * len(runs) + 0.6), sharex=True, squeeze=False)
-    for ax, (name, records) in zip(axes[:, 0], runs):
-        times, series = pod_inflight_series([r for r in records if r.ok])
-        for pod, values in series.items():
-            ax.plot(times, values, linewidth=0.8, label=pod.rsplit("-", 1)[-1])
-        boundary = 0.0
-        for _, seconds in workload.stages[:-1]:
-            boundary += seconds
-            ax.axvline(boundary, color="grey", linewidth=0.6, linestyle=":")
-        ax.set_title(name, fontsize=9, loc="left")
-        ax.set_ylabel("in flight", fontsize=8)
-        ax.grid(True, alpha=0.3)
-    axes[-1, 0].set_xlabel("simulated seconds since the start" + (" (dotted: rate steps)" if workload.stages else ""))
-    axes[0, 0].legend(title="pod", fontsize=6, title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(f"{workload.name}: requests in flight per pod", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+def runs_table(rows):
+    lines = ["| seed | strategy | order | attempt | valid | lag p50/p99/max ms | TTFT p90 s | hit ratio | engine hit "
+             "ratio | preemptions | % of oracle | upper bound | wall s |",
+             "| --- " * 13 + "|"]
+    for r in sorted(rows, key=lambda r: (r["seed"], r["position"], r["attempt"])):
+        engine = "-" if r.get("engine_hit_ratio") is None else f"{r['engine_hit_ratio'] * 100:.1f} %"
+        oracle = "-" if r.get("of_oracle") is None else f"{r['of_oracle'] * 100:.1f} %"
+        lines.append(f"| {r['seed']} | {r['strategy']} | {r['position'] + 1} | {r['attempt'] + 1} | "
+                     f"{'yes' if r['valid'] else '**INVALID**'} | {r['lag_p50_ms']:.2f}/{r['lag_p99_ms']:.2f}/"
+                     f"{r['lag_max_ms']:.1f} | {r['ttft_p90']:.3f} | {r['hit_ratio'] * 100:.1f} % | {engine} | "
+                     f"{r.get('preemptions', '-')} | {oracle} | {r['upper_bound'] * 100:.1f} % | {r['wall_s']:.1f} |")
+    return lines
 
 
-def workload_section(workload, rows, runs, out_dir):
-    """Markdown for one workload; writes its two PNGs into out_dir."""
+def engine_disagreements(rows, tolerance=1e-6):
+    """Runs without preemptions where the engines' /metrics hit ratio differs from the usage figures'."""
+    return [r for r in rows if r.get("preemptions") == 0 and r.get("engine_hit_ratio") is not None
+            and abs(r["engine_hit_ratio"] - r["hit_ratio"]) > tolerance]
+
+
+def workload_section(workload, rows, aggregates, plotted, out_dir, seeds):
+    """Markdown for one workload; writes its two PNGs (the first seed's runs) into out_dir."""
     cdf, load = f"{workload.name}-ttft-cdf.png", f"{workload.name}-pod-load.png"
-    plot_ttft_cdf(Path(out_dir) / cdf, workload, runs)
-    plot_pod_load(Path(out_dir) / load, workload, runs)
-    bound = max(row["upper_bound"] for row in rows)
+    plot_ttft_cdf(Path(out_dir) / cdf, workload, plotted, seeds[0])
+    plot_pod_load(Path(out_dir) / load, workload, plotted, seeds[0])
     k = workload.params.get("token_scale", 1.0)
-    flags = " ".join(["--kv-capacity-tokens", str(workload.kv_capacity_tokens), *workload.sim_args])
-    prompt_mean = sum(row["prompt_tokens_mean"] for row in rows) / len(rows)
-    lines = [f"## {workload.title}", "", workload.description, "",
+    flags = " ".join(["--time-scale", f"{workload.time_scale:g}", "--kv-capacity-tokens",
+                      str(workload.kv_capacity_tokens), *workload.sim_args])
+    bounds = sorted({round(r["upper_bound"] * 100, 1) for r in rows})
+    valid = [r for r in rows if r["valid"]]
+    prompt_mean = sum(r["prompt_tokens_mean"] for r in valid) / len(valid) if valid else float("nan")
+    per_seed = {}
+    for r in rows:
+        per_seed.setdefault(r["seed"], []).append(r["upper_bound"])
+    bound = mean_ci([sum(v) / len(v) for v in per_seed.values()])   # one value per seed (runs differ by send order)
+    lines = [f"## {workload.title}", "", workload.description + f" (Counts are seed {seeds[0]}'s; "
+             f"{workload.seed_note}.)", "",
              f"Sent at token scale k = {k:g} (mean prompt {prompt_mean:.0f} tokens as sent); simulator flags: "
-             f"`{flags}`.", "",
-             f"Upper bound (infinite cache, every request on the pod with its longest seen prefix): "
-             f"**{bound * 100:.1f} %** of prompt tokens; per run it is computed in that run's send order "
-             f"({', '.join(format(row['upper_bound'] * 100, '.1f') for row in rows)} %).", "",
-             workload_table(rows), ""]
+             f"`{flags}`. Seeds {', '.join(map(str, seeds))}; each strategy runs on the same requests per seed.", "",
+             f"Upper bound (infinite cache, every request on the pod with its longest seen prefix, reply blocks "
+             f"included): **{pm(bound, 'pct')}** of prompt tokens over the seeds (per run, in its send order: "
+             f"{', '.join(f'{b:.1f}' for b in bounds)} %).", ""]
     if workload.stages:
-        lines += ["TTFT p90 (s) per rate step:", "",
-                  "| strategy | " + " | ".join(f"{rate:g} req/s" for rate, _ in workload.stages) + " |",
-                  "| --- | " + " | ".join("---" for _ in workload.stages) + " |"]
-        for name, records in runs:
-            lines.append(f"| {name} | " + " | ".join("-" if math.isnan(v) else f"{v:.3f}"
-                                                     for _, v in stage_ttft(records, workload.stages)) + " |")
-        lines.append("")
-    errors = [f"{row['strategy']}: {row['error_kinds']}" for row in rows if row["errors"]]
+        lines += [f"**Steady-state TTFT p90 (s) per rate stage** (mean ± 95 % CI over the valid seeds; requests "
+                  f"scheduled in the first {WARMUP_FRACTION:.0%} of each stage are warm-up and excluded; \"not "
+                  f"steady k/n\": in k of n runs the p90 moved between the middle and last thirds by more than "
+                  f"{NOT_STEADY_FACTOR:g}x or {NOT_STEADY_GROWTH_S:g} s, so the queue was still growing or draining "
+                  "and the figure depends on the stage length):", "",
+                  *stage_table(aggregates, workload.stages), ""]
+    lines += ["Over the whole run, mean ± 95 % CI over the valid seeds:", "", aggregate_table(aggregates), ""]
+    invalid = [r for r in rows if not r["valid"]]
+    lines.append(f"Invalid runs (send lag p99 > {LAG_LIMIT_MS:g} ms; rerun, and left out of the aggregates): "
+                 + ("; ".join(f"{r['strategy']} seed {r['seed']} attempt {r['attempt'] + 1} (lag p99 "
+                              f"{r['lag_p99_ms']:.1f} ms)" for r in invalid) if invalid else "none") + ".")
+    lines.append("")
+    disagree = engine_disagreements(rows)
+    if disagree:
+        lines += ["**The engines' /metrics hit ratio differs from the usage figures in runs without preemptions**: "
+                  + "; ".join(f"{r['strategy']} seed {r['seed']}" for r in disagree), ""]
+    errors = [f"{r['strategy']} seed {r['seed']}: {r['error_kinds']}" for r in rows if r["errors"]]
     if errors:
         lines += ["Errors: " + "; ".join(errors), ""]
-    crashed = [f"{row['strategy']}: {'; '.join(row['crashed'])}" for row in rows if row.get("crashed")]
+    crashed = [f"{r['strategy']} seed {r['seed']}: {'; '.join(r['crashed'])}" for r in rows if r.get("crashed")]
     if crashed:
         lines += ["**Processes that exited during the run**: " + " / ".join(crashed), ""]
-    stray = [f"{row['strategy']} {row['stray_last_chunks']}" for row in rows if row.get("stray_last_chunks")]
+    stray = [f"{r['strategy']} seed {r['seed']} {r['stray_last_chunks']}" for r in rows if r.get("stray_last_chunks")]
     if stray:
         lines += ["Responses followed by a stray second `0\\r\\n\\r\\n` (a gateway bug, see "
                   "docs/benchmarks.md; the client skips it): " + ", ".join(stray) + ".", ""]
-    lines += ["Requests served per pod: " + "; ".join(
-        f"{row['strategy']} {list(row['pod_requests'].values())}" for row in rows), "",
-        f"![TTFT CDF]({cdf})", "", f"![requests in flight per pod]({load})", ""]
+    lines += ["<details><summary>Every run</summary>", "", *runs_table(rows), "", "</details>", "",
+              f"Requests served per pod (seed {seeds[0]}): " + "; ".join(
+                  f"{r['strategy']} {list(r['pod_requests'].values())}" for r in rows
+                  if r["seed"] == seeds[0] and r["valid"]), "",
+              f"![TTFT CDF]({cdf})", "", f"![requests in flight per pod]({load})", ""]
     return "\n".join(lines)
+
+
+def header(args, strategies, info, elapsed, seeded_gateway):
+    """The report's opening paragraphs: what ran, how to read it, and where it comes from."""
+    from provenance import markdown
+
+    names = ", ".join(s for s, _ in strategies)
+    seed_note = ("each gets `random_seed: <seed>`" if seeded_gateway else
+                 "this build does not know `random_seed`, so its random choices were not seeded")
+    return [
+        "# prefixgate routing quality report", "",
+        *markdown(info),
+        f"{args.pods} simulated engine pods (`prefixgate-engine-sim`) per run, started fresh (cold caches) for "
+        f"every run; prefixgate with `threads: {args.gateway_threads}`, `log_level: warn` and its default "
+        f"prefix-cache settings ({seed_note}). Strategies: {names} (`prefix-cache-standalone` = "
+        "`routing.blend.load_balance_weight: 0`; `oracle` = no gateway, see below). Seeds "
+        f"{', '.join(map(str, args.seeds))}: for each workload and seed, every strategy runs on the same seeded "
+        "requests, in an order rotated by the seed. Wall time of the whole run: "
+        f"{elapsed:.0f} s.", "",
+        "**Time**: the pods run with each workload's `--time-scale S` (its simulator flags below: delays x S) and "
+        "every latency and rate here is in **simulated seconds** (wall-clock / S); the send lag alone is in wall "
+        "milliseconds. The client, the gateway and the pods shared the machine.", "",
+        "**Figures** are the mean ± the half-width of the 95 % confidence interval (Student t, n - 1 degrees of "
+        "freedom) over the valid seeds; a single seed shows its value alone.", "",
+        f"**Send lag**: for every request the client records how late it was sent against its schedule (wall "
+        f"ms; the oracle's cache queries count). A run whose lag p99 exceeds {LAG_LIMIT_MS:g} ms is INVALID: it "
+        f"is rerun (up to {args.rerun_invalid} time(s)); one still invalid is listed and left out of the "
+        "aggregates.", "",
+        "**Columns**: req/s and output tok/s over the run (first send to last byte); TTFT = send to first "
+        "content chunk; ITL = gaps between content chunks; token hit ratio = the engines' "
+        "`usage.prompt_tokens_details.cached_tokens` / `prompt_tokens`; % of oracle = hit ratio / the oracle's in "
+        "the same seed; % of upper bound = hit ratio / the best possible with an infinite cache (every request "
+        "on a pod holding its longest previously seen prefix, in 16-token engine blocks, the blocks of earlier "
+        "replies included), in that run's send order; busiest pod = requests served by the busiest pod (mean "
+        "per pod in brackets); preemptions = the engines' `vllm:num_preemptions_total` (requests preempted under "
+        "KV pressure; the engines' own hit counters then differ from the usage figures, since a preempted "
+        "request is looked up again).", "",
+        "**Oracle**: no gateway; before each request the client asks every pod what its real prefix cache holds "
+        "for the prompt (`POST /sim/cache/match`) and sends it to the pod with the best blend score: 5 x "
+        "cached / prompt tokens + 4 x the min-max-normalised load (in flight at the pod x (1 + 2 x KV usage²)), "
+        "pods above 90 % KV usage excluded unless all are, ties to fewer in flight then seeded random. It sees "
+        "the engines' evictions, which a gateway's own index cannot: a reference for what the blend could reach "
+        "with exact cache knowledge, not a strict maximum.", "",
+        "**Token scale**: each workload's token counts are multiplied by its `token_scale` k (prompts, outputs, "
+        "KV capacity) and the simulator is run with `--token-scale k`, which scales its prefill rate, decode "
+        "costs and token budget to match, so every simulated duration and every capacity ratio equals the "
+        "full-size workload's with k times fewer tokens and SSE events for the client. The descriptions give "
+        "full-size token counts; output tok/s and ITL are per full-size token.", "",
+    ]
 
 
 def write_report(out_dir, header_lines, sections, summary):

@@ -1,7 +1,23 @@
-"""Turning one strategy's records into the figures of a report row (pure functions, no I/O)."""
+"""Turning one strategy's records into the figures of a report row (pure functions, no I/O).
+
+Two rules live here, both stated in the report:
+- lag: the load generator records how late each send was against its schedule (wall ms); a run whose lag p99
+  exceeds LAG_LIMIT_MS is invalid (the client, not the server, shaped its arrivals);
+- steady state of a stepped-rate stage: requests scheduled in the first WARMUP_FRACTION of a stage are warm-up
+  (the queue left by the previous stage drains or builds there) and excluded; the stage's TTFT is the percentile
+  over the rest; a stage whose TTFT p90 moved between its middle and last thirds by more than a factor
+  NOT_STEADY_FACTOR or by more than NOT_STEADY_GROWTH_S is flagged "not steady": its queue was still growing (or
+  draining), so its figure depends on the stage length. The absolute rule catches a large queue carried over from
+  the previous stage that still grows by seconds, which the factor alone would let pass.
+"""
 from collections import Counter
 
 from bench.upper_bound import upper_bound_ratio
+
+LAG_LIMIT_MS = 10.0
+WARMUP_FRACTION = 1.0 / 3.0
+NOT_STEADY_FACTOR = 1.5
+NOT_STEADY_GROWTH_S = 1.0
 
 
 def percentile(values, q):
@@ -28,6 +44,58 @@ def pod_inflight_series(records, points=200):
         spans = [(r.send_s, r.end_s) for r in ok if r.pod == pod]
         series[pod] = [sum(1 for s, e in spans if s <= t < e) for t in times]
     return times, series
+
+
+def lag_summary(records, limit_ms=LAG_LIMIT_MS):
+    """Send lag p50/p99/max (wall ms) over every request sent, and whether the run is valid (p99 <= limit)."""
+    lags = [r.lag_ms for r in records]
+    p99 = percentile(lags, 99)
+    return {"lag_p50_ms": percentile(lags, 50), "lag_p99_ms": p99, "lag_max_ms": max(lags, default=float("nan")),
+            "valid": bool(lags) and p99 <= limit_ms}
+
+
+def stage_bounds(stages):
+    """[(start, end)] of each stage, in simulated seconds since the run started (stages are back to back)."""
+    out, t = [], 0.0
+    for _, seconds in stages:
+        out.append((t, t + seconds))
+        t += seconds
+    return out
+
+
+def stage_part(at_s, start, end):
+    """0 = warm-up (the first WARMUP_FRACTION of the stage), 1 = the middle part, 2 = the last third."""
+    position = (at_s - start) / (end - start)
+    if position < WARMUP_FRACTION:
+        return 0
+    return 1 if position < 1.0 - (1.0 - WARMUP_FRACTION) / 2.0 else 2
+
+
+def is_steady(middle, last):
+    """Whether a stage's TTFT percentile held between its middle and last thirds (see the module docstring)."""
+    low, high = min(middle, last), max(middle, last)
+    return not (high > NOT_STEADY_FACTOR * low or high - low > NOT_STEADY_GROWTH_S)
+
+
+def steady_stages(records, stages, requests_by_rid, q=90):
+    """Per stage, the steady-state TTFT percentile (warm-up excluded) and the steadiness check:
+    [{"rate", "ttft": p over the middle and last parts, "middle", "last": p over each part, "n": requests used,
+      "steady": False when last and middle differ by more than a factor NOT_STEADY_FACTOR or NOT_STEADY_GROWTH_S
+      seconds, None when a part has no request}]."""
+    parts = [[[], [], []] for _ in stages]
+    bounds = stage_bounds(stages)
+    for rec in records:
+        if not rec.ok or rec.ttft_s < 0 or not 0 <= rec.stage < len(stages):
+            continue
+        start, end = bounds[rec.stage]
+        parts[rec.stage][stage_part(requests_by_rid[rec.rid].at_s, start, end)].append(rec.ttft_s)
+    out = []
+    for (rate, _), (_, middle, last) in zip(stages, parts):
+        mid_p, last_p = percentile(middle, q), percentile(last, q)
+        steady = None if not middle or not last else is_steady(mid_p, last_p)
+        out.append({"rate": rate, "ttft": percentile(middle + last, q), "middle": mid_p, "last": last_p,
+                    "n": len(middle) + len(last), "steady": steady})
+    return out
 
 
 def summarize(strategy, records, requests_by_rid, wall_s, engine_hit_ratio=None, token_scale=1.0):
@@ -68,11 +136,11 @@ def summarize(strategy, records, requests_by_rid, wall_s, engine_hit_ratio=None,
         "pod_requests": dict(sorted(per_pod.items())),
         "pod_load_max": max(counts, default=0), "pod_load_mean": mean_load,
         "pod_inflight_peak": max((max(v) for v in series.values()), default=0),
-    }
+    } | lag_summary(records)
 
 
 def stage_ttft(records, stages, q=90):
-    """TTFT percentile per rate stage: [(rate, value)] for stepped-rate workloads."""
+    """TTFT percentile per rate stage over all its requests (warm-up included): [(rate, value)]."""
     out = []
     for index, (rate, _) in enumerate(stages):
         values = [r.ttft_s for r in records if r.ok and r.stage == index and r.ttft_s >= 0]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.model import BenchRequest, Session, Workload  # noqa: E402
-from bench.textgen import engine_block_keys, engine_token_count, words  # noqa: E402
+from bench.textgen import cached_sequence, engine_block_keys, predicted_reply, text_tokens, words  # noqa: E402
 from bench.workloads import MODEL, SIM_KV_CAPACITY_TOKENS, scaled, scaled_sim_args  # noqa: E402
 
 MOONCAKE_BLOCK_TOKENS = 512
@@ -32,6 +32,7 @@ class TraceParams:
     limit: int = 0                   # replay only the first N lines (0 = all)
     token_scale: float = 0.25
     kv_capacity_tokens: int = SIM_KV_CAPACITY_TOKENS
+    time_scale: float = 0.5          # simulator speed: wall seconds per simulated second
 
 
 def read_trace(path, limit=0):
@@ -51,17 +52,18 @@ def read_trace(path, limit=0):
     return rows
 
 
-def prompt_text(hash_ids, input_length, block_tokens):
-    """Prompt text of exactly input_length tokens: block i is the first tokens of hash_ids[i]'s own words."""
+def prompt_text(hash_ids, input_length, block_tokens, seed=0):
+    """Prompt text of exactly input_length tokens: block i is the first tokens of hash_ids[i]'s own words (drawn
+    with `seed`: each seed gets other texts with the same sharing structure)."""
     parts, left = [], input_length
     for hash_id in hash_ids:
         if left <= 0:
             break
         take = min(block_tokens, left)
-        parts.append(words(("mooncake-block", hash_id), block_tokens)[:take * 4])
+        parts.append(words(("mooncake-block", seed, hash_id), block_tokens)[:take * 4])
         left -= take
     if left > 0:  # fewer ids than the length needs: fill with words unique to this request's ids
-        parts.append(words(("mooncake-tail", tuple(hash_ids), input_length), left))
+        parts.append(words(("mooncake-tail", seed, tuple(hash_ids), input_length), left))
     return "".join(parts)
 
 
@@ -72,23 +74,27 @@ def trace_workload(p, pods, seed):
     rows = read_trace(p.file, p.limit)
     sessions = []
     for rid, row in enumerate(rows):
-        text = prompt_text(row["hash_ids"], scaled(row["input_length"], k), block_tokens)
+        text = prompt_text(row["hash_ids"], scaled(row["input_length"], k), block_tokens, seed)
         max_tokens = scaled(row["output_length"], k)
         body = {"model": MODEL, "prompt": text, "max_tokens": max_tokens, "stream": True,
                 "stream_options": {"include_usage": True}}
         chain = row["hash_ids"][0] if row["hash_ids"] else -1
+        tokens = text_tokens(text)
+        at = row["timestamp"] / 1000.0 / p.speedup
+        reply = text_tokens(predicted_reply(tokens, max_tokens))
         req = BenchRequest(rid=rid, path="/v1/completions", body=json.dumps(body).encode(),
-                           prompt_tokens=engine_token_count(text), max_tokens=max_tokens,
-                           block_keys=engine_block_keys(text), group=chain)
-        sessions.append(Session(row["timestamp"] / 1000.0 / p.speedup, [req]))
+                           prompt_tokens=len(tokens), max_tokens=max_tokens, block_keys=engine_block_keys(tokens),
+                           cache_keys=engine_block_keys(cached_sequence(tokens, reply)), group=chain, at_s=at)
+        sessions.append(Session(at, [req]))
     span = (rows[-1]["timestamp"] - rows[0]["timestamp"]) / 1000.0 / p.speedup if rows else 0.0
     return Workload(
         name="trace", title=f"Mooncake trace replay ({Path(p.file).name})",
         description=(f"{len(rows)} requests from `{Path(p.file).name}` replayed at their timestamps"
                      f"{f' / {p.speedup:g}' if p.speedup != 1 else ''} ({span:.0f} s); hash_ids of "
                      f"{MOONCAKE_BLOCK_TOKENS}-token blocks become equal token blocks; /v1/completions."),
+        seed_note="each seed draws its own texts; the arrivals and the sharing structure are the trace's",
         sessions=sessions, kv_capacity_tokens=scaled(p.kv_capacity_tokens, k), sim_args=scaled_sim_args(k),
-        params=vars(p).copy() | {"file": Path(p.file).name})
+        params=vars(p).copy() | {"file": Path(p.file).name}, time_scale=p.time_scale)
 
 
 def make_sample(seed=4, requests=240, rate=8.0):

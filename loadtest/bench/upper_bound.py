@@ -1,9 +1,11 @@
 """The upper bound on prefix-cache hits: the fraction of prompt tokens that could have been cached had every request
 gone to a pod holding the longest previously seen prefix of its prompt, with a cache that never evicts.
 
-Computed in the engine's own units: full 16-token blocks of the simulator's 4-byte tokenization (textgen), capped
-like the engine's cached_tokens (at most prompt - 1). "Previously seen" follows the order the requests were sent in
-the run being bounded, so it is the best any routing could have done for that run.
+Computed in the engine's own units: full 16-token blocks of the simulator's token ids (textgen), capped like the
+engine's cached_tokens (full blocks within the first prompt - 1 tokens). Once a request is sent, the blocks of its
+prompt and of its reply (the engine caches generated tokens' blocks too, all but the last token's; a multi-turn
+history resends the reply) count as seen. "Previously seen" follows the order the requests were sent in the run being bounded, so it is the
+best any routing could have done for that run.
 """
 from bench.textgen import cacheable_tokens
 
@@ -18,7 +20,7 @@ def upper_bound_tokens(requests_in_send_order):
                 break
             matched += 1
         out[req.rid] = cacheable_tokens(matched, req.prompt_tokens)
-        seen.update(req.block_keys)
+        seen.update(req.cache_keys or req.block_keys)
     return out
 
 

@@ -28,6 +28,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+import provenance  # noqa: E402
 from servers import Fleet, cpu_seconds, find_tool, missing_tools  # noqa: E402
 from sse_probe import probe  # noqa: E402
 
@@ -208,10 +210,9 @@ def main(argv=None):
 
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    load_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     started = time.monotonic()
-    results = {"config": {k: v for k, v in vars(args).items() if k not in ("command",)}, "load_before": load_before}
-    with tempfile.TemporaryDirectory(prefix="prefixgate-overhead-") as tmp:
+    results = {"config": {k: v for k, v in vars(args).items() if k not in ("command",)}}
+    with provenance.LoadSampler() as load, tempfile.TemporaryDirectory(prefix="prefixgate-overhead-") as tmp:
         fleet = Fleet(tmp, gateway_threads=args.gateway_threads, stream_gap_ms=args.stream_gap_ms)
         try:
             wrk = Wrk(tmp, args.wrk_threads)
@@ -224,9 +225,10 @@ def main(argv=None):
             results["wrk_commands"] = wrk.commands[:6]
         finally:
             fleet.stop()
-    results["load_after"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     results["wall_s"] = time.monotonic() - started
     command = args.command or "loadtest/overhead/overhead.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    results["command"] = command
+    results["provenance"] = provenance.collect(command, {"prefixgate": provenance.gateway_binary()}, load)
     path = write_report(out_dir, results, command)
     print(f"report: {path} ({results['wall_s']:.0f} s)")
     return 0

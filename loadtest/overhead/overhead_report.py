@@ -2,6 +2,7 @@
 import json
 from pathlib import Path
 
+from provenance import markdown as provenance_markdown
 from proxy_profile import syscall_table
 
 TARGETS = ["direct", "nginx", "haproxy", "prefixgate-random", "prefixgate-prefix-cache"]
@@ -99,14 +100,16 @@ def write_report(out_dir, results, command):
     cfg = results["config"]
     (out_dir / "overhead.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     rate = cfg["rate_connections"] * 1000 / cfg["rate_delay_ms"]
-    md = ["# prefixgate proxy overhead", "", f"Command: `{command}`", "",
+    load = results["provenance"]["load"]
+    md = ["# prefixgate proxy overhead", "", *provenance_markdown(results["provenance"]),
           "Upstream: nginx `return 200` with a fixed ~300-byte chat completion (one worker). Proxies: nginx "
           "(`proxy_pass`, upstream `keepalive`, 2 workers), HAProxy (`nbthread 2`, `http-reuse always`), prefixgate "
           f"(`threads: {cfg['gateway_threads']}`, `log_level: warn`: the default `info` writes a log line per request) "
           f"with `random` and with `prefix-cache` (one pod). Client: wrk {cfg['wrk_threads']} thread(s), keep-alive, "
           f"{cfg['duration_s']} s per run, loadtest/overhead/wrk_post.lua. Everything on one 2-core machine, so the "
           "client, the proxy and the upstream share two cores: the absolute numbers are low and the ratios are what "
-          "counts. Machine load before: " + results["load_before"] + "; after: " + results["load_after"] + ".", ""]
+          f"counts. Wall time {results['wall_s']:.0f} s; highest 1-minute load average during the run "
+          f"{load['max_1m']:.2f}.", ""]
     if "throughput" in results:
         md += ["## Throughput: 2 KiB prompt, non-streaming", ""] + _throughput(results["throughput"]) + [""]
     if "fixed-rate" in results:

@@ -1,5 +1,7 @@
-"""Smoke tests of the benchmark suite: the quality runner and the proxy-overhead benchmark run end to end in tiny
-mode and produce their reports. No timing thresholds: the figures only have to be well formed and sane."""
+"""Smoke tests of the benchmark suite: the quality runner (two seeds, the oracle included) and the proxy-overhead
+benchmark run end to end in tiny mode and produce their reports. No timing thresholds: the figures only have to be
+well formed and sane, and the send-lag validity only has to be consistent (a loaded machine may make runs
+invalid, which the full run reports and reruns)."""
 import json
 import os
 import subprocess
@@ -12,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "loadtest" / "overhead"))
 from servers import missing_tools  # noqa: E402
 
-STRATEGIES = ["random", "prefix-cache"]
+STRATEGIES = ["random", "prefix-cache", "oracle"]
+WORKLOADS = ["shared-prefix", "multi-turn", "capacity-pressure", "capacity-pressure-repeating", "trace"]
+STEPPED = {"capacity-pressure", "capacity-pressure-repeating"}
 RUN_TIMEOUT_S = 240
 
 
@@ -24,39 +28,73 @@ def run(args):
     return out
 
 
-def test_quality_runner_writes_a_report_with_a_sane_row_per_strategy(tmp_path):
-    """Ensures the quality runner streams every tiny workload through two strategies and reports sane figures."""
+def check_run(where, row, pods):
+    """One run's row: every request served, figures within their ranges, usage agreeing with the engines."""
+    assert row["errors"] == 0 and not row["crashed"], (where, row["error_kinds"], row["crashed"])
+    assert row["ok"] == row["requests"] > 0, where
+    assert 0.0 <= row["hit_ratio"] <= row["upper_bound"] + 1e-9 <= 1.0 + 1e-9, where
+    if row["preemptions"] == 0:   # a preempted request is looked up again, so only then must they agree
+        assert row["engine_hit_ratio"] == pytest.approx(row["hit_ratio"]), where
+    assert row["prompt_tokens_match"], where   # the replicated tokenization matches the engine's
+    assert 0 < row["ttft_p50"] <= row["ttft_p90"] <= row["ttft_p99"], where
+    assert row["throughput_rps"] > 0 and row["output_tps"] > 0, where
+    assert sum(row["pod_requests"].values()) == row["ok"] and len(row["pod_requests"]) <= pods, where
+    assert 0 <= row["lag_p50_ms"] <= row["lag_p99_ms"] <= row["lag_max_ms"], where
+    assert row["valid"] == (row["lag_p99_ms"] <= 10.0), where
+
+
+def test_quality_runner_writes_a_report_with_seeds_oracle_stages_and_provenance(tmp_path):
+    """Ensures the quality runner streams every tiny workload through two strategies and the oracle for two seeds
+    (order rotated), and reports per-run rows, aggregates with confidence intervals, % of oracle, the per-stage
+    steady-state table, the send lag and the provenance."""
     run(["loadtest/bench/quality.py", "--tiny", "--pods", "2", "--strategies", ",".join(STRATEGIES),
-         "--progress", "never", "--out", str(tmp_path)])
+         "--progress", "never", "--min-valid-seeds", "0", "--out", str(tmp_path)])
     report = (tmp_path / "REPORT.md").read_text()
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert set(summary["workloads"]) == {"shared-prefix", "multi-turn", "capacity-pressure", "trace"}
+    assert summary["seeds"] == [1, 2] and list(summary["workloads"]) == WORKLOADS
     for name, workload in summary["workloads"].items():
         assert (tmp_path / f"{name}-ttft-cdf.png").stat().st_size > 1000
         assert (tmp_path / f"{name}-pod-load.png").stat().st_size > 1000
-        rows = {row["strategy"]: row for row in workload["rows"]}
-        assert list(rows) == STRATEGIES
-        for strategy, row in rows.items():
-            where = f"{name}/{strategy}"
-            assert row["errors"] == 0, (where, row["error_kinds"])
-            assert row["ok"] == row["requests"] > 0, where
-            assert 0.0 <= row["hit_ratio"] <= 1.0 and 0.0 <= row["upper_bound"] <= 1.0, where
-            assert row["hit_ratio"] <= row["upper_bound"] + 1e-9, where
-            assert row["engine_hit_ratio"] == pytest.approx(row["hit_ratio"]), where   # usage agrees with /metrics
-            assert row["prompt_tokens_match"], where   # the replicated tokenization matches the engine's
-            assert 0 < row["ttft_p50"] <= row["ttft_p90"] <= row["ttft_p99"], where
-            assert row["throughput_rps"] > 0 and row["output_tps"] > 0, where
-            assert sum(row["pod_requests"].values()) == row["ok"], where
-            assert f"| {strategy} |" in report
+        runs = workload["runs"]
+        assert {(r["strategy"], r["seed"]) for r in runs} == {(s, n) for s in STRATEGIES for n in (1, 2)}, name
+        order = {seed: [r["strategy"] for r in sorted(runs, key=lambda r: r["position"]) if r["seed"] == seed
+                        and r["attempt"] == 0] for seed in (1, 2)}
+        assert order[1] == STRATEGIES and order[2] == STRATEGIES[1:] + STRATEGIES[:1], name   # interleaved
+        for row in runs:
+            check_run(f"{name}/{row['strategy']}/s{row['seed']}", row, pods=2)
+            if row["strategy"] == "oracle":
+                assert row["oracle_queries"] == 2 * row["requests"], name   # every pod asked per request
+                if row["valid"]:
+                    assert row["of_oracle"] == pytest.approx(1.0)
+        aggregates = workload["aggregates"]
+        assert list(aggregates) == STRATEGIES
+        for strategy, agg in aggregates.items():
+            mean, half, n = agg["hit_ratio"]
+            assert n == len(agg["seeds"]) and (n < 2 or half >= 0), (name, strategy)
+            assert f"| {strategy} | {n}" in report
+        if name in STEPPED:
+            assert len(workload["stages"]) == 2
+            for row in runs:
+                assert [s["rate"] for s in row["stages"]] == [4.0, 8.0] and all(s["n"] >= 0 for s in row["stages"])
+    assert report.count("Steady-state TTFT p90 (s) per rate stage") == 2
+    assert "% of oracle" in report and "send lag p99 ms" in report and "repeating prompts" in report
+    prov = summary["provenance"]
+    assert len(prov["git"]["commit"] or "") == 40 and isinstance(prov["git"]["dirty"], bool)
+    assert prov["command"].startswith("loadtest/bench/quality.py --tiny") and prov["host"]["cores"] >= 1
+    assert prov["load"]["max_1m"] >= 0 and prov["load"]["after"]
+    assert "**Provenance**: commit `" + prov["git"]["commit"] in report and "Build type `" in report
     # Unloaded shared-prefix groups: prefix-cache routing reaches the bound, which random cannot exceed.
-    shared = {row["strategy"]: row for row in summary["workloads"]["shared-prefix"]["rows"]}
-    assert shared["prefix-cache"]["hit_ratio"] >= shared["random"]["hit_ratio"]
+    shared = summary["workloads"]["shared-prefix"]["runs"]
+    for seed in (1, 2):
+        hit = {r["strategy"]: r["hit_ratio"] for r in shared if r["seed"] == seed}
+        assert hit["prefix-cache"] >= hit["random"] and hit["oracle"] >= hit["random"], seed
 
 
 @pytest.mark.skipif(bool(missing_tools()),
                     reason=f"the overhead benchmark needs nginx, haproxy and wrk; missing: {', '.join(missing_tools())}")
 def test_overhead_benchmark_reports_ratios_to_nginx(tmp_path):
-    """Ensures the overhead benchmark drives every target through wrk and reports ratios to nginx."""
+    """Ensures the overhead benchmark drives every target through wrk and reports ratios to nginx, with its
+    provenance."""
     run(["loadtest/overhead/overhead.py", "--tiny", "--phases", "throughput,fixed-rate", "--out", str(tmp_path)])
     results = json.loads((tmp_path / "overhead.json").read_text())
     targets = ["direct", "nginx", "haproxy", "prefixgate-random", "prefixgate-prefix-cache"]
@@ -72,3 +110,4 @@ def test_overhead_benchmark_reports_ratios_to_nginx(tmp_path):
         assert "added_p99_vs_nginx" in fixed[target], target
     report = (tmp_path / "overhead.md").read_text()
     assert "## Throughput" in report and "## Against the target" in report
+    assert results["provenance"]["git"]["commit"] and "**Provenance**: commit" in report

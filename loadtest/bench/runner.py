@@ -1,0 +1,203 @@
+"""One run = one workload x one strategy x one seed: fresh simulated pods (cold caches), a fresh prefixgate in front
+of them (or, for the oracle, none: the load generator routes by asking the pods, see oracle.py), the workload
+streamed through, the engines' own counters scraped at the end."""
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from bench.loadgen import run_workload
+from bench.oracle import OracleRouter
+from bench.textgen import engine_tokens, predicted_reply
+from harness import GATEWAY_BIN, SIM_BIN, Gateway, Sim, request, wait_until
+
+ORACLE = "oracle"
+# Strategy name -> the gateway's `routing` config. Strategies the gateway offers beyond these are added as they are.
+STRATEGIES = {
+    "random": {"strategy": "random"},
+    "least-request": {"strategy": "least-request"},
+    "prefix-cache": {"strategy": "prefix-cache"},
+    "prefix-cache-standalone": {"strategy": "prefix-cache", "blend": {"load_balance_weight": 0}},
+    # Standard mode that caps each pod's routed blocks at its KV capacity (routing.prefix_cache.capacity_aware).
+    "prefix-cache-capacity": {"strategy": "prefix-cache", "prefix_cache": {"capacity_aware": True}},
+    # KV event sync: the index follows the engines' own cache events (the pods publish them).
+    "prefix-cache-kv": {"strategy": "prefix-cache", "prefix_cache": {"kv_event_sync": True}},
+}
+# Strategies whose pods publish their KV cache events (and list them in the pods file).
+KV_EVENT_STRATEGIES = {"prefix-cache-kv"}
+
+
+def gateway_strategies(tmp):
+    """The strategy names the gateway binary accepts: an unknown name makes `--check` list the valid ones."""
+    out = _check_config(tmp, "routing: {strategy: no-such-strategy}\n")
+    found = re.search(r"\(valid: ([^)]*)\)", out.stdout + out.stderr)
+    return [name.strip() for name in found.group(1).split(",")] if found else []
+
+
+def gateway_takes_random_seed(tmp):
+    """Whether the gateway binary knows the `random_seed` config key (older builds reject it as unknown)."""
+    return _check_config(tmp, "random_seed: 1\n").returncode == 0
+
+
+def _check_config(tmp, extra):
+    Path(tmp, "probe-pods.yaml").write_text("pods: []\n")
+    conf = Path(tmp, "probe.yaml")
+    conf.write_text("discovery: {file: probe-pods.yaml}\n" + extra)
+    return subprocess.run([GATEWAY_BIN, "--config", str(conf), "--check"], capture_output=True, text=True, timeout=30)
+
+
+def resolve_strategies(text, offered, oracle=True):
+    """The strategies to run: `all` = the four named ones, any other the gateway offers, and the oracle."""
+    specs = dict(STRATEGIES)
+    for name in offered:
+        specs.setdefault(name, {"strategy": name})
+    specs[ORACLE] = None
+    names = list(specs) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    if text == "all" and not oracle:
+        names.remove(ORACLE)
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        raise SystemExit(f"unknown strategies {unknown}; known: {', '.join(specs)}")
+    return [(name, specs[name]) for name in names]
+
+
+def rotated(items, seed):
+    """The run order for a seed: `items` rotated by seed - 1, so over n seeds each strategy runs in each position."""
+    shift = (seed - 1) % len(items) if items else 0
+    return items[shift:] + items[:shift]
+
+
+def sim_supports(flag):
+    """Whether the simulator binary lists `flag` in its --help (the token-scale and cache-match simulator)."""
+    out = subprocess.run([SIM_BIN, "--help"], capture_output=True, text=True, timeout=30)
+    return flag in out.stdout
+
+
+def dead_processes(processes):
+    """'name: exit status, last log line' for every process that is no longer running."""
+    dead = []
+    for proc in processes:
+        if proc.proc.poll() is not None:
+            tail = proc.read_log().strip().splitlines()[-1:] or ["(empty log)"]
+            dead.append(f"{proc.log_path.stem} exited with {proc.proc.returncode}: {tail[0][:200]}")
+    return dead
+
+
+ENGINE_COUNTERS = {"vllm:prefix_cache_hits_total": "hits", "vllm:prefix_cache_queries_total": "queries",
+                   "vllm:num_preemptions_total": "preemptions"}
+
+
+def scrape_engines(sims):
+    """The engines' own counters summed over pods: {"hits", "queries", "preemptions"}; None when a pod does not
+    answer."""
+    total = dict.fromkeys(ENGINE_COUNTERS.values(), 0.0)
+    for sim in sims:
+        try:
+            status, _, body = request("127.0.0.1", sim.port, "GET", "/metrics", timeout=5)
+        except OSError:
+            return None
+        for line in body.decode().splitlines() if status == 200 else []:
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in ENGINE_COUNTERS:
+                total[ENGINE_COUNTERS[name]] += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def engine_notes(counters):
+    """Row fields from the scraped counters: the engines' hit ratio (a cross-check of `usage`, expected equal
+    when nothing was preempted: a preempted request is looked up again when rescheduled) and preemptions."""
+    if counters is None:
+        return {"engine_hit_ratio": None, "preemptions": None}
+    queries = counters["queries"]
+    return {"engine_hit_ratio": counters["hits"] / queries if queries else None,
+            "preemptions": int(counters["preemptions"])}
+
+
+def prediction_accuracy(gateway):
+    """The gateway's prediction audit over all pods (/debug/pods): 1 - sum|predicted - engine| / sum max(predicted,
+    engine) in cached tokens; None when it audited nothing (strategies that predict no prefix)."""
+    try:
+        pods = gateway.debug_pods()
+    except (OSError, ValueError):
+        return None
+    sums = [p.get("prediction") or {} for p in pods]
+    responses = sum(s.get("responses", 0) for s in sums)
+    if not responses:
+        return None
+    wrong = sum(s.get("over_predicted_tokens", 0) + s.get("under_predicted_tokens", 0) for s in sums)
+    base = sum(s.get("engine_cached_tokens", 0) + s.get("over_predicted_tokens", 0) for s in sums)
+    return 1.0 - wrong / base if base else 1.0
+
+
+def run_one(workload, name, routing, seed, args, tmp, seeded_gateway):
+    """Fresh pods and gateway, one workload through them; returns (records, wall seconds, notes)."""
+    sims, gateway = [], None
+    label = f"{workload.name}-s{seed}-{name}"
+    try:
+        for i in range(args.pods):
+            sims.append(Sim(tmp, f"{label}-engine-{i}", "--kv-capacity-tokens", str(workload.kv_capacity_tokens),
+                            "--log-level", "warn", *workload.sim_args, time_scale=f"{workload.time_scale:g}",
+                            kv_events=name in KV_EVENT_STRATEGIES))
+        options = {"progress": args.progress, "label": f"{workload.name:>17} s{seed} {name:<23}"}
+        if routing is None:   # the oracle
+            options["router"] = OracleRouter([(s.name, "127.0.0.1", s.port) for s in sims], seed)
+            host, port = "127.0.0.1", 0
+        else:
+            config = {"routing": routing, "log_level": "warn", "threads": args.gateway_threads}
+            if seeded_gateway:
+                config["random_seed"] = seed
+            gateway = Gateway(tmp, sims, config=config, name=f"gateway-{label}")
+            wait_until(lambda: all(p["ready"] for p in gateway.debug_pods()), timeout=10, what="every pod ready")
+            host, port = "127.0.0.1", gateway.port
+        records, wall, notes = run_workload(host, port, workload, workload.time_scale, args.deadline_s,
+                                            **options)
+        notes["crashed"] = dead_processes([p for p in [gateway, *sims] if p is not None])
+        notes.update(engine_notes(scrape_engines(sims)))
+        notes["prediction_accuracy"] = prediction_accuracy(gateway) if gateway is not None else None
+        if routing is None:
+            notes["oracle_queries"] = options["router"].queries
+        return records, wall, notes
+    finally:
+        if gateway is not None:
+            gateway.stop()
+        for sim in sims:
+            sim.stop()
+
+
+def check_replica(tmp, time_scale):
+    """Checks textgen's replica of the simulator against the simulator itself: one two-turn chat straight to a
+    pod. The first reply must be textgen's predicted text and the second turn (carrying it as the assistant
+    message) must find the first turn's prompt + reply blocks cached. Returns a list of problems (empty = ok).
+    (The second turn asks for 4 tokens: this simulator build reports cached_tokens 0 when max_tokens is 1.)"""
+    sim = Sim(tmp, "replica-check", "--log-level", "warn", time_scale=f"{time_scale:g}")
+    problems = []
+    try:
+        messages = [{"role": "system", "content": "abc " * 40}, {"role": "user", "content": "what is cached?"}]
+        first = _chat(sim, messages, 37)
+        tokens = engine_tokens(messages)
+        expected = predicted_reply(tokens, 37)
+        if first["content"] != expected:
+            problems.append(f"reply {first['content'][:60]!r} is not textgen's {expected[:60]!r}")
+        if first["prompt_tokens"] != len(tokens):
+            problems.append(f"prompt_tokens {first['prompt_tokens']} != textgen's {len(tokens)}")
+        second_messages = messages + [{"role": "assistant", "content": first["content"]},
+                                      {"role": "user", "content": "and now?"}]
+        second = _chat(sim, second_messages, 4)
+        want = (len(tokens) + 37 - 1) // 16 * 16
+        if second["cached_tokens"] != want:
+            problems.append(f"second turn found {second['cached_tokens']} cached tokens, textgen expects {want} "
+                            f"(full 16-token blocks of prompt {len(tokens)} + reply 37 tokens but the last)")
+    finally:
+        sim.stop()
+    return problems
+
+
+def _chat(sim, messages, max_tokens):
+    body = {"model": sim.model, "messages": messages, "max_tokens": max_tokens}
+    status, _, data = request("127.0.0.1", sim.port, "POST", "/v1/chat/completions", json.dumps(body))
+    if status != 200:
+        raise RuntimeError(f"replica check: HTTP {status}: {data[:200]!r}")
+    reply = json.loads(data)
+    usage = reply.get("usage") or {}
+    return {"content": reply["choices"][0]["message"]["content"], "prompt_tokens": usage.get("prompt_tokens"),
+            "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0) or 0}

@@ -1,0 +1,131 @@
+"""loadgen and the oracle's router against fake pods (asyncio servers in a thread): the send lag is recorded and
+includes the time spent before the send, and the oracle routes by the pods' /sim/cache/match answers."""
+import asyncio
+import json
+import threading
+
+import pytest
+
+from bench.loadgen import run_workload
+from bench.model import BenchRequest, Session, Workload
+from bench.oracle import OracleRouter
+
+
+class FakePod:
+    """A tiny HTTP/1.1 keep-alive server: streams 3 SSE content events per completion, answers cache matches with
+    a fixed cached_tokens."""
+
+    def __init__(self, name, cached_tokens=0):
+        self.name, self.cached_tokens, self.matches, self.completions = name, cached_tokens, 0, 0
+        self.port = None
+
+    async def handle(self, reader, writer):
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                                  if line.lower().startswith(b"content-length")))
+                await reader.readexactly(length)
+                if head.startswith(b"POST /sim/cache/match"):
+                    self.matches += 1
+                    body = json.dumps({"cached_tokens": self.cached_tokens, "prompt_tokens": 100,
+                                       "num_requests_running": 0, "num_requests_waiting": 0,
+                                       "kv_cache_usage_perc": 0.1}).encode()
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nx-sim-pod: "
+                                 + self.name.encode() + b"\r\nContent-Length: " + str(len(body)).encode()
+                                 + b"\r\n\r\n" + body)
+                else:
+                    self.completions += 1
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked"
+                                 b"\r\nx-sim-pod: " + self.name.encode() + b"\r\n\r\n")
+                    events = [b'data: {"choices":[{"delta":{"content":" the"}}]}\n\n'] * 3 + [
+                        b'data: {"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":3,'
+                        b'"prompt_tokens_details":{"cached_tokens":' + str(self.cached_tokens).encode() + b'}}}\n\n',
+                        b"data: [DONE]\n\n"]
+                    for event in events:
+                        writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+                        await asyncio.sleep(0.001)
+                    writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+@pytest.fixture
+def pods():
+    """Two fake pods served from a background event loop."""
+    loop = asyncio.new_event_loop()
+    fakes = [FakePod("pod-a", cached_tokens=0), FakePod("pod-b", cached_tokens=64)]
+    ready = threading.Event()
+
+    async def start():
+        for fake in fakes:
+            server = await asyncio.start_server(fake.handle, "127.0.0.1", 0)
+            fake.port = server.sockets[0].getsockname()[1]
+        ready.set()
+
+    thread = threading.Thread(target=lambda: (loop.run_until_complete(start()), loop.run_forever()), daemon=True)
+    thread.start()
+    ready.wait(5)
+    yield fakes
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+def workload(count, gap_s=0.01):
+    sessions = [Session(i * gap_s, [BenchRequest(rid=i, path="/v1/chat/completions", body=b'{"messages":[]}',
+                                                 prompt_tokens=100, max_tokens=3, block_keys=[])])
+                for i in range(count)]
+    return Workload(name="fake", title="", description="", sessions=sessions)
+
+
+class SlowRouter:
+    """Routes everything to one pod after a fixed delay (stands for the oracle's cache queries)."""
+
+    def __init__(self, pool, delay_s):
+        self.pool, self.delay_s, self.active = pool, delay_s, 0
+
+    async def route(self, req):
+        await asyncio.sleep(self.delay_s)
+        self.active += 1
+        return "slow", self.pool
+
+    def done(self, name):
+        self.active -= 1
+
+    def pools(self):
+        return [self.pool]
+
+
+def test_every_send_records_its_lag_and_time_spent_routing_counts(pods):
+    """Ensures each record carries its send lag, small when sent straight away, and at least the routing delay
+    when something runs before the send."""
+    records, _, _ = run_workload("127.0.0.1", pods[0].port, workload(10), 1.0, 30, progress=False)
+    assert len(records) == 10 and all(r.ok for r in records)
+    assert all(0 <= r.lag_ms < 1000 for r in records) and {r.pod for r in records} == {"pod-a"}
+    from bench.loadgen import ConnectionPool
+    router = SlowRouter(ConnectionPool("127.0.0.1", pods[0].port), 0.04)
+    slow, _, _ = run_workload("127.0.0.1", 0, workload(5), 1.0, 30, progress=False, router=router)
+    assert all(r.ok for r in slow) and all(r.lag_ms >= 40.0 for r in slow) and router.active == 0
+
+
+def test_multi_turn_lag_is_measured_from_the_end_of_the_think_time(pods):
+    """Ensures a session's later turns are due think_s after the previous turn ended (not at the session start)."""
+    reqs = [BenchRequest(rid=i, path="/v1/chat/completions", body=b"{}", prompt_tokens=100, max_tokens=3,
+                         block_keys=[]) for i in range(3)]
+    w = Workload(name="fake", title="", description="", sessions=[Session(0.0, reqs, [0.05, 0.05])])
+    records, _, _ = run_workload("127.0.0.1", pods[0].port, w, 1.0, 30, progress=False)
+    assert len(records) == 3 and all(r.ok and r.lag_ms < 40 for r in records)
+
+
+def test_the_oracle_routes_to_the_pod_with_the_cached_prefix(pods):
+    """Ensures the oracle asks every pod per request, sends to the one holding the prefix (64 of 100 tokens beats
+    the load term until it has 2 more in flight), counts in-flight requests and records the pod."""
+    router = OracleRouter([(p.name, "127.0.0.1", p.port) for p in pods], seed=1)
+    records, _, notes = run_workload("127.0.0.1", 0, workload(6, gap_s=0.05), 1.0, 30, progress=False,
+                                     router=router)
+    assert all(r.ok for r in records)
+    assert {r.pod for r in records} == {"pod-b"} and all(r.cached_tokens == 64 for r in records)
+    assert router.queries == 12 and pods[0].matches == pods[1].matches == 6
+    assert router.in_flight == {"pod-a": 0, "pod-b": 0}
+    assert notes["connections"] >= 3
