@@ -18,8 +18,9 @@ STRATEGIES = {
     "least-request": {"strategy": "least-request"},
     "prefix-cache": {"strategy": "prefix-cache"},
     "prefix-cache-standalone": {"strategy": "prefix-cache", "blend": {"load_balance_weight": 0}},
-    # Standard mode that caps each pod's routed blocks at its KV capacity (routing.prefix_cache.capacity_aware).
-    "prefix-cache-capacity": {"strategy": "prefix-cache", "prefix_cache": {"capacity_aware": True}},
+    # AIBrix's standard mode: the routed blocks of a pod are not capped at its KV capacity (prefix-cache caps them:
+    # routing.prefix_cache.capacity_aware is on by default).
+    "prefix-cache-uncapped": {"strategy": "prefix-cache", "prefix_cache": {"capacity_aware": False}},
     # KV event sync: the index follows the engines' own cache events (the pods publish them).
     "prefix-cache-kv": {"strategy": "prefix-cache", "prefix_cache": {"kv_event_sync": True}},
 }

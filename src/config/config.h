@@ -27,7 +27,9 @@ struct PrefixCacheConfig {
   bool remoteTokenizerOn() const { return use_remote_tokenizer || kv_event_sync; }
   std::optional<uint64_t> hash_seed;  // unset: 0 with state sync, else from random_seed (random when that is 0)
   // Standard mode: keep per pod no more routed blocks than its KV cache holds (least recently routed dropped).
-  bool capacity_aware = false;
+  // On by default: it predicts what engines hold much better under KV pressure (docs/benchmarks.md) and changes
+  // nothing while a pod's routed blocks fit its cache; false is AIBrix's standard mode.
+  bool capacity_aware = true;
   // KV event sync: a chosen pod's blocks count for it this long, until its engine's events confirm them.
   uint32_t speculative_ttl_ms = 2000;
   // KV event sync: a pod that completes requests but publishes no event for this long is treated as silent

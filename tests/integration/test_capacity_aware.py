@@ -32,14 +32,14 @@ def fill(gw, sim):
 
 
 def test_capacity_aware_mode_forgets_what_the_engine_evicted(tmp_path, gateway_factory):
-    """Ensures that with capacity_aware on, a prefix followed by more than a KV cache's worth of other prompts to the
+    """Ensures that with capacity_aware on (the default), a prefix followed by more than a KV cache's worth of other prompts to the
     same pod no longer matches there (the engine evicted it, as its own cache lookup confirms), while the plain
     standard mode still predicts a full hit."""
     sim = Sim(tmp_path, "small", "--kv-capacity-tokens", str(CAPACITY_TOKENS), time_scale="0.01")
     try:
-        aware = gateway_factory([sim], config={"routing": {"strategy": "prefix-cache",
-                                                           "prefix_cache": {"capacity_aware": True}}})
-        plain = gateway_factory([sim], config={"routing": {"strategy": "prefix-cache"}})
+        aware = gateway_factory([sim], config={"routing": {"strategy": "prefix-cache"}})   # on by default
+        plain = gateway_factory([sim], config={"routing": {"strategy": "prefix-cache",
+                                                           "prefix_cache": {"capacity_aware": False}}})
         # The capacity comes from the engine's vllm:cache_config_info.
         wait_until(lambda: all(p["kv_capacity_tokens"] == CAPACITY_TOKENS for p in aware.debug_pods()),
                    what="the KV capacity scraped")

@@ -99,7 +99,7 @@ class PrefixServices {
   uint64_t seed_;
   std::unique_ptr<index::PrefixIndex> index_;
   index::PodBlockLedger ledger_;
-  bool capacity_aware_ = false;
+  bool capacity_aware_ = false;  // PrefixServices::create sets it from the config (default on)
   bool remote_tokens_ = false;
   std::unique_ptr<KvEventIndex> kv_;
   KvModeOptions kv_options_;

@@ -139,6 +139,27 @@ TEST(Config, ValidateReportsEachBadValue) {
   EXPECT_TRUE(hasProblem(problems, "limits.max_connections: must be greater than 0"));
 }
 
+// The KV event sync and capacity-aware keys: defaults (capacity-aware standard mode on, KV sync off), parsing, and
+// the ranges validation enforces (the file and key named).
+TEST(Config, KvSyncAndCapacityKeys) {
+  Problems problems;
+  Config defaults = parseYaml("discovery: {file: p.yaml}\n", "gw.yaml", problems);
+  EXPECT_TRUE(defaults.routing.prefix_cache.capacity_aware);
+  EXPECT_FALSE(defaults.routing.prefix_cache.kv_event_sync);
+  EXPECT_EQ(defaults.routing.prefix_cache.speculative_ttl_ms, 2000u);
+  Config c = parseYaml("discovery: {file: p.yaml}\nrouting: {prefix_cache: {kv_event_sync: true, capacity_aware: false, "
+                       "speculative_ttl_ms: 0, silent_publisher_ms: 0, cpu_block_credit: 1.5}}\n",
+                       "gw.yaml", problems);
+  ASSERT_TRUE(problems.empty());
+  EXPECT_TRUE(c.routing.prefix_cache.kv_event_sync);
+  EXPECT_FALSE(c.routing.prefix_cache.capacity_aware);
+  EXPECT_TRUE(c.routing.prefix_cache.remoteTokenizerOn());
+  validate(c, kStrategies, problems);
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.prefix_cache.silent_publisher_ms: must be greater than 0"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.prefix_cache.cpu_block_credit: must be in [0, 1]"));
+  EXPECT_FALSE(hasProblem(problems, "kv_event_sync"));  // supported now: no longer refused
+}
+
 // A configuration without any discovery source is rejected.
 TEST(Config, DiscoveryIsRequired) {
   Problems problems;
