@@ -45,6 +45,13 @@ struct RequestSettings {
   config::LoadBalanceConfig load_balance;  // routing.load_balance with the model's and profile's overrides
 };
 
+// Something a strategy holds for one request until its engine has started answering (the first response body
+// bytes, a stream's first token), or until the request ends without that: destroying it releases it.
+class PendingRequest {
+ public:
+  virtual ~PendingRequest() = default;
+};
+
 struct RoutingInput {
   const openai::RequestView& request;
   std::span<Candidate> candidates;  // never empty
@@ -59,6 +66,8 @@ struct RoutingInput {
   // its KV cache; the prediction audit compares it with the engine's reported cached tokens. NaN = no prediction
   // (the request is not audited).
   double predicted_cached_fraction = NAN;
+  // Set by a strategy in onPicked (not in dry runs) to hold something until the engine has begun (see above).
+  std::unique_ptr<PendingRequest> pending;
 };
 
 class Strategy {

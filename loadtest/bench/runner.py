@@ -130,6 +130,31 @@ def prediction_accuracy(gateway):
     return 1.0 - wrong / base if base else 1.0
 
 
+# Gateway series summed into a run's row: what went wrong on the way to a decision, if anything.
+GATEWAY_COUNTERS = {
+    "tokenize_failures": ("prefixgate_remote_tokenizer_requests_total", ('outcome="error"', 'outcome="timeout"',
+                                                                         'outcome="no_pod"')),
+    "kv_resets": ("prefixgate_kv_events_resets_total", None),
+    "kv_gaps": ("prefixgate_kv_events_gaps_total", None),
+}
+
+
+def gateway_counters(gateway):
+    """{name: total} of GATEWAY_COUNTERS from the gateway's /metrics (series filtered by label when given)."""
+    try:
+        text = gateway.metrics_text()
+    except (OSError, AssertionError):
+        return {}
+    out = {}
+    for key, (name, labels) in GATEWAY_COUNTERS.items():
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(name + "{") and (labels is None or any(l in line for l in labels)):
+                total += float(line.rsplit(" ", 1)[1])
+        out[key] = int(total)
+    return out
+
+
 def run_one(workload, name, routing, seed, args, tmp, seeded_gateway):
     """Fresh pods and gateway, one workload through them; returns (records, wall seconds, notes)."""
     sims, gateway = [], None
@@ -155,6 +180,7 @@ def run_one(workload, name, routing, seed, args, tmp, seeded_gateway):
         notes["crashed"] = dead_processes([p for p in [gateway, *sims] if p is not None])
         notes.update(engine_notes(scrape_engines(sims)))
         notes["prediction_accuracy"] = prediction_accuracy(gateway) if gateway is not None else None
+        notes.update(gateway_counters(gateway) if gateway is not None else {})
         if routing is None:
             notes["oracle_queries"] = options["router"].queries
         return records, wall, notes

@@ -27,6 +27,7 @@ struct PodSpec {
   std::string kv_events;  // optional tcp:// endpoint of the KV event publisher
   std::string kv_replay;
   uint64_t kv_capacity_tokens = 0;  // optional: the engine's KV cache size in tokens (0 = from its metrics)
+  uint32_t data_parallel_size = 1;  // data-parallel ranks; rank r publishes KV events on kv_events' port + r
   bool operator==(const PodSpec&) const = default;
 };
 

@@ -25,10 +25,12 @@ std::span<const uint8_t> bytesOf(const zmq::message_t& frame) {
 
 }  // namespace
 
+// One publisher: a pod's data-parallel rank (rank r publishes on the pod's kv_events port + r).
 struct KvEventSubscriber::Subscription {
-  Subscription(const discovery::PodPtr& p, const KvEventSubscriber::Options& options)
-      : pod(p), stream(!p->spec().kv_replay.empty(), options.max_held_messages, options.replay_timeout_ms) {}
+  Subscription(const discovery::PodPtr& p, uint32_t r, const KvEventSubscriber::Options& options)
+      : pod(p), rank(r), stream(!p->spec().kv_replay.empty(), options.max_held_messages, options.replay_timeout_ms) {}
   discovery::PodPtr pod;
+  uint32_t rank;
   KvEventStream stream;
   std::unique_ptr<zmq::socket_t> sub;
   std::unique_ptr<zmq::socket_t> replay;
@@ -38,8 +40,27 @@ struct KvEventSubscriber::Subscription {
 
 struct KvEventSubscriber::Impl {
   zmq::context_t context{1};
-  std::unordered_map<uint32_t, std::unique_ptr<Subscription>> subscriptions;
+  std::unordered_map<uint64_t, std::unique_ptr<Subscription>> subscriptions;  // key: pod << 32 | rank
 };
+
+namespace {
+uint64_t subscriptionKey(PodId pod, uint32_t rank) { return (uint64_t{pod.value} << 32) | rank; }
+}  // namespace
+
+std::string offsetEndpointPort(const std::string& endpoint, uint32_t offset) {
+  if (offset == 0) return endpoint;
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos || endpoint.compare(0, 6, "tcp://") != 0) return "";
+  uint32_t port = 0;
+  const std::string digits = endpoint.substr(colon + 1);
+  if (digits.empty() || digits.size() > 5) return "";
+  for (char c : digits) {
+    if (c < '0' || c > '9') return "";
+    port = port * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (port == 0 || port + offset > 65535) return "";
+  return endpoint.substr(0, colon + 1) + std::to_string(port + offset);
+}
 
 KvEventSubscriber::KvEventSubscriber(discovery::PodRegistry& pods, Sink sink, KvEventObserver* observer,
                                      Options options)
@@ -78,13 +99,38 @@ void KvEventSubscriber::sync() {
     removed.swap(removed_);
   }
   for (PodId id : removed) {
-    if (impl_->subscriptions.erase(id.value) > 0) log::info("kv events: unsubscribed from pod {}", id.value);
+    size_t closed = 0;
+    for (auto it = impl_->subscriptions.begin(); it != impl_->subscriptions.end();) {
+      if (it->first >> 32 == id.value) {
+        it = impl_->subscriptions.erase(it);
+        ++closed;
+      } else {
+        ++it;
+      }
+    }
+    if (closed > 0) log::info("kv events: unsubscribed from pod {}", id.value);
     sink_.removed(id);
   }
   for (const auto& pod : added) {
     const auto& spec = pod->spec();
-    if (spec.kv_events.empty() || pod->removed() || impl_->subscriptions.count(pod->id().value) != 0) continue;
-    auto sub = std::make_unique<Subscription>(pod, options_);
+    if (spec.kv_events.empty() || pod->removed()) continue;
+    for (uint32_t rank = 0; rank < std::max<uint32_t>(1, spec.data_parallel_size); ++rank) subscribe(pod, rank);
+  }
+}
+
+void KvEventSubscriber::subscribe(const discovery::PodPtr& pod, uint32_t rank) {
+  const auto& spec = pod->spec();
+  const uint64_t key = subscriptionKey(pod->id(), rank);
+  if (impl_->subscriptions.count(key) != 0) return;
+  const std::string events = offsetEndpointPort(spec.kv_events, rank);
+  const std::string replay = spec.kv_replay.empty() ? "" : offsetEndpointPort(spec.kv_replay, rank);
+  if (events.empty() || (!spec.kv_replay.empty() && replay.empty())) {
+    log::warn("kv events: pod {}: no endpoint for data-parallel rank {} ({} + {})", spec.name, rank, spec.kv_events,
+              rank);
+    return;
+  }
+  {
+    auto sub = std::make_unique<Subscription>(pod, rank, options_);
     try {
       sub->sub = std::make_unique<zmq::socket_t>(impl_->context, zmq::socket_type::sub);
       sub->sub->set(zmq::sockopt::reconnect_ivl, kReconnectMs);
@@ -92,24 +138,24 @@ void KvEventSubscriber::sync() {
       sub->sub->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxKvEventPayloadBytes));
       sub->sub->set(zmq::sockopt::linger, 0);
       sub->sub->set(zmq::sockopt::subscribe, "");
-      sub->sub->connect(spec.kv_events);
-      if (!spec.kv_replay.empty()) {
+      sub->sub->connect(events);
+      if (!replay.empty()) {
         sub->replay = std::make_unique<zmq::socket_t>(impl_->context, zmq::socket_type::dealer);
         sub->replay->set(zmq::sockopt::reconnect_ivl, kReconnectMs);
         sub->replay->set(zmq::sockopt::reconnect_ivl_max, kReconnectMaxMs);
         sub->replay->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxKvEventPayloadBytes));
         sub->replay->set(zmq::sockopt::linger, 0);
-        sub->replay->connect(spec.kv_replay);
+        sub->replay->connect(replay);
       }
     } catch (const zmq::error_t& e) {
       // A malformed endpoint: this pod routes without events (it looks silent), the others are unaffected.
-      log::warn("kv events: pod {}: cannot subscribe to {}: {}", spec.name, spec.kv_events, e.what());
-      continue;
+      log::warn("kv events: pod {}: cannot subscribe to {}: {}", spec.name, events, e.what());
+      return;
     }
-    log::info("kv events: subscribed to pod {} at {}{}", spec.name, spec.kv_events,
-              spec.kv_replay.empty() ? "" : " (replay " + spec.kv_replay + ")");
+    log::info("kv events: subscribed to pod {} rank {} at {}{}", spec.name, rank, events,
+              replay.empty() ? "" : " (replay " + replay + ")");
     if (sink_.subscribed) sink_.subscribed(*pod);
-    Subscription& added_sub = *impl_->subscriptions.emplace(pod->id().value, std::move(sub)).first->second;
+    Subscription& added_sub = *impl_->subscriptions.emplace(key, std::move(sub)).first->second;
     requestReplay(added_sub, added_sub.stream.subscribed(steadyMs()).replay_from);
   }
 }
@@ -203,6 +249,8 @@ void KvEventSubscriber::apply(Subscription& sub, std::span<const uint8_t> payloa
     if (observer_) observer_->decodeFailed(*sub.pod, error);
     return;
   }
+  // The rank's own view: the publisher of rank r says so, and an older one that leaves it out is known by its port.
+  if (!sub.batch.data_parallel_rank) sub.batch.data_parallel_rank = sub.rank;
   sink_.apply(*sub.pod, sub.batch);
   if (observer_) observer_->messageApplied(*sub.pod, sub.batch, std::max(0.0, unixSeconds() - sub.batch.timestamp));
 }

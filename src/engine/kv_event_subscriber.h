@@ -32,6 +32,10 @@ class KvEventObserver {
   virtual void streamCounters(const discovery::PodState& pod, const KvStreamCounters& delta) = 0;
 };
 
+// vLLM's rule for data-parallel engines: rank r binds the configured port + r. "" when the endpoint has no TCP port
+// to offset (or it would pass 65535).
+std::string offsetEndpointPort(const std::string& endpoint, uint32_t offset);
+
 class KvEventSubscriber {
  public:
   struct Options {
@@ -67,6 +71,7 @@ class KvEventSubscriber {
 
   void run();
   void sync();  // applies pod additions and removals queued by the registry listeners
+  void subscribe(const discovery::PodPtr& pod, uint32_t rank);
   void onLive(Subscription& sub, int64_t sequence, std::span<const uint8_t> payload, int64_t now_ms);
   void onReplay(Subscription& sub, int64_t sequence, std::span<const uint8_t> payload, int64_t now_ms);
   void endReplay(Subscription& sub, bool complete);

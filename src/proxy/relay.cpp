@@ -299,6 +299,8 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
       if (res.body().more) continue;
       break;  // the body ended with no bytes in this read: the final write below ends the response once
     }
+    // The first body bytes (a stream's first token, or a whole answer): the engine has computed the prompt.
+    if (d.pending) d.pending.reset();
     usage.feed(std::string_view(buffer.data(), res.body().size));
     rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));

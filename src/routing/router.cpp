@@ -157,7 +157,7 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   excludeInfiniteLoad(candidates, excluded);
   // Before any strategy: when load is severely skewed, only the least-loaded pods stay candidates.
   applyImbalanceGate(candidates, config_.routing.load_imbalance);
-  RoutingInput input{query.request, candidates, settings, rng, query.dry_run, {}, {}};
+  RoutingInput input{query.request, candidates, settings, rng, query.dry_run, {}, {}, NAN, nullptr};
   strategy->score(input);
 
   // Pick: highest score; among equals the fewest in flight; among those, uniformly at random.
@@ -185,6 +185,7 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   d.pod = std::move(chosen);
   d.match_percent = candidates[best].match_percent;
   d.predicted_cached_fraction = input.predicted_cached_fraction;
+  d.pending = std::move(input.pending);
   d.outcome = input.outcome;
   d.details = std::move(input.details);
   d.candidates = std::move(candidates);

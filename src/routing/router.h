@@ -37,6 +37,8 @@ struct Decision {
   std::string strategy;                 // the strategy applied
   int match_percent = -1;               // the chosen pod's prefix match, when a prefix strategy ran
   double predicted_cached_fraction = NAN;  // the strategy's prediction for the chosen pod (RoutingInput); NaN = none
+  // The strategy's hold on the request until the engine has begun answering (the relay releases it then).
+  std::unique_ptr<PendingRequest> pending;
   std::string_view outcome;             // strategy-specific selection label ("" = none)
   std::vector<Candidate> candidates;    // every scored candidate (for /debug/route)
   std::vector<std::pair<std::string, int64_t>> details;  // facts the strategy computed (tokens, blocks)

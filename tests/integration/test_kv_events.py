@@ -280,3 +280,55 @@ def test_a_burst_of_a_new_prompt_lands_together_before_any_event(tmp_path, kv_si
     assert len(set(burst(speculative, "burst-a"))) == 1
     events_only = gateway_factory(sims, config=KV_MODE)
     assert len(set(burst(events_only, "burst-b"))) >= 3
+
+
+def consecutive_free_ports(count, pairs):
+    """`pairs` runs of `count` consecutive free loopback ports (data-parallel ranks use port + rank)."""
+    found = []
+    for base in range(41000, 60000, 7):
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            found.append(base)
+        except OSError:
+            pass
+        finally:
+            for s in socks:
+                s.close()
+        if len(found) == pairs:
+            return found
+    raise RuntimeError("no free port runs")
+
+
+def test_each_data_parallel_rank_is_subscribed_on_its_own_port(tmp_path, gateway_factory):
+    """Ensures a pod with data_parallel_size 2 is subscribed on its kv_events port and the next one (vLLM's rank rule),
+    and blocks published by rank 1 alone make the pod match."""
+    events_base, replay_base = consecutive_free_ports(2, 2)
+    ctx = zmq.Context()
+    rank1 = ctx.socket(zmq.PUB)
+    rank1.bind(f"tcp://127.0.0.1:{events_base + 1}")
+    router = ctx.socket(zmq.ROUTER)   # rank 1's replay socket: answers the history request with nothing
+    router.bind(f"tcp://127.0.0.1:{replay_base + 1}")
+    sim = Sim(tmp_path, "dp", time_scale="0.01")
+    try:
+        entry = sim.pod_entry() | {"kv_events": f"tcp://127.0.0.1:{events_base}",
+                                   "kv_replay": f"tcp://127.0.0.1:{replay_base}", "data_parallel_size": 2}
+        gw = gateway_factory([entry], config=KV_MODE)
+        assert router.poll(5000), "rank 1's replay socket was not asked for its history"
+        client, empty, start = router.recv_multipart()
+        router.send_multipart([client, b"", (-1).to_bytes(8, "big", signed=True), b""])
+        prompt = chat(words("rank", 100))
+        status, _, raw = request("127.0.0.1", sim.port, "POST", "/tokenize", json.dumps(prompt))
+        ids = json.loads(raw)["tokens"]
+        blocks = len(ids) // 16
+        time.sleep(0.3)
+        payload = msgpack.packb([time.time(), [["BlockStored", list(range(1, blocks + 1)), None, ids[:blocks * 16],
+                                                16, None, "GPU", None]], 1])
+        rank1.send_multipart([b"", (0).to_bytes(8, "big"), payload])
+        wait_until(lambda: route(gw, prompt)["dp"] >= 90, what="rank 1's blocks matched")
+    finally:
+        sim.stop()
+        ctx.destroy(linger=0)

@@ -13,6 +13,9 @@
 namespace prefixgate::discovery {
 namespace {
 
+// Data-parallel ranks of one pod: each is a KV event subscription of its own.
+constexpr uint32_t kMaxDataParallelSize = 64;
+
 bool readText(const std::string& path, std::string& out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
@@ -57,12 +60,15 @@ std::vector<PodSpec> parsePodsFile(const std::string& text, const std::string& s
     r.read("kv_events", spec.kv_events);
     r.read("kv_replay", spec.kv_replay);
     r.read("kv_capacity_tokens", spec.kv_capacity_tokens);
+    r.read("data_parallel_size", spec.data_parallel_size);
     r.finish();
     if (spec.name.empty()) r.problem("name", "required");
     else if (!names.insert(spec.name).second) r.problem("name", "duplicate pod name '" + spec.name + "'");
     if (!net::splitHostPort(spec.address, spec.host, spec.port) || spec.port == 0)
       r.problem("address", "expected HOST:PORT, got '" + spec.address + "'");
     if (spec.models.empty()) r.problem("models", "required: the models this pod serves");
+    if (spec.data_parallel_size == 0 || spec.data_parallel_size > kMaxDataParallelSize)
+      r.problem("data_parallel_size", "must be 1 to " + std::to_string(kMaxDataParallelSize));
     pods.push_back(std::move(spec));
   }
   return pods;

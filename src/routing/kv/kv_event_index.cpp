@@ -128,6 +128,12 @@ void KvEventIndex::store(Slot& slot, uint16_t model, const engine::KvBlockStored
   }
   tiers_[tier]->record(models_[model], hashes_, slot.id);
   applied.blocks_stored += count;
+  // A publisher that stores without ever removing (or a cache larger than the whole index) would grow the map
+  // without bound: past the index's capacity its view is unreliable anyway, so it is forgotten and rebuilt.
+  if (map.size() > options_.block_capacity) {
+    clearSlot(slot);
+    ++applied.overflows;
+  }
 }
 
 void KvEventIndex::remove(Slot& slot, const engine::KvBlockRemoved& event, KvApplied& applied) {

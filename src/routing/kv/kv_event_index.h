@@ -49,6 +49,7 @@ struct KvApplied {
   uint64_t orphan_blocks = 0;    // stored under a parent this pod never announced: their hashes cannot be known
   uint64_t unknown_removals = 0; // removed blocks this pod never announced
   uint64_t ignored_blocks = 0;   // other KV cache groups, other media, malformed events
+  uint64_t overflows = 0;        // a pod's view outgrew the index (block_capacity) and was forgotten
 };
 
 class KvEventIndex {

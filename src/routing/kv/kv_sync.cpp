@@ -89,6 +89,7 @@ void KvEventMetrics::applied(const discovery::PodState& pod, const KvApplied& ap
   s.cleared->Increment(static_cast<double>(applied.clears));
   s.orphans->Increment(static_cast<double>(applied.orphan_blocks));
   s.skipped->Increment(static_cast<double>(applied.ignored_blocks));
+  s.resets->Increment(static_cast<double>(applied.overflows));
 }
 
 KvSync::KvSync(discovery::PodRegistry& pods, KvEventIndex& index, prometheus::Registry& registry,

@@ -142,6 +142,10 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
   recent.assign(pods.size(), 0);
   kv_->match(model, hashes, pods, matched);
   if (kv_options_.speculative_ttl.count() > 0) index_->match(model, hashes, pods, recent, kv_options_.speculative_ttl);
+  thread_local std::vector<uint32_t> waiting;
+  waiting.assign(pods.size(), 0);
+  if (kv_options_.speculative_ttl.count() > 0) pending_->match(model, hashes, pods, waiting);
+  for (size_t i = 0; i < recent.size(); ++i) recent[i] = std::max(recent[i], waiting[i]);
   bool any_silent = false;
   for (const Candidate& c : candidates) any_silent |= c.pod && c.pod->kvSync().silent(kv_options_.silent_publisher_ms);
   if (any_silent) {
@@ -162,6 +166,33 @@ void PrefixServices::enableKvEvents(std::unique_ptr<KvEventIndex> index, KvModeO
   kv_ = std::move(index);
   kv_options_ = options;
   remote_tokens_ = true;
+  // Holds are released when requests begin; the expiry only bounds entries of a hold that was somehow lost.
+  pending_ = std::make_unique<index::PrefixIndex>(
+      index::PrefixIndexOptions{index_->blockCapacity(), std::chrono::minutes(10), index_->shardCount()}, *clock_);
+}
+
+namespace {
+// A routed request's blocks in the pending index, for its pod, until the engine begins answering it.
+class PendingBlocks final : public PendingRequest {
+ public:
+  PendingBlocks(index::PrefixIndex& index, std::string_view model, std::span<const BlockHash> hashes, PodId pod)
+      : index_(index), model_(model), hashes_(hashes.begin(), hashes.end()), pod_(pod) {
+    index_.record(model_, hashes_, pod_);
+  }
+  ~PendingBlocks() override { index_.remove(model_, hashes_, pod_); }
+
+ private:
+  index::PrefixIndex& index_;
+  std::string model_;
+  std::vector<BlockHash> hashes_;
+  PodId pod_;
+};
+}  // namespace
+
+std::unique_ptr<PendingRequest> PrefixServices::holdPending(std::string_view model, std::span<const BlockHash> hashes,
+                                                            PodId pod) {
+  if (!pending_ || hashes.empty() || kv_options_.speculative_ttl.count() <= 0) return nullptr;
+  return std::make_unique<PendingBlocks>(*pending_, model, hashes, pod);
 }
 
 }  // namespace prefixgate::routing

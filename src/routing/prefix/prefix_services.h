@@ -61,6 +61,12 @@ class PrefixServices {
   void match(std::string_view model, std::span<const BlockHash> hashes, std::span<const Candidate> candidates,
              std::vector<PodId>& pods_scratch, std::span<uint32_t> matched_out) const;
 
+  // KV event mode: counts the request's blocks for `pod` until the returned hold is destroyed (the relay releases
+  // it at the engine's first response bytes: by then the engine has computed the prompt and publishes its
+  // blocks). Covers the time a request waits in the engine's queue, which can be far longer than
+  // speculative_ttl under load. Null outside KV event mode.
+  std::unique_ptr<PendingRequest> holdPending(std::string_view model, std::span<const BlockHash> hashes, PodId pod);
+
   // Turns on KV event mode with its own index (built by create() when routing.prefix_cache.kv_event_sync is on).
   void enableKvEvents(std::unique_ptr<KvEventIndex> index, KvModeOptions options);
   KvEventIndex* kvEvents() { return kv_.get(); }
@@ -103,6 +109,8 @@ class PrefixServices {
   bool remote_tokens_ = false;
   std::unique_ptr<KvEventIndex> kv_;
   KvModeOptions kv_options_;
+  // KV event mode: the blocks of requests routed but not yet begun by their engine (see holdPending).
+  std::unique_ptr<index::PrefixIndex> pending_;
 };
 
 // Where the cl100k_base vocabulary is looked for when routing.prefix_cache.tiktoken_file is empty.

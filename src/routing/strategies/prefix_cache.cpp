@@ -49,6 +49,8 @@ class PrefixCacheStrategy final : public Strategy {
     // Recorded before proxying, so the next request with the same prefix already follows this one.
     if (!s.prompt.hashes.empty() && !services_.recordRouted(input.request.model, s.prompt.hashes, *pick.pod))
       metrics_.error(input.request.model, "record_failed");
+    // KV event mode: the blocks count for the pod until its engine begins the request (and publishes them).
+    input.pending = services_.holdPending(input.request.model, s.prompt.hashes, pick.pod_id);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
     metrics_.decision(input.request.model, pick.match_percent, input.outcome, seconds);
   }

@@ -1,6 +1,7 @@
 // The KV event index: engine events re-hashed into the gateway's chain, per pod, per tier, so that a request
 // hashed from the engine's own token ids matches exactly the blocks each pod's engine reported.
 #include "routing/kv/kv_event_index.h"
+#include "routing/prefix/prefix_services.h"
 
 #include <gtest/gtest.h>
 
@@ -143,6 +144,17 @@ TEST_F(KvEventIndexTest, TiersGroupsAndRanks) {
   EXPECT_EQ(matchOf(ids, {PodId{3}}), (std::vector<uint32_t>{0}));
 }
 
+// Ensures a pod whose event view outgrows the index's capacity (a publisher that never removes) is forgotten rather
+// than left to grow without bound.
+TEST(KvEventIndexBound, OverflowingPodIsForgotten) {
+  FixedClock clock;
+  KvEventIndex index(KvEventIndexOptions{4, 0.5, kSeed, 1}, clock);
+  const auto ids = tokens(0, 5 * kBlock);
+  KvApplied applied = index.apply(PodId{1}, "m", batch({stored(ids, 0, 5, 0, std::nullopt)}));
+  EXPECT_EQ(applied.overflows, 1u);
+  EXPECT_EQ(index.podBlocks(PodId{1}), 0u);
+}
+
 // Ensures an event whose token count does not fit its blocks (null or masked blocks left out) is not indexed.
 TEST_F(KvEventIndexTest, MismatchedTokenCountIsIgnored) {
   const auto ids = tokens(0, 2 * kBlock);
@@ -150,6 +162,45 @@ TEST_F(KvEventIndexTest, MismatchedTokenCountIsIgnored) {
   event.block_hashes.pop_back();
   EXPECT_EQ(index_.apply(PodId{1}, "m", batch({event})).ignored_blocks, 1u);
   EXPECT_EQ(matchOf(ids, {PodId{1}}), (std::vector<uint32_t>{0}));
+}
+
+}  // namespace
+}  // namespace prefixgate::routing
+
+namespace prefixgate::routing {
+namespace {
+
+class SettableClock final : public Clock {
+ public:
+  SteadyTime now() const override { return now_; }
+  void advance(std::chrono::milliseconds by) { now_ += by; }
+
+ private:
+  SteadyTime now_{};
+};
+
+// Ensures in KV event mode a routed request's blocks count for its pod while it waits for its engine to begin
+// (however long, past speculative_ttl), and stop counting once the hold is released with no event confirming them.
+TEST(PrefixServicesKv, PendingHoldCountsUntilTheEngineBegins) {
+  SettableClock clock;
+  PrefixServices services(std::make_unique<tokenize::CharacterTokenizer>(), 64, kSeed,
+                          index::PrefixIndexOptions{1000, std::chrono::minutes(20), 1}, &clock);
+  services.enableKvEvents(std::make_unique<KvEventIndex>(KvEventIndexOptions{1000, 0.5, kSeed, 1}, clock),
+                          KvModeOptions{std::chrono::milliseconds(2000), 10000});
+  const auto hashes = requestHashes(tokens(0, 3 * kBlock));
+  std::vector<Candidate> candidates(2);
+  candidates[0].pod_id = PodId{1};
+  candidates[1].pod_id = PodId{2};
+  std::vector<PodId> scratch;
+  std::vector<uint32_t> matched(2);
+  auto hold = services.holdPending("m", hashes, PodId{1});
+  ASSERT_TRUE(hold);
+  clock.advance(std::chrono::seconds(30));  // queued far longer than speculative_ttl
+  services.match("m", hashes, candidates, scratch, matched);
+  EXPECT_EQ(matched, (std::vector<uint32_t>{3, 0}));
+  hold.reset();
+  services.match("m", hashes, candidates, scratch, matched);
+  EXPECT_EQ(matched, (std::vector<uint32_t>{0, 0}));
 }
 
 }  // namespace
