@@ -2,95 +2,41 @@
 """Provenance and Markdown table for the routing-decision microbenchmarks (scripts/bench_route.sh runs it).
 
   route_bench_report.py provenance-start --out P --build-dir D --binary B --command C --bench-command C2
-      writes P: git commit, whether the tree was dirty (and which files), the build type and compiler from D's
-      CMakeCache.txt, the binary's sha256, both command lines, nproc, CPU model, kernel, `uptime` now.
+      writes P: loadtest/provenance.py's record (commit, dirty files, build type from D's CMakeCache.txt, the
+      binary's checksum, the command, cores, CPU model, kernel, the load average now) and the benchmark command.
   route_bench_report.py provenance-finish --out P --json J
-      adds `uptime` now and the load average Google Benchmark recorded when it started (J's context).
+      adds the load average now and what Google Benchmark recorded about its run (J's context).
   route_bench_report.py render --json J --provenance P --out M
       writes M: median and min-max over the repetitions of CPU microseconds per iteration, per benchmark.
 
 Standard library only (Debian's /usr/bin/python3).
 """
 import argparse
-import datetime
-import hashlib
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "loadtest"))
+import provenance  # noqa: E402  (loadtest/provenance.py, shared with the quality and overhead reports)
 TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 PODS = ["8pods", "64pods", "1000pods"]
 
 
-def run(*args):
-    try:
-        # rstrip only: `git status --porcelain` lines start with a meaningful space.
-        return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60).stdout.rstrip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def cmake_cache(build_dir):
-    values = {}
-    path = Path(build_dir) / "CMakeCache.txt"
-    if path.is_file():
-        for line in path.read_text(errors="replace").splitlines():
-            if ":" in line and "=" in line and not line.startswith(("//", "#")):
-                key, _, value = line.partition("=")
-                values[key.split(":", 1)[0]] = value
-    return values
-
-
-def cpu_model():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def provenance_start(args):
-    status = run("git", "status", "--porcelain", "--untracked-files=normal")
-    cache = cmake_cache(args.build_dir)
-    compiler = cache.get("CMAKE_CXX_COMPILER", "")
-    record = {
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": run("git", "rev-parse", "HEAD"),
-        "git_dirty": bool(status),
-        "git_dirty_files": status.splitlines(),
-        "git_diff_sha256": hashlib.sha256(run("git", "diff", "HEAD").encode()).hexdigest() if status else "",
-        "build_dir": str(args.build_dir),
-        "build_type": cache.get("CMAKE_BUILD_TYPE", "unknown (no CMakeCache.txt)"),
-        "compiler": f"{compiler} ({run(compiler, '--version').splitlines()[0]})" if compiler else "unknown",
-        "binary_sha256": sha256(args.binary),
-        "command": args.command,
-        "bench_command": args.bench_command,
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu_model": cpu_model(),
-        "kernel": platform.release(),
-        "uptime_before": run("uptime").strip(),
-    }
+    """The shared provenance record (loadtest/provenance.py) with the load before, and the benchmark's command."""
+    os.environ.setdefault("PREFIXGATE_BUILD_DIR", str(args.build_dir))
+    record = provenance.collect(args.command, {"prefixgate_bench": args.binary})
+    record["bench_command"] = args.bench_command
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
 
 
 def provenance_finish(args):
+    """Adds the load after the run and what Google Benchmark recorded about its own run."""
     record = json.loads(Path(args.out).read_text())
-    record["uptime_after"] = run("uptime").strip()
+    record["load"]["after"] = provenance.loadavg()
     try:
         context = json.loads(Path(args.json).read_text()).get("context", {})
     except (OSError, ValueError):
@@ -162,17 +108,9 @@ def render(args):
         "",
         "## Provenance",
         "",
-        f"- Command: `{prov.get('command')}`",
-        f"- Benchmark binary run as: `{prov.get('bench_command')}`",
-        f"- Commit `{prov.get('git_commit')}`, working tree "
-        + (f"**dirty** ({len(prov.get('git_dirty_files', []))} files changed or untracked, listed in the provenance "
-           f"file; tracked diff sha256 `{prov.get('git_diff_sha256', '')[:16]}`)" if prov.get("git_dirty") else "clean"),
-        f"- Build type {prov.get('build_type')} (`{prov.get('build_dir')}`), {prov.get('compiler')}; Google Benchmark "
-        f"library built as {prov.get('benchmark_context', {}).get('library_build_type')}",
-        f"- Machine: {prov.get('cpu_model')}, nproc {prov.get('nproc')}, Linux {prov.get('kernel')}",
-        f"- Load before: `{prov.get('uptime_before')}`",
-        f"- Load after: `{prov.get('uptime_after')}`",
-        f"- Date: {prov.get('date_utc')}",
+        *provenance.markdown(prov),
+        f"Benchmark binary run as: `{prov.get('bench_command')}`; Google Benchmark library built as "
+        f"{prov.get('benchmark_context', {}).get('library_build_type')}.",
         "",
         f"## BM_RouterChoose: CPU microseconds per decision, median (min-max) of {reps} repetitions",
         "",
