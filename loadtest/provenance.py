@@ -153,10 +153,12 @@ class LoadSampler:
                 "interval_s": self.interval_s}
 
 
-def collect(command, binaries, load=None):
-    """Everything a report says about where it comes from, as a JSON-ready dict."""
+def collect(command, binaries, load=None, git=None):
+    """Everything a report says about where it comes from, as a JSON-ready dict. `git`: git_info() taken when the
+    run began (pass it: a run writes its own outputs, plots included, into the tree before it ends, and those must
+    not make the code that ran look dirty); taken now when absent."""
     now = datetime.datetime.now(datetime.timezone.utc)
-    return {"date": now.isoformat(timespec="seconds"), "command": command, "git": git_info(),
+    return {"date": now.isoformat(timespec="seconds"), "command": command, "git": git or git_info(),
             "build": build_info(binaries), "host": {"cores": cores(), "cpu": cpu_model(),
                                                     "kernel": platform.release(), "python": platform.python_version()},
             "load": load.as_dict() if load else {"before": loadavg()}}

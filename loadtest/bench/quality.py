@@ -196,6 +196,7 @@ def main(argv=None):
     out_dir.mkdir(parents=True, exist_ok=True)
     command = args.command or "loadtest/bench/quality.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     started = time.monotonic()
+    git_at_start = provenance.git_info()  # before this run writes its plots into the tree
     summary = {"pods": args.pods, "seeds": args.seeds, "lag_limit_ms": LAG_LIMIT_MS,
                "workloads": {}}
     sections = []
@@ -220,7 +221,8 @@ def main(argv=None):
                                           "stages": workload.stages,
                                           "aggregates": aggregates, "runs": rows}
     elapsed = time.monotonic() - started
-    info = provenance.collect(command, {"prefixgate": GATEWAY_BIN, "prefixgate-engine-sim": SIM_BIN}, load)
+    info = provenance.collect(command, {"prefixgate": GATEWAY_BIN, "prefixgate-engine-sim": SIM_BIN}, load,
+                              git=git_at_start)
     summary["provenance"] = info | {"wall_s": elapsed, "gateway_random_seed": seeded_gateway}
     header = report.header(args, strategies, info, elapsed, seeded_gateway)
     path = report.write_report(out_dir, header, sections, summary)

@@ -211,6 +211,7 @@ def main(argv=None):
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    git_at_start = provenance.git_info()  # before the profile is written into the tree
     results = {"config": {k: v for k, v in vars(args).items() if k not in ("command",)}}
     with provenance.LoadSampler() as load, tempfile.TemporaryDirectory(prefix="prefixgate-overhead-") as tmp:
         fleet = Fleet(tmp, gateway_threads=args.gateway_threads, stream_gap_ms=args.stream_gap_ms)
@@ -228,7 +229,8 @@ def main(argv=None):
     results["wall_s"] = time.monotonic() - started
     command = args.command or "loadtest/overhead/overhead.py " + " ".join(argv if argv is not None else sys.argv[1:])
     results["command"] = command
-    results["provenance"] = provenance.collect(command, {"prefixgate": provenance.gateway_binary()}, load)
+    results["provenance"] = provenance.collect(command, {"prefixgate": provenance.gateway_binary()}, load,
+                                               git=git_at_start)
     path = write_report(out_dir, results, command)
     print(f"report: {path} ({results['wall_s']:.0f} s)")
     return 0

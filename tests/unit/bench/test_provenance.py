@@ -69,3 +69,19 @@ def test_load_sampler_and_the_report_paragraph(monkeypatch):
     for part in ["abc123", "**dirty**", "`x.py`", "`Release`", "scripts/bench_quality.sh --seeds 1-5",
                  f"{provenance.cores()} cores", "before 0.50/0.40/0.30", "after 1.00/0.90/0.80", "during the run 3.50"]:
         assert part in text, part
+
+
+def test_the_tree_as_the_run_began_wins_over_the_outputs_it_wrote(tmp_path, monkeypatch):
+    """Ensures a report states the git state taken when its run began: plots the run wrote into the tree before it
+    ended do not make the code that ran look dirty (the first seeded report said dirty for its own ten PNGs)."""
+    git(tmp_path, "init", "-q")
+    (tmp_path / "a.txt").write_text("1\n")
+    git(tmp_path, "add", "a.txt")
+    git(tmp_path, "commit", "-q", "-m", "one")
+    at_start = provenance.git_info(tmp_path)
+    (tmp_path / "plot.png").write_bytes(b"\x89PNG")
+    after = provenance.git_info(tmp_path)
+    assert not at_start["dirty"] and after["dirty_files"] == ["plot.png"]
+    monkeypatch.setattr(provenance, "git_info", lambda: after)  # what collect() would see at the end of the run
+    assert provenance.collect("c", {}, git=at_start)["git"] == at_start
+    assert provenance.collect("c", {})["git"] == after
