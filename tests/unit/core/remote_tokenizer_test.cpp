@@ -526,6 +526,94 @@ TEST_F(RemoteTokenizerTest, TimeoutAndNoPod) {
   EXPECT_EQ(outcomeLabel(TokenizeOutcome::kNoPod), "no_pod");
 }
 
+// Starts tokenize calls for `input` on `io`; each result lands in `results` (in completion order).
+void spawnCalls(asio::io_context& io, RemoteTokenizer& tokenizer, const TokenizeInput& input, int calls,
+                std::vector<TokenizeResult>& results) {
+  for (int i = 0; i < calls; ++i) {
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> { results.push_back(co_await tokenizer.tokenize(input, nullptr)); },
+        asio::detached);
+  }
+}
+
+// Ensures a burst of identical misses asks the engine once: the first call's answer is every other call's
+// ("joined", the same token vector), nothing stays in flight, and the next call is a cache hit.
+TEST_F(RemoteTokenizerTest, IdenticalMissesInFlightAskTheEngineOnce) {
+  FakeEngine engine(io_);
+  engine.delay = std::chrono::milliseconds(50);
+  pods = {engine.pod(1)};
+  RemoteTokenizer tokenizer = make();
+  std::vector<TokenizeResult> results;
+  spawnCalls(io_, tokenizer, chat_, 5, results);
+  while (results.size() < 5) io_.run_one();
+  ASSERT_EQ(engine.bodies.size(), 1u);
+  int misses = 0, joined = 0;
+  for (const TokenizeResult& r : results) {
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.tokens, results[0].tokens);
+    misses += r.outcome == TokenizeOutcome::kMiss;
+    joined += r.outcome == TokenizeOutcome::kJoined;
+  }
+  EXPECT_EQ(misses, 1);
+  EXPECT_EQ(joined, 4);
+  EXPECT_EQ(tokenizer.inFlight(), 0u);
+  EXPECT_EQ(outcomeLabel(TokenizeOutcome::kJoined), "joined");
+  EXPECT_EQ(run(tokenizer, chat_, nullptr).outcome, TokenizeOutcome::kHit);
+}
+
+// Ensures waiters share the asking call's failure (one engine exchange for the burst), and the failure is not kept:
+// the next identical call asks again.
+TEST_F(RemoteTokenizerTest, WaitersShareAFailureThatIsNotKept) {
+  FakeEngine engine(io_);
+  engine.delay = std::chrono::milliseconds(50);
+  engine.status = 500;
+  pods = {engine.pod(1)};
+  RemoteTokenizer tokenizer = make();
+  std::vector<TokenizeResult> results;
+  spawnCalls(io_, tokenizer, chat_, 3, results);
+  while (results.size() < 3) io_.run_one();
+  EXPECT_EQ(engine.bodies.size(), 1u);
+  for (const TokenizeResult& r : results) {
+    EXPECT_EQ(r.outcome, TokenizeOutcome::kError);
+    EXPECT_NE(r.error.find("500"), std::string::npos) << r.error;
+  }
+  EXPECT_EQ(tokenizer.inFlight(), 0u);
+  engine.status = 200;
+  EXPECT_EQ(run(tokenizer, chat_, nullptr).outcome, TokenizeOutcome::kMiss);
+  EXPECT_EQ(engine.bodies.size(), 2u);
+}
+
+// Ensures a waiter on another event loop is woken with a failure, long before its timeout, when the asking call
+// is abandoned (its loop destroyed mid-exchange), and the input is no longer in flight.
+TEST_F(RemoteTokenizerTest, AnAbandonedAskerReleasesItsWaiters) {
+  FakeEngine engine(io_);
+  engine.delay = std::chrono::milliseconds(2000);
+  pods = {engine.pod(1)};
+  RemoteTokenizer tokenizer = make(std::chrono::milliseconds(1500));
+  std::vector<TokenizeResult> waiter;
+  {
+    asio::io_context asker_io;
+    std::vector<TokenizeResult> asker;
+    spawnCalls(asker_io, tokenizer, chat_, 1, asker);
+    while (engine.bodies.empty()) {
+      asker_io.poll();
+      io_.poll();
+    }
+    EXPECT_EQ(tokenizer.inFlight(), 1u);
+    spawnCalls(io_, tokenizer, chat_, 1, waiter);
+    io_.poll();
+    EXPECT_TRUE(waiter.empty());
+  }  // the asker's loop, and its coroutine, are destroyed here
+  EXPECT_EQ(tokenizer.inFlight(), 0u);
+  const auto start = Clock::now();
+  while (waiter.empty()) io_.run_one();
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(1000));
+  EXPECT_EQ(waiter[0].outcome, TokenizeOutcome::kError);
+  EXPECT_NE(waiter[0].error.find("abandoned"), std::string::npos) << waiter[0].error;
+  EXPECT_EQ(engine.bodies.size(), 1u);
+}
+
 // ---- configuration and the router's question ----
 
 // Ensures the two keys parse, are refused at 0 (naming the file and the key), use_remote_tokenizer is accepted,
