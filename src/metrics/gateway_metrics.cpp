@@ -29,7 +29,7 @@ const prometheus::Histogram::BucketBoundaries& remoteTokenizerBuckets() {
   return kBuckets;
 }
 
-constexpr std::string_view kRemoteTokenizerOutcomes[] = {"hit", "miss", "error", "timeout", "no_pod", "joined"};
+constexpr std::string_view kRemoteTokenizerOutcomes[] = {"hit", "miss", "error", "timeout", "no_pod"};
 
 }  // namespace
 
@@ -87,8 +87,7 @@ GatewayMetrics::GatewayMetrics()
   auto& requests = prometheus::BuildCounter()
                        .Name("prefixgate_remote_tokenizer_requests_total")
                        .Help("Requests whose prompt tokens were asked of the remote tokenizer (engine /tokenize), by "
-                             "outcome: hit (cache), miss (an engine answered), joined (an identical request's answer), "
-                             "error, timeout, no_pod")
+                             "outcome: hit (cache), miss (an engine answered), error, timeout, no_pod")
                        .Register(*registry_);
   for (std::string_view outcome : kRemoteTokenizerOutcomes)
     remote_tokenizer_requests_.emplace_back(outcome, &requests.Add({{"outcome", std::string(outcome)}}));

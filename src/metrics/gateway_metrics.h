@@ -29,8 +29,7 @@ class GatewayMetrics {
   void firstByte(const std::string& model, double seconds);
   void upstreamError(const std::string& pod, const std::string& reason);
   void retried(const std::string& reason);
-  // One request's remote tokenizer step: outcome hit, miss, joined, error, timeout or no_pod, and its duration.
-  // Thread-safe.
+  // One request's remote tokenizer step: outcome hit, miss, error, timeout or no_pod, and its duration. Thread-safe.
   void remoteTokenizer(std::string_view outcome, double seconds);
   // One audited response (server/prediction_audit.h) of `pod`: predicted and engine-reported cached tokens and
   // (predicted - engine) / prompt tokens. Thread-safe.

@@ -2,17 +2,13 @@
 // The remote tokenizer: a prompt's token ids from the engine itself (POST /tokenize of a ready pod serving the
 // model), so the gateway hashes the same ids the engine caches (and reports in its KV events). Answers are cached
 // by a hash of the request's JSON (TokenCache); a miss costs one HTTP exchange, bounded by a timeout, on the
-// calling thread's keep-alive connections, and identical requests that miss while it is in flight (a burst of one
-// new prompt, on any thread) wait for its answer instead of asking the engine again. Failures are returned, never
-// thrown: the caller routes without tokens.
+// calling thread's keep-alive connections. Failures are returned, never thrown: the caller routes without tokens.
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <string_view>
 #include <vector>
 
@@ -38,9 +34,8 @@ enum class TokenizeOutcome {
   kError,    // connection failures (after the retry), an error status, or an answer that does not parse
   kTimeout,  // no answer within the timeout
   kNoPod,    // no ready pod serves the model
-  kJoined,   // not cached, but an identical request's exchange was in flight: its answer (tokens) is this one's
 };
-// "hit", "miss", "error", "timeout", "no_pod", "joined" (metric labels).
+// "hit", "miss", "error", "timeout", "no_pod" (metric labels).
 std::string_view outcomeLabel(TokenizeOutcome outcome);
 
 struct TokenizeResult {
@@ -68,33 +63,18 @@ class RemoteTokenizer {
 
   // The input's tokens: from the cache, else from the least-loaded ready pod (ties rotate between calls), with one
   // retry on the next pod after a connection failure (a reused pooled connection that fails before any answer byte
-  // is first retried on a fresh one, to the same pod). While one call for an input is asking an engine, calls for
-  // the same input (same cache key) wait for it and share its result: tokens (kJoined) or its failure; a waiter
-  // whose own timeout comes first ends as kTimeout. The waiters are woken from a handler the asking call posts to
-  // its own executor, so the asking request is routed (and its choice recorded) first. Runs on the calling coroutine's executor and never blocks it;
+  // is first retried on a fresh one, to the same pod). Runs on the calling coroutine's executor and never blocks it;
   // completes within options.timeout. `pool`: that thread's connections, or null for fresh ones each time.
   // `input`'s views and `pool` must stay valid until it completes. Thread-safe (one object serves all threads).
   boost::asio::awaitable<TokenizeResult> tokenize(const TokenizeInput& input, ConnectionPool* pool);
 
   TokenCache& cache() { return cache_; }
   const RemoteTokenizerOptions& options() const { return options_; }
-  // Inputs whose engine exchange is in flight now.
-  size_t inFlight() const;
 
  private:
-  struct Pending;  // one exchange in flight and the calls waiting for it
-  class Leading;   // the asking call's duty: publish its result (or a failure if it is abandoned) to the waiters
-  boost::asio::awaitable<TokenizeResult> ask(const TokenizeInput& input, uint64_t key, ConnectionPool* pool,
-                                             std::chrono::steady_clock::time_point started);
-  static boost::asio::awaitable<TokenizeResult> wait(std::shared_ptr<Pending> pending,
-                                                     std::chrono::steady_clock::time_point started,
-                                                     std::chrono::milliseconds timeout);
-
   RemoteTokenizerOptions options_;
   PodLookup lookup_;
   TokenCache cache_;
-  mutable std::mutex pending_mutex_;
-  std::unordered_map<uint64_t, std::shared_ptr<Pending>> pending_;
 };
 
 }  // namespace prefixgate::tokenize

@@ -162,32 +162,6 @@ def test_concurrent_requests_get_their_own_tokens(sims, gateway_factory):
     assert len(results) == len(bodies)
 
 
-def test_a_burst_of_one_new_prompt_asks_the_engine_once(sims, gateway_factory):
-    """Identical new prompts arriving together (on both event-loop threads) wait for the first one's /tokenize
-    instead of each asking: one engine call, the others joined (or cache hits if one came after the answer),
-    every request served."""
-    gw = gateway_factory(sims, config=remote_config(timeout_ms=3000))
-    for s in sims:
-        s.fault(tokenize_delay_ms=500)  # long enough for the burst to arrive while the first call waits
-    body = chat_body(system_prompt("burst", 200), "the same question")
-    pods = []
-
-    def one():
-        pods.append(send(gw, body)["target-pod"])
-
-    threads = [threading.Thread(target=one) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(pods) == 8
-    assert tokenize_calls(sims) == 1
-    assert metric(gw, "prefixgate_remote_tokenizer_requests_total", outcome="miss") == 1
-    joined = metric(gw, "prefixgate_remote_tokenizer_requests_total", outcome="joined")
-    hits = metric(gw, "prefixgate_remote_tokenizer_requests_total", outcome="hit")  # any arriving after the answer
-    assert joined >= 1 and joined + hits == 7
-
-
 def test_chat_with_tools_and_completions_use_the_engines_tokens(sims, gateway_factory):
     """Chat requests with tools are tokenized in the chat form (tools included) and completions in the completion
     form, each matching the simulator's count; prompts given as token ids and strategies that hash no prompt
