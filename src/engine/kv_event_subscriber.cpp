@@ -5,6 +5,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "net/listener.h"
 #include "util/log.h"
 
 namespace prefixgate::engine {
@@ -49,17 +50,13 @@ uint64_t subscriptionKey(PodId pod, uint32_t rank) { return (uint64_t{pod.value}
 
 std::string offsetEndpointPort(const std::string& endpoint, uint32_t offset) {
   if (offset == 0) return endpoint;
-  const size_t colon = endpoint.rfind(':');
-  if (colon == std::string::npos || endpoint.compare(0, 6, "tcp://") != 0) return "";
-  uint32_t port = 0;
-  const std::string digits = endpoint.substr(colon + 1);
-  if (digits.empty() || digits.size() > 5) return "";
-  for (char c : digits) {
-    if (c < '0' || c > '9') return "";
-    port = port * 10 + static_cast<uint32_t>(c - '0');
-  }
-  if (port == 0 || port + offset > 65535) return "";
-  return endpoint.substr(0, colon + 1) + std::to_string(port + offset);
+  constexpr std::string_view kTcp = "tcp://";
+  if (endpoint.compare(0, kTcp.size(), kTcp) != 0) return "";
+  const std::string_view address = std::string_view(endpoint).substr(kTcp.size());
+  std::string host;
+  uint16_t port = 0;
+  if (!net::splitHostPort(address, host, port) || port == 0 || port + offset > 65535) return "";
+  return endpoint.substr(0, endpoint.rfind(':') + 1) + std::to_string(port + offset);
 }
 
 KvEventSubscriber::KvEventSubscriber(discovery::PodRegistry& pods, Sink sink, KvEventObserver* observer,
