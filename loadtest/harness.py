@@ -131,7 +131,8 @@ def write_pods(path, sims):
 
 
 class Gateway(Process):
-    def __init__(self, tmp_path, sims, config=None, env=None, name="gateway"):
+    def __init__(self, tmp_path, sims, config=None, env=None, name="gateway", launcher=()):
+        """`launcher`: a command the gateway runs under (e.g. ["prlimit", "--nofile=64:64"])."""
         import yaml
 
         tmp_path = Path(tmp_path)
@@ -154,7 +155,7 @@ class Gateway(Process):
         self.config_file.write_text(yaml.safe_dump(cfg))
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("AIBRIX_", "ROUTING_ALGORITHM"))}
         full_env.update(env or {})
-        args = [GATEWAY_BIN, "--config", str(self.config_file)]
+        args = [*launcher, GATEWAY_BIN, "--config", str(self.config_file)]
         super().__init__(args, tmp_path / f"{name}.log", expect_lines=2, env=full_env)
         self.admin_port = self.ports[1]
         wait_until(lambda: self.admin("GET", "/readyz")[0] == 200, what="gateway /readyz")

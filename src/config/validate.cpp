@@ -2,6 +2,8 @@
 #include <algorithm>
 
 #include "config/config.h"
+#include "index/block_store.h"
+#include "index/prefix_index.h"
 #include "net/listener.h"
 #include "util/log.h"
 
@@ -20,6 +22,9 @@ class Checker {
   void fail(const std::string& key, const std::string& what) { problems_.push_back(source_ + ": " + key + ": " + what); }
   void positive(const std::string& key, uint64_t v) {
     if (v == 0) fail(key, "must be greater than 0");
+  }
+  void atMost(const std::string& key, uint64_t v, uint64_t max, const std::string& why = "") {
+    if (v > max) fail(key, "must be at most " + std::to_string(max) + (why.empty() ? "" : " (" + why + ")"));
   }
   void nonNegative(const std::string& key, double v) {
     if (v < 0) fail(key, "must not be negative");
@@ -40,9 +45,12 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   Checker check(c, problems);
   std::string host;
   uint16_t port = 0;
-  if (!net::splitHostPort(c.listen, host, port)) check.fail("listen", "expected HOST:PORT, got '" + c.listen + "'");
-  if (!net::splitHostPort(c.admin_listen, host, port))
-    check.fail("admin_listen", "expected HOST:PORT, got '" + c.admin_listen + "'");
+  boost::asio::ip::address address;
+  for (const auto& [key, value] : {std::pair{"listen", &c.listen}, std::pair{"admin_listen", &c.admin_listen}}) {
+    if (!net::splitHostPort(*value, host, port)) check.fail(key, "expected HOST:PORT, got '" + *value + "'");
+    else if (!net::listenAddress(host, address))
+      check.fail(key, "the host must be an IP address (or localhost), got '" + host + "'");
+  }
   if (c.threads > 1024) check.fail("threads", "at most 1024");
   log::Level level;
   if (!log::parseLevel(c.log_level, level)) check.fail("log_level", "expected debug, info, warn, error or off");
@@ -68,14 +76,22 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
                "must be a multiple of 4 with the remote tokenizer (use_remote_tokenizer or kv_event_sync: 4 bytes per "
                "token)");
   check.positive("routing.prefix_cache.block_number", r.prefix_cache.block_number);
+  check.atMost("routing.prefix_cache.block_number", r.prefix_cache.block_number,
+               index::PrefixIndex::kMaxShards * uint64_t{index::BlockStore::kMaxBlocks}, "the index's largest size");
   check.positive("routing.prefix_cache.remote_tokenizer_timeout_ms", r.prefix_cache.remote_tokenizer_timeout_ms);
   check.positive("routing.prefix_cache.remote_tokenizer_cache_entries", r.prefix_cache.remote_tokenizer_cache_entries);
+  // The cache reserves its table at start: a number beyond memory would fail there instead of here.
+  check.atMost("routing.prefix_cache.remote_tokenizer_cache_entries", r.prefix_cache.remote_tokenizer_cache_entries,
+               10'000'000);
   // Modes later releases add: refuse them rather than silently run without them.
   check.positive("routing.prefix_cache.silent_publisher_ms", r.prefix_cache.silent_publisher_ms);
   if (!(r.prefix_cache.cpu_block_credit >= 0 && r.prefix_cache.cpu_block_credit <= 1))
     check.fail("routing.prefix_cache.cpu_block_credit", "must be in [0, 1]");
   if (c.state_sync.enabled) check.fail("state_sync.enabled", "replica state sync through Redis is not supported yet");
   check.positive("routing.prefix_cache.eviction_duration_mins", r.prefix_cache.eviction_duration_mins);
+  check.atMost("routing.prefix_cache.eviction_duration_mins", r.prefix_cache.eviction_duration_mins,
+               std::chrono::duration_cast<std::chrono::minutes>(index::PrefixIndex::kMaxExpiry).count(),
+               "about 248 days, the index's longest expiry");
   check.nonNegative("routing.blend.prefix_cache_weight", r.blend.prefix_cache_weight);
   check.nonNegative("routing.blend.prefix_cache_load_balance_weight", r.blend.prefix_cache_load_balance_weight);
   check.nonNegative("routing.blend.load_balance_weight", r.blend.load_balance_weight);
@@ -121,10 +137,15 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   if (c.health_check.eject_max_ms < c.health_check.eject_base_ms)
     check.fail("health_check.eject_max_ms", "must be at least health_check.eject_base_ms");
   check.positive("limits.max_body_bytes", c.limits.max_body_bytes);
+  // A request body is held in memory whole (it is parsed, then forwarded): 1 GiB bounds what one client can pin.
+  check.atMost("limits.max_body_bytes", c.limits.max_body_bytes, uint64_t{1} << 30, "1 GiB");
   if (c.limits.max_header_bytes < 1024) check.fail("limits.max_header_bytes", "must be at least 1024");
+  check.atMost("limits.max_header_bytes", c.limits.max_header_bytes, 1u << 20, "1 MiB");
   check.positive("limits.header_timeout_ms", c.limits.header_timeout_ms);
   check.positive("limits.client_idle_timeout_ms", c.limits.client_idle_timeout_ms);
   check.positive("limits.max_connections", c.limits.max_connections);
+  // Two descriptors per connection (client and engine) must fit the process's file limit (raised at start).
+  check.atMost("limits.max_connections", c.limits.max_connections, 1'000'000);
 }
 
 }  // namespace prefixgate::config

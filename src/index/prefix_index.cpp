@@ -18,7 +18,7 @@ namespace {
 // distances of 8 or 16 gained nothing more.
 constexpr size_t kPrefetchDistance = 4;
 // Ticks are 32 bits and ages are compared as unsigned differences, so an expiry must stay below 2^31 ticks.
-constexpr uint64_t kMaxExpiryTicks = (uint64_t{1} << 31) - 1;
+constexpr uint64_t kMaxExpiryTicks = PrefixIndex::kMaxExpiry / PrefixIndex::kTouchTick;
 
 constexpr uint32_t kNoCandidate = ~uint32_t{0};
 
@@ -386,6 +386,8 @@ bool PrefixIndex::record(std::string_view model, std::span<const BlockHash> hash
   if (removed_.contains(pod)) return false;
   const std::optional<ModelKey> model_key = models_.findOrAdd(model);
   if (!model_key) return false;
+  // One prompt never takes more than half the index: a huge prompt keeps its head and cannot flush every model.
+  hashes = hashes.first(std::min(hashes.size(), maxBlocksPerRecord()));
   const Liveness live = liveness();
   // Last block first: see the header, a prompt's head must outlive its tail in the LRU.
   forEachBlock(*model_key, hashes, 0, true, [&](size_t, Shard& shard, const BlockKey& key) {

@@ -7,6 +7,7 @@
 // prefix_index_memory_test.cpp): 45.6 bytes when each block is held by one pod, hash table and LRU links
 // included; 15.2 bytes when held by three (pods two and three are inline, free); pods beyond three cost 8 bytes
 // each in a spill list. The hash table is allocated for the full block_capacity up front (5 bytes per block).
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +43,8 @@ class PrefixIndex {
   // within the same tick keep their LRU order, and counts wrap only after ~497 days.
   static constexpr std::chrono::milliseconds kTouchTick{10};
   static constexpr std::chrono::nanoseconds kNeverExpire = std::chrono::nanoseconds::max();
+  // The longest expiry (2^31 - 1 ticks, ~248 days) and the largest capacity the index accepts.
+  static constexpr std::chrono::milliseconds kMaxExpiry = kTouchTick * ((int64_t{1} << 31) - 1);
   static constexpr size_t kMinBlocksPerShard = 64;
   static constexpr size_t kMaxShards = 4096;
   // When at most this many pods hold a prompt's first block (the common case), match() follows them in a small
@@ -78,7 +81,8 @@ class PrefixIndex {
   // so a prompt's first blocks are its most recently updated and are evicted after its tail. Each call also
   // reclaims a bounded number of expired or removed entries in the shards it visits (never a full scan).
   // Returns false, storing nothing, when `pod` was removed or the model registry is full
-  // (ModelRegistry::kMaxModels). Thread-safe.
+  // (ModelRegistry::kMaxModels). Only the first maxBlocksPerRecord() blocks are recorded: one prompt larger than
+  // the index would otherwise evict every model's blocks. Thread-safe.
   bool record(std::string_view model, std::span<const BlockHash> hashes, PodId pod);
 
   // Drops `pod` from each block of `hashes` (blocks nobody holds any more are freed). The KV-event index applies
@@ -103,6 +107,8 @@ class PrefixIndex {
 
   size_t shardCount() const { return shard_count_; }
   size_t blockCapacity() const { return block_capacity_; }
+  // Half the capacity (at least 1): the most blocks one record() stores.
+  size_t maxBlocksPerRecord() const { return std::max<size_t>(1, block_capacity_ / 2); }
 
  private:
   struct Shard;

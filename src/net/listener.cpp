@@ -23,12 +23,19 @@ bool splitHostPort(std::string_view text, std::string& host, uint16_t& port) {
   return true;
 }
 
+bool listenAddress(const std::string& host, boost::asio::ip::address& address) {
+  boost::system::error_code ec;
+  address = boost::asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
+  return !ec;
+}
+
 void openAcceptor(boost::asio::ip::tcp::acceptor& acceptor, const std::string& host, uint16_t port,
                   bool reuse_port) {
   namespace asio = boost::asio;
   boost::system::error_code ec;
-  auto address = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
-  if (ec) throw boost::system::system_error(ec, "invalid listen address '" + host + "'");
+  asio::ip::address address;
+  if (!listenAddress(host, address))
+    throw boost::system::system_error(asio::error::invalid_argument, "invalid listen address '" + host + "'");
   asio::ip::tcp::endpoint endpoint(address, port);
   acceptor.open(endpoint.protocol());
   acceptor.set_option(asio::socket_base::reuse_address(true));

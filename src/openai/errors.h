@@ -1,13 +1,63 @@
 #pragma once
-// OpenAI-shaped error bodies: {"error": {"message", "type", "param", "code"}}.
+// Every error the gateway writes, in one table: a GatewayError kind gives the HTTP status, OpenAI's error `type`,
+// the metric label (prefixgate_requests_total's reason, the log line) and whether a `retry-after` goes with it.
+// Bodies are OpenAI-shaped: {"error": {"message", "type", "param", "code"}}, and writing one never throws: bytes
+// that are not UTF-8 (a client's path, model or header echoed in the message) are replaced.
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace prefixgate::openai {
 
+enum class GatewayError : uint8_t {
+  // The client's request (4xx).
+  kMalformedHttp,            // 400: not HTTP/1.x, bad framing
+  kBadTransferEncoding,      // 400: a Transfer-Encoding other than one final "chunked"
+  kInvalidRequest,           // 400: the body is not a valid OpenAI request (JSON, fields, nesting depth)
+  kUnknownStrategy,          // 400: routing-strategy names no strategy
+  kUnauthorized,             // 401: no or unknown API key
+  kForbidden,                // 403: the key may not use that model
+  kNotFound,                 // 404: unknown path
+  kModelNotServed,           // 404: no pod serves that model
+  kMethodNotAllowed,         // 405
+  kHeaderTimeout,            // 408: the head did not arrive within limits.header_timeout_ms (logged, not sent)
+  kBodyTooLarge,             // 413: limits.max_body_bytes
+  kHeaderTooLarge,           // 431: limits.max_header_bytes (request head, chunk lines, trailers)
+  kRateLimited,              // 429: over the API key's requests or tokens per minute
+  kOverloaded,               // 429: limits.max_in_flight
+  kAllPodsBusy,              // 429: every pod at limits.max_in_flight_per_pod
+  kClientGone,               // 499: the client closed its connection before the end (never written)
+  // The gateway or the engines (5xx).
+  kNoReadyPod,               // 503: the model's pods are all down or ejected
+  kGatewayResources,         // 503: the gateway ran out of a local resource (file descriptors)
+  kUpstreamConnect,          // 502: cannot connect to the pod
+  kUpstreamConnectTimeout,   // 504: connecting to the pod timed out
+  kUpstreamFailed,           // 502: the pod reset or closed the connection before answering
+  kUpstreamHeaderTimeout,    // 504: no response head within upstream.response_header_timeout_ms
+  kUpstreamIdleTimeout,      // 504: the response stalled longer than upstream.idle_timeout_ms
+  kUpstreamResponseTooLarge, // 502: the response exceeded upstream.max_response_bytes
+  kUpstreamInvalidResponse,  // 502: the pod's answer is not valid HTTP
+};
+
+struct ErrorInfo {
+  int status;
+  std::string_view type;   // OpenAI's error type
+  std::string_view label;  // metric label and log reason
+  bool retry_after;        // a retry-after header goes with it (1 s unless the caller knows better)
+};
+
+const ErrorInfo& errorInfo(GatewayError error);
+
+// The JSON body for an error of `error`'s kind; `param` empty is written as null.
+std::string errorBody(GatewayError error, std::string_view message, std::string_view param = {});
+// The same shape for a status of its own (e.g. an engine error relayed inside a stream).
+std::string errorBody(int status, std::string_view message, std::string_view param = {});
+
 // The OpenAI error `type` for an HTTP status (400 invalid_request_error, 404 not_found_error, ...).
 std::string_view errorType(int status);
-// The JSON body; `param` empty is written as null.
-std::string errorBody(int status, std::string_view message, std::string_view param = {});
+
+// `text` with bytes that are not valid UTF-8 replaced by U+FFFD, control characters escaped (\n, \x01), and cut
+// to `max_bytes` (with a "...(N bytes)" suffix): safe in a log line or a header value.
+std::string printable(std::string_view text, size_t max_bytes = 256);
 
 }  // namespace prefixgate::openai

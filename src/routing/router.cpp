@@ -4,30 +4,24 @@
 #include <chrono>
 #include <cmath>
 
+#include "openai/errors.h"
 #include "routing/load_score.h"
 
 namespace prefixgate::routing {
 
 int statusFor(RouteFailure f) {
-  switch (f) {
-    case RouteFailure::kUnknownStrategy: return 400;
-    case RouteFailure::kModelNotServed: return 404;
-    case RouteFailure::kNoReadyPod: return 503;
-    case RouteFailure::kAllOverloaded: return 429;
-    case RouteFailure::kNone: return 200;
-  }
-  return 500;
+  return f == RouteFailure::kNone ? 200 : openai::errorInfo(errorFor(f)).status;
 }
 
-std::string_view reasonLabel(RouteFailure f) {
+openai::GatewayError errorFor(RouteFailure f) {
   switch (f) {
-    case RouteFailure::kUnknownStrategy: return "unknown_strategy";
-    case RouteFailure::kModelNotServed: return "model_not_served";
-    case RouteFailure::kNoReadyPod: return "no_ready_pod";
-    case RouteFailure::kAllOverloaded: return "all_overloaded";
-    case RouteFailure::kNone: return "none";
+    case RouteFailure::kUnknownStrategy: return openai::GatewayError::kUnknownStrategy;
+    case RouteFailure::kModelNotServed: return openai::GatewayError::kModelNotServed;
+    case RouteFailure::kAllOverloaded: return openai::GatewayError::kAllPodsBusy;
+    case RouteFailure::kNoReadyPod:
+    case RouteFailure::kNone: break;
   }
-  return "unknown";
+  return openai::GatewayError::kNoReadyPod;
 }
 
 namespace {
@@ -86,7 +80,7 @@ Strategy* Router::resolve(const RouteQuery& query, RequestSettings& settings, st
 
   auto it = strategies_.find(name);
   if (it != strategies_.end()) return it->second.get();
-  message = "unknown routing strategy '" + std::string(name) + "' (valid: ";
+  message = "unknown routing strategy '" + openai::printable(name, 64) + "' (valid: ";
   bool first = true;
   for (const auto& [n, s] : strategies_) {
     message += (first ? "" : ", ") + n;
@@ -118,7 +112,8 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   const std::vector<discovery::PodPtr>* serving = snapshot->podsFor(query.request.model);
   if (!serving) {
     d.failure = RouteFailure::kModelNotServed;
-    d.message = "the model '" + query.request.model + "' does not exist or no pod serves it";
+    // The name is the client's: cut, so an error never echoes megabytes back.
+    d.message = "the model '" + openai::printable(query.request.model, 256) + "' does not exist or no pod serves it";
     return d;
   }
   const int64_t now = now_ms_();

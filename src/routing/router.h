@@ -11,6 +11,7 @@
 
 #include "config/config.h"
 #include "discovery/pod_set.h"
+#include "openai/errors.h"
 #include "openai/request.h"
 #include "routing/strategy_registry.h"
 
@@ -18,8 +19,8 @@ namespace prefixgate::routing {
 
 // Typed outcomes; each maps to one HTTP status and OpenAI error (see statusFor).
 enum class RouteFailure { kNone, kUnknownStrategy, kModelNotServed, kNoReadyPod, kAllOverloaded };
-int statusFor(RouteFailure f);                // 400, 404, 503, 429
-std::string_view reasonLabel(RouteFailure f); // metric label: unknown_strategy, model_not_served, no_ready_pod, all_overloaded
+openai::GatewayError errorFor(RouteFailure f);  // the gateway error it is answered with (openai/errors.h)
+int statusFor(RouteFailure f);                  // its status: 400, 404, 503, 429 (200 for kNone)
 
 struct RouteQuery {
   const openai::RequestView& request;

@@ -27,6 +27,22 @@ namespace {
 
 constexpr auto kAwait = asio::use_awaitable;
 constexpr size_t kFirstReadBytes = 4096;
+// The session buffer holds at most a request head and one read beyond it: a chunk-size line, its extensions or a
+// trailer section longer than that fails the request (431) instead of growing the buffer without end.
+constexpr size_t kBufferSlackBytes = 64 * 1024;
+constexpr size_t kMaxChunkExtensionBytes = 4096;
+using openai::GatewayError;
+
+// Transfer-Encoding is accepted only as one final "chunked" (RFC 9112 6.1): anything else (gzip, a doubled
+// chunked, chunked not last) would leave the body's end ambiguous between the gateway and the engine.
+bool acceptableTransferEncoding(const http::request_header<>& head) {
+  auto it = head.find(http::field::transfer_encoding);
+  if (it == head.end()) return true;
+  if (head.count(http::field::transfer_encoding) != 1 || head.version() != 11) return false;
+  http::token_list list(it->value());
+  auto token = list.begin();
+  return token != list.end() && beast::iequals(*token, "chunked") && ++token == list.end();
+}
 
 struct Route {
   enum Kind { kProxy, kModels, kNotFound, kMethodNotAllowed } kind = kNotFound;
@@ -49,7 +65,7 @@ Route routeOf(http::verb method, std::string_view target) {
   };
   for (const Entry& e : kEntries) {
     if (e.path != path) continue;
-    if (e.method == method) return e.route;
+    if (e.method == method || (e.method == http::verb::get && method == http::verb::head)) return e.route;
     Route r;
     r.kind = Route::kMethodNotAllowed;
     r.allow = e.route.allow;
@@ -68,10 +84,23 @@ std::string modelsBody(const discovery::PodSet& pods, int64_t now_ms) {
   return nlohmann::json{{"object", "list"}, {"data", data}}.dump();
 }
 
+// The gateway error for a relay that failed before its response began.
+GatewayError relayError(const proxy::RelayOutcome& r) {
+  if (r.error_reason == "connect_timeout") return GatewayError::kUpstreamConnectTimeout;
+  if (r.error_reason == "connect") return GatewayError::kUpstreamConnect;
+  if (r.error_reason == "response_header_timeout") return GatewayError::kUpstreamHeaderTimeout;
+  if (r.error_reason == "idle_timeout") return GatewayError::kUpstreamIdleTimeout;
+  return GatewayError::kUpstreamFailed;
+}
+
 class ClientSession {
  public:
   ClientSession(Worker& worker, asio::ip::tcp::socket socket)
-      : worker_(worker), gateway_(worker.gateway), limits_(gateway_.config().limits), stream_(std::move(socket)) {}
+      : worker_(worker),
+        gateway_(worker.gateway),
+        limits_(gateway_.config().limits),
+        stream_(std::move(socket)),
+        buffer_(std::max<size_t>(limits_.max_header_bytes, kFirstReadBytes) + kBufferSlackBytes) {}
 
   asio::awaitable<void> run() {
     while (co_await waitForRequest()) {
@@ -100,48 +129,81 @@ class ClientSession {
   // Serves one request; returns whether the connection stays open for another.
   asio::awaitable<bool> serveOne() {
     RequestOutcome outcome(gateway_);
+    long_extension_ = false;
+    // The parser keeps a reference to its chunk callback: declared first, it outlives the parser.
+    auto check_chunk = [this](uint64_t, std::string_view extensions, error_code& ec) {
+      if (extensions.size() > kMaxChunkExtensionBytes) {
+        long_extension_ = true;
+        ec = http::error::bad_chunk_extension;
+      }
+    };
     http::request_parser<http::string_body> parser;
     parser.header_limit(limits_.max_header_bytes);
     parser.body_limit(limits_.max_body_bytes);
+    parser.on_chunk_header(check_chunk);
     error_code ec;
     stream_.expires_after(std::chrono::milliseconds(limits_.header_timeout_ms));
     co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
     if (ec) co_return co_await headerFailed(ec, outcome);
     auto& head = parser.get();
     outcome.begin(head);
+    framing_ = Framing{head.version(), head.method() == http::verb::head};
+    if (!acceptableTransferEncoding(head)) {
+      co_await reject(outcome, GatewayError::kBadTransferEncoding,
+                      "unsupported Transfer-Encoding '" + openai::printable(head[http::field::transfer_encoding], 64) +
+                          "': only a single, final 'chunked' is accepted",
+                      false);
+      co_return false;
+    }
     bool keep_alive = head.keep_alive() && !gateway_.draining();
+    head_fields_ = std::distance(head.begin(), head.end());
     Route route = routeOf(head.method(), head.target());
     if (route.kind != Route::kProxy) co_return co_await serveLocal(route, parser, outcome, keep_alive);
     co_return co_await serveProxy(route.endpoint, parser, outcome, keep_alive);
+  }
+
+  // Writes a gateway error (openai/errors.h) and records it as the request's outcome; returns whether the
+  // connection stays open.
+  asio::awaitable<bool> reject(RequestOutcome& outcome, GatewayError error, std::string message, bool keep_alive,
+                               HeaderList extra = {}, std::string_view param = {}) {
+    outcome.fail(error, std::move(message));
+    HeaderList headers = outcome.headers();
+    for (auto& h : extra) headers.push_back(std::move(h));
+    co_return co_await writeError(stream_, error, outcome.message(), keep_alive, headers, param, framing_) && keep_alive;
   }
 
   asio::awaitable<bool> headerFailed(const error_code& ec, RequestOutcome& outcome) {
     if (ec == http::error::end_of_stream || ec == asio::error::eof) co_return false;
     if (ec == http::error::body_limit) {
       // The head announced a Content-Length over the limit (Beast checks it with the head).
-      outcome.fail(413, "body_too_large", "request body is larger than limits.max_body_bytes (" +
-                                              std::to_string(limits_.max_body_bytes) + " bytes)");
-      co_await writeError(stream_, 413, outcome.message(), false, outcome.headers());
-    } else if (ec == http::error::header_limit) {
-      outcome.fail(431, "request_header_too_large", "request header is larger than limits.max_header_bytes");
-      co_await writeError(stream_, 431, outcome.message(), false, outcome.headers());
+      co_await reject(outcome, GatewayError::kBodyTooLarge, bodyTooLarge(), false);
+    } else if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+      co_await reject(outcome, GatewayError::kHeaderTooLarge, "request header is larger than limits.max_header_bytes (" +
+                                                                  std::to_string(limits_.max_header_bytes) + " bytes)",
+                      false);
     } else if (ec == beast::error::timeout) {
-      outcome.fail(408, "header_timeout", "request head not received within limits.header_timeout_ms");
-      co_await writeError(stream_, 408, outcome.message(), false, outcome.headers());
+      // The stream closed the socket when its timer fired: nothing can be written any more (as nginx does, the
+      // 408 is logged, not sent).
+      outcome.fail(GatewayError::kHeaderTimeout, "request head not received within limits.header_timeout_ms");
+    } else if (ec == http::error::bad_transfer_encoding) {
+      co_await reject(outcome, GatewayError::kBadTransferEncoding,
+                      "Transfer-Encoding conflicts with Content-Length or is repeated", false);
     } else if (ec != asio::error::operation_aborted && ec != asio::error::connection_reset) {
-      outcome.fail(400, "bad_request", "malformed HTTP request: " + ec.message());
-      co_await writeError(stream_, 400, outcome.message(), false, outcome.headers());
+      co_await reject(outcome, GatewayError::kMalformedHttp, "malformed HTTP request: " + ec.message(), false);
     }
     co_return false;
   }
 
-  // Reads the rest of the body; answers 413/400 itself when it cannot.
+  std::string bodyTooLarge() const {
+    return "request body is larger than limits.max_body_bytes (" + std::to_string(limits_.max_body_bytes) + " bytes)";
+  }
+
+  // Reads the rest of the body; answers 413/431/400 itself when it cannot. Trailer fields of a chunked body are
+  // dropped: they are never forwarded to the engine as headers.
   asio::awaitable<bool> readBody(http::request_parser<http::string_body>& parser, RequestOutcome& outcome) {
     auto& head = parser.get();
     if (auto length = parser.content_length(); length && *length > limits_.max_body_bytes) {
-      outcome.fail(413, "body_too_large", "request body is larger than limits.max_body_bytes (" +
-                                              std::to_string(limits_.max_body_bytes) + " bytes)");
-      co_await writeError(stream_, 413, outcome.message(), false, outcome.headers());
+      co_await reject(outcome, GatewayError::kBodyTooLarge, bodyTooLarge(), false);
       co_return false;
     } else if (length) {
       head.body().reserve(*length + openai::paddingBytes());  // one allocation, with simdjson's padding
@@ -155,16 +217,33 @@ class ClientSession {
     error_code ec;
     stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
     co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
-    if (!ec) co_return true;
+    if (!ec) {
+      dropTrailers(head);
+      co_return true;
+    }
     if (ec == http::error::body_limit) {
-      outcome.fail(413, "body_too_large", "request body is larger than limits.max_body_bytes (" +
-                                              std::to_string(limits_.max_body_bytes) + " bytes)");
-      co_await writeError(stream_, 413, outcome.message(), false, outcome.headers());
+      co_await reject(outcome, GatewayError::kBodyTooLarge, bodyTooLarge(), false);
+    } else if (ec == http::error::buffer_overflow || ec == http::error::header_limit) {
+      co_await reject(outcome, GatewayError::kHeaderTooLarge,
+                      "a chunk-size line or the trailer section is larger than limits.max_header_bytes + " +
+                          std::to_string(kBufferSlackBytes) + " bytes",
+                      false);
+    } else if (long_extension_) {
+      co_await reject(outcome, GatewayError::kHeaderTooLarge,
+                      "a chunk extension is longer than " + std::to_string(kMaxChunkExtensionBytes) + " bytes", false);
+    } else if (ec != beast::error::timeout && ec != asio::error::connection_reset) {
+      co_await reject(outcome, GatewayError::kMalformedHttp, "request body could not be read: " + ec.message(), false);
     } else {
-      outcome.fail(400, "bad_request", "request body could not be read: " + ec.message());
-      co_await writeError(stream_, 400, outcome.message(), false, outcome.headers());
+      outcome.fail(GatewayError::kMalformedHttp, "request body could not be read: " + ec.message());
     }
     co_return false;
+  }
+
+  // Beast's parser appends a chunked body's trailer fields to the head's: remove every field after the head's own.
+  void dropTrailers(http::request_header<>& head) const {
+    auto it = head.begin();
+    for (size_t i = 0; i < head_fields_ && it != head.end(); ++i) ++it;
+    while (it != head.end()) it = head.erase(it);
   }
 
   asio::awaitable<bool> serveLocal(const Route& route, http::request_parser<http::string_body>& parser,
@@ -174,16 +253,16 @@ class ClientSession {
       outcome.succeed(200);
       co_return co_await writeResponse(stream_, 200, "application/json",
                                        modelsBody(*gateway_.pods().snapshot(), routing::steadyNowMs()), keep_alive,
-                                       outcome.headers()) && keep_alive;
+                                       outcome.headers(), framing_) && keep_alive;
     }
-    HeaderList headers = outcome.headers();
     if (route.kind == Route::kMethodNotAllowed) {
-      headers.emplace_back("allow", route.allow);
-      outcome.fail(405, "method_not_allowed", std::string("method not allowed; use ") + route.allow);
-    } else {
-      outcome.fail(404, "not_found", "unknown path '" + std::string(parser.get().target()) + "'");
+      HeaderList allow;
+      allow.emplace_back("allow", route.allow);
+      co_return co_await reject(outcome, GatewayError::kMethodNotAllowed,
+                                std::string("method not allowed; use ") + route.allow, keep_alive, std::move(allow));
     }
-    co_return co_await writeError(stream_, outcome.status(), outcome.message(), keep_alive, headers) && keep_alive;
+    co_return co_await reject(outcome, GatewayError::kNotFound,
+                              "unknown path '" + openai::printable(parser.get().target(), 256) + "'", keep_alive);
   }
 
   asio::awaitable<bool> serveProxy(openai::Endpoint endpoint, http::request_parser<http::string_body>& parser,
@@ -193,28 +272,18 @@ class ClientSession {
     openai::RequestView request;
     auto parse_error = openai::parseRequest(endpoint, head.body(), gateway_.config().routing.prefix_cache.include_tools, request);
     outcome.setRequest(request);
-    if (parse_error) {
-      outcome.fail(parse_error.status, "invalid_request", parse_error.message);
-      co_return co_await writeError(stream_, parse_error.status, parse_error.message, keep_alive, outcome.headers(),
-                                    parse_error.param) && keep_alive;
-    }
+    if (parse_error)
+      co_return co_await reject(outcome, GatewayError::kInvalidRequest, parse_error.message, keep_alive, {},
+                                parse_error.param);
     const uint32_t max_in_flight = gateway_.config().limits.max_in_flight;
-    if (max_in_flight > 0 && gateway_.activeRequests().load() > static_cast<int64_t>(max_in_flight)) {
-      outcome.fail(429, "overloaded", "the gateway has limits.max_in_flight requests in flight; retry later");
-      HeaderList headers = outcome.headers();
-      headers.emplace_back("retry-after", "1");
-      co_return co_await writeError(stream_, 429, outcome.message(), keep_alive, headers) && keep_alive;
-    }
+    if (max_in_flight > 0 && gateway_.activeRequests().load() > static_cast<int64_t>(max_in_flight))
+      co_return co_await reject(outcome, GatewayError::kOverloaded,
+                                "the gateway has limits.max_in_flight requests in flight; retry later", keep_alive);
     routing::RouteQuery query{request, head["routing-strategy"], head["config-profile"], {}, false};
     co_await fetchRemoteTokens(gateway_, query, request, &worker_.tokenizer_connections);
     routing::Decision decision = gateway_.router().choose(query, worker_.rng);
-    if (decision.failure != routing::RouteFailure::kNone) {
-      int status = routing::statusFor(decision.failure);
-      outcome.fail(status, std::string(routing::reasonLabel(decision.failure)), decision.message);
-      HeaderList headers = outcome.headers();
-      if (status == 429 || status == 503) headers.emplace_back("retry-after", "1");
-      co_return co_await writeError(stream_, status, decision.message, keep_alive, headers) && keep_alive;
-    }
+    if (decision.failure != routing::RouteFailure::kNone)
+      co_return co_await reject(outcome, routing::errorFor(decision.failure), decision.message, keep_alive);
     proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, gateway_.config().health_check,
                                       head, head.body(),
                                       outcome.requestId(), keep_alive,
@@ -226,7 +295,8 @@ class ClientSession {
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
     outcome.setDecision(decision, relayed);
     if (!relayed.response_started && !relayed.client_gone) {
-      co_return co_await writeError(stream_, relayed.status, relayed.error, keep_alive, outcome.headers()) && keep_alive;
+      co_return co_await writeError(stream_, relayError(relayed), relayed.error, keep_alive, outcome.headers(),
+                                    {}, framing_) && keep_alive;
     }
     co_return relayed.keep_client;
   }
@@ -236,13 +306,36 @@ class ClientSession {
   const config::LimitsConfig& limits_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
+  Framing framing_;             // the current request's HTTP version and method, for gateway-made responses
+  size_t head_fields_ = 0;      // fields in the current request's head (later ones are trailers)
+  bool long_extension_ = false;  // the current request's chunk-extension check fired
 };
 
+}  // namespace
+
+namespace {
+// Accept errors that say the process (or the system) is out of a resource: accepting again at once would fail again.
+bool outOfResources(const error_code& ec) {
+  return ec == asio::error::no_descriptors || ec == boost::system::errc::too_many_files_open_in_system ||
+         ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
+}
 }  // namespace
 
 void startAccepting(Worker& worker) {
   worker.acceptor.async_accept([&worker](error_code ec, asio::ip::tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !worker.acceptor.is_open()) return;
+    if (outOfResources(ec)) {
+      using std::chrono::milliseconds;
+      worker.accept_backoff = std::min(milliseconds(1000), std::max(milliseconds(10), worker.accept_backoff * 2));
+      log::warn("cannot accept a client connection: {}; pausing accepts for {} ms", ec.message(),
+                worker.accept_backoff.count());
+      worker.accept_pause.expires_after(worker.accept_backoff);
+      worker.accept_pause.async_wait([&worker](error_code wait_ec) {
+        if (!wait_ec) startAccepting(worker);
+      });
+      return;
+    }
+    worker.accept_backoff = std::chrono::milliseconds(0);
     if (!ec) {
       Gateway& g = worker.gateway;
       if (g.openConnections().load() >= static_cast<int64_t>(g.config().limits.max_connections)) {

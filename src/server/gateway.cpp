@@ -1,5 +1,7 @@
 #include "server/gateway.h"
 
+#include <sys/resource.h>
+
 #include <boost/asio/post.hpp>
 #include <chrono>
 
@@ -19,7 +21,27 @@ namespace asio = boost::asio;
 
 namespace {
 constexpr auto kDrainPoll = std::chrono::milliseconds(20);
+// Descriptors beyond the connections: listeners, the pods file, engine metrics, KV event sockets, logs.
+constexpr rlim_t kSpareDescriptors = 1024;
+
+// Each client connection can hold an upstream one too: raise the soft descriptor limit toward what
+// limits.max_connections needs (never above the hard limit), so the limit is what refuses clients, not EMFILE.
+void raiseFileLimit(uint32_t max_connections) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = rlim_t{max_connections} * 2 + kSpareDescriptors;
+  if (limit.rlim_cur >= wanted) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, limit.rlim_max);
+  if (limit.rlim_cur > before && setrlimit(RLIMIT_NOFILE, &limit) == 0)
+    log::info("open file limit raised from {} to {} for limits.max_connections ({})", before, limit.rlim_cur,
+              max_connections);
+  if (limit.rlim_cur < wanted)
+    log::warn("open file limit {} is below the {} that limits.max_connections ({}) needs; raise the hard limit "
+              "(ulimit -Hn) or lower limits.max_connections",
+              limit.rlim_cur, wanted, max_connections);
 }
+}  // namespace
 
 ControlPlane::ControlPlane(Gateway& g)
     : gateway(g), rng(config::streamSeed(g.config().random_seed, config::SeedPurpose::kControlPlane)) {}
@@ -78,6 +100,7 @@ bool Gateway::start(std::string& error) {
   control_->scraper =
       std::make_unique<engine::MetricsScraper>(control_->io, pods_, config_.engine_metrics, routing::steadyNowMs);
 
+  raiseFileLimit(config_.limits.max_connections);
   std::string host;
   uint16_t port = 0;
   unsigned threads = config_.threads ? config_.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -138,6 +161,7 @@ void Gateway::beginShutdown() {
     asio::post(w->io, [wp = w.get()] {
       boost::system::error_code ignored;
       wp->acceptor.close(ignored);
+      wp->accept_pause.cancel();
       closeIdleClients(*wp);
     });
   }

@@ -71,20 +71,27 @@ void RequestOutcome::setDecision(const routing::Decision& decision, const proxy:
   }
 }
 
-void RequestOutcome::fail(int status, std::string reason, std::string message) {
-  status_ = status;
-  reason_ = std::move(reason);
+void RequestOutcome::fail(openai::GatewayError error, std::string message) {
+  const openai::ErrorInfo& info = openai::errorInfo(error);
+  status_ = info.status;
+  reason_ = std::string(info.label);
   message_ = std::move(message);
 }
 
 RequestOutcome::~RequestOutcome() {
   if (!begun_) {
-    if (status_ != 0) log::info("request status={} {}", status_, message_);  // failed before a complete head
+    if (status_ != 0)  // failed before a complete head
+      log::info("request status={} reason={} error=\"{}\"", status_, reason_, openai::printable(message_));
     return;
   }
   gateway_.activeRequests().fetch_sub(1);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const std::string model = model_.empty() ? "" : model_;
+  // Metric labels come only from bounded sets: a model label only for a model some pod serves (any other name a
+  // client sends is "unknown", so made-up names cannot grow the series), strategies only from decisions (known
+  // names), pods from discovery.
+  static const std::string kUnknownModel = "unknown";
+  const bool served = !pod_.empty() || (!model_.empty() && gateway_.pods().snapshot()->podsFor(model_) != nullptr);
+  const std::string& model = model_.empty() ? model_ : (served ? model_ : kUnknownModel);
   gateway_.metrics().requestDone(model, pod_, status_, strategy_, seconds);
   if (first_byte_seconds_ >= 0) gateway_.metrics().firstByte(model, first_byte_seconds_);
   if (!reason_.empty() && !pod_.empty() && status_ >= 500) gateway_.metrics().upstreamError(pod_, reason_);
@@ -95,8 +102,10 @@ RequestOutcome::~RequestOutcome() {
                                          audit_->error_ratio);
   }
   if (!log::enabled(status_ >= 500 && status_ != 499 ? log::Level::kWarn : log::Level::kInfo)) return;
+  // Client-given text (method, path, model, messages quoting them) is cut and escaped: one request, one line.
   std::string line = fmt::format("request id={} {} {} model={} strategy={} pod={} match={} status={} latency_ms={:.1f}",
-                                 request_id_, method_, path_, model_.empty() ? "-" : model_,
+                                 request_id_, openai::printable(method_, 32), openai::printable(path_, 256),
+                                 model_.empty() ? "-" : openai::printable(model_, 128),
                                  strategy_.empty() ? "-" : strategy_, pod_.empty() ? "-" : pod_,
                                  match_percent_ >= 0 ? std::to_string(match_percent_) : "-", status_, seconds * 1000);
   if (first_byte_seconds_ >= 0) line += fmt::format(" ttfb_ms={:.1f}", first_byte_seconds_ * 1000);
@@ -105,7 +114,8 @@ RequestOutcome::~RequestOutcome() {
   if (audit_) line += fmt::format(" predicted_cached_tokens={}", audit_->predicted_tokens);
   if (stream_) line += " stream=true";
   if (retries_ > 0) line += fmt::format(" retries={}", retries_);
-  if (!message_.empty()) line += " error=\"" + message_ + "\"";
+  if (!reason_.empty() && status_ >= 400) line += " reason=" + reason_;
+  if (!message_.empty()) line += " error=\"" + openai::printable(message_, 512) + "\"";
   if (status_ >= 500 && status_ != 499) log::warn("{}", line);
   else log::info("{}", line);
 }

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "openai/errors.h"
 #include "openai/request.h"
 #include "proxy/relay.h"
 #include "routing/router.h"
@@ -28,7 +29,8 @@ class RequestOutcome {
   void begin(const boost::beast::http::request_header<>& head);
   void setRequest(const openai::RequestView& request);
   void setDecision(const routing::Decision& decision, const proxy::RelayOutcome& relayed);
-  void fail(int status, std::string reason, std::string message);
+  // The request ends with a gateway-made error (openai/errors.h gives its status and label).
+  void fail(openai::GatewayError error, std::string message);
   void succeed(int status) { status_ = status; }
 
   const std::string& requestId() const { return request_id_; }

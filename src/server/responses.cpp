@@ -4,15 +4,14 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http.hpp>
 
-#include "openai/errors.h"
-
 namespace prefixgate::server {
 namespace asio = boost::asio;
-namespace http = boost::beast::http;
+namespace beast = boost::beast;
+namespace http = beast::http;
 
-asio::awaitable<bool> writeResponse(boost::beast::tcp_stream& stream, int status, std::string_view content_type,
-                                    std::string body, bool keep_alive, const HeaderList& headers) {
-  http::response<http::string_body> res{static_cast<http::status>(status), 11};
+asio::awaitable<bool> writeResponse(beast::tcp_stream& stream, int status, std::string_view content_type,
+                                    std::string body, bool keep_alive, const HeaderList& headers, Framing framing) {
+  http::response<http::string_body> res{static_cast<http::status>(status), framing.version == 10 ? 10u : 11u};
   res.set(http::field::server, "prefixgate");
   res.set(http::field::content_type, content_type);
   for (const auto& [name, value] : headers) res.set(name, value);
@@ -20,14 +19,28 @@ asio::awaitable<bool> writeResponse(boost::beast::tcp_stream& stream, int status
   res.body() = std::move(body);
   res.prepare_payload();
   boost::system::error_code ec;
-  co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+  if (framing.head_only) {
+    http::response_serializer<http::string_body> serializer{res};
+    co_await http::async_write_header(stream, serializer, asio::redirect_error(asio::use_awaitable, ec));
+  } else {
+    co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+  }
   co_return !ec;
 }
 
-asio::awaitable<bool> writeError(boost::beast::tcp_stream& stream, int status, std::string_view message, bool keep_alive,
-                                 const HeaderList& headers, std::string_view param) {
-  co_return co_await writeResponse(stream, status, "application/json", openai::errorBody(status, message, param),
-                                   keep_alive, headers);
+asio::awaitable<bool> writeError(beast::tcp_stream& stream, openai::GatewayError error, std::string_view message,
+                                 bool keep_alive, const HeaderList& headers, std::string_view param, Framing framing) {
+  const openai::ErrorInfo& info = openai::errorInfo(error);
+  const bool has_retry_after = std::any_of(headers.begin(), headers.end(),
+                                           [](const auto& h) { return beast::iequals(h.first, "retry-after"); });
+  if (info.retry_after && !has_retry_after) {
+    HeaderList with = headers;
+    with.emplace_back("retry-after", "1");
+    co_return co_await writeResponse(stream, info.status, "application/json", openai::errorBody(error, message, param),
+                                     keep_alive, with, framing);
+  }
+  co_return co_await writeResponse(stream, info.status, "application/json", openai::errorBody(error, message, param),
+                                   keep_alive, headers, framing);
 }
 
 }  // namespace prefixgate::server

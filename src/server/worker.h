@@ -3,6 +3,7 @@
 // Everything here is touched only from that thread (except stop/close requests, which are posted to it).
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <random>
 #include <thread>
@@ -41,6 +42,10 @@ struct Worker {
   uint64_t request_id_seed;  // seeds this thread's request ids (seedRequestIds) when the thread starts
   // Client connections waiting for their next request; closed at once when the gateway drains.
   std::unordered_set<boost::beast::tcp_stream*> idle_clients;
+  // Accepting pauses while the process is out of file descriptors (or socket memory), backing off from 10 ms to
+  // 1 s, instead of spinning on an acceptor that stays readable.
+  boost::asio::steady_timer accept_pause{io};
+  std::chrono::milliseconds accept_backoff{0};
   std::thread thread;
 };
 

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "tokenize/bpe_ranks.h"
+#include "util/scratch.h"
 
 namespace prefixgate::tokenize {
 namespace {
@@ -58,7 +59,8 @@ void mergeSmall(const BpeRanks& ranks, const uint8_t* p, size_t n, std::vector<u
   }
 }
 
-// Per-thread scratch for long pieces, reused so that a steady stream of requests allocates nothing here.
+// Per-thread scratch for long pieces, reused so that a steady stream of requests allocates nothing here (and
+// released after a piece that made it large: util/scratch.h).
 struct LongPieceScratch {
   std::vector<uint32_t> next;   // next[i]: start of the part after the part starting at i, or kJoined
   std::vector<uint32_t> prev;   // prev[i]: start of the part before it (unused for i == 0)
@@ -113,6 +115,10 @@ void mergeLong(const BpeRanks& ranks, const uint8_t* p, size_t n, std::vector<ui
     const uint32_t length = s.next[i] - i;
     appendTokenId(length == 1 ? ranks.byteRank(p[i]) : ranks.find(p + i, length), out);
   }
+  util::releaseIfLarge(s.next);
+  util::releaseIfLarge(s.prev);
+  util::releaseIfLarge(s.pair_rank);
+  util::releaseIfLarge(s.heap);
 }
 
 }  // namespace

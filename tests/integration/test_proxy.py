@@ -158,7 +158,7 @@ def test_metrics_parse_as_prometheus_text(sims, gateway_factory):
     by_status = {(s.labels["model"], s.labels["pod"], s.labels["status"]): s.value
                  for s in requests.samples if s.name == "prefixgate_requests_total"}
     assert by_status[("sim-model", "engine-0", "200")] == 1
-    assert by_status[("nope", "", "404")] == 1
+    assert by_status[("unknown", "", "404")] == 1  # a model no pod serves is never a label of its own
     assert "prefixgate_request_duration_seconds" in families
     ready = {s.labels["pod"]: s.value for s in families["prefixgate_pod_ready"].samples}
     assert ready == {"engine-0": 1.0}

@@ -5,6 +5,7 @@
 #include "config/random_seed.h"
 #include "index/block_hash.h"
 #include "tokenize/tiktoken_tokenizer.h"
+#include "util/scratch.h"
 
 namespace prefixgate::routing {
 
@@ -126,6 +127,7 @@ void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks
   }
   out.bytes = bytes.size();
   index::hashBlocks(bytes, out.block_bytes, seed_, out.hashes);
+  util::releaseIfLarge(scratch);  // one huge prompt does not keep its tokens' memory on this thread
 }
 
 void PrefixServices::match(std::string_view model, std::span<const BlockHash> hashes,

@@ -8,6 +8,7 @@
 #include "routing/prefix/prefix_services.h"
 #include "routing/prefix/selection.h"
 #include "routing/strategy_registry.h"
+#include "util/scratch.h"
 
 namespace prefixgate::routing {
 namespace {
@@ -23,6 +24,7 @@ class PrefixCacheStrategy final : public Strategy {
   void score(RoutingInput& input) override {
     Scratch& s = scratch();
     s.started = std::chrono::steady_clock::now();
+    util::releaseIfLarge(s.prompt.hashes);  // a huge previous prompt's hashes are not kept for ever
     services_.hashPrompt(input.request, s.prompt);
     s.matched.assign(input.candidates.size(), 0);
     // An unusable prompt (the engine's tokenizer did not answer) has no hashes: every match is 0, load decides.

@@ -139,6 +139,31 @@ TEST(Config, ValidateReportsEachBadValue) {
   EXPECT_TRUE(hasProblem(problems, "limits.max_connections: must be greater than 0"));
 }
 
+// Every limit a component would refuse at start (or that could exhaust memory) is refused by validation, naming
+// the key: the gateway never passes --check and then fails to start.
+TEST(Config, ValidateBoundsEveryStartUpLimit) {
+  Problems problems;
+  Config c = parseYaml("listen: example.com:80\nadmin_listen: '[::1]:9090'\ndiscovery: {file: p.yaml}\n"
+                       "routing: {prefix_cache: {eviction_duration_mins: 357914, block_number: 5000000000,"
+                       " remote_tokenizer_cache_entries: 100000000000}}\n"
+                       "limits: {max_body_bytes: 5000000000, max_header_bytes: 4000000, max_connections: 4000000}\n",
+                       "gw.yaml", problems);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  validate(c, kStrategies, problems);
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: listen: the host must be an IP address (or localhost), got 'example.com'"));
+  EXPECT_FALSE(hasProblem(problems, "admin_listen"));
+  EXPECT_TRUE(hasProblem(problems, "routing.prefix_cache.eviction_duration_mins: must be at most 357913"));
+  EXPECT_TRUE(hasProblem(problems, "routing.prefix_cache.block_number: must be at most"));
+  EXPECT_TRUE(hasProblem(problems, "routing.prefix_cache.remote_tokenizer_cache_entries: must be at most 10000000"));
+  EXPECT_TRUE(hasProblem(problems, "limits.max_body_bytes: must be at most 1073741824"));
+  EXPECT_TRUE(hasProblem(problems, "limits.max_header_bytes: must be at most 1048576"));
+  EXPECT_TRUE(hasProblem(problems, "limits.max_connections: must be at most 1000000"));
+  Problems ok;
+  c = parseYaml("discovery: {file: p.yaml}\nrouting: {prefix_cache: {eviction_duration_mins: 357913}}\n", "gw.yaml", ok);
+  validate(c, kStrategies, ok);
+  EXPECT_TRUE(ok.empty()) << ok.front();
+}
+
 // The KV event sync and capacity-aware keys: defaults (capacity-aware standard mode on, KV sync off), parsing, and
 // the ranges validation enforces (the file and key named).
 TEST(Config, KvSyncAndCapacityKeys) {

@@ -161,9 +161,28 @@ TEST_F(PrefixIndexTest, CapacityEvictsLeastRecentlyUpdated) {
 // Ensures a prompt recorded into a full index keeps its first blocks: its tail is evicted before its head.
 TEST_F(PrefixIndexTest, EvictionKeepsThePromptHead) {
   ManualClock clock;
-  PrefixIndex index(PrefixIndexOptions{2, 20min, 1}, clock);
-  index.record("m", chain({1, 2, 3, 4}), PodId{1});
-  EXPECT_EQ(matchOf(index, "m", chain({1, 2, 3, 4}), pods({1})), (std::vector<uint32_t>{2}));
+  PrefixIndex index(PrefixIndexOptions{4, 20min, 1}, clock);
+  index.record("m", chain({5, 6}), PodId{1});
+  clock.advance(1s);
+  index.record("m", chain({7, 8}), PodId{1});  // the index is full
+  clock.advance(1s);
+  index.record("m", chain({1, 2}), PodId{1});  // evicts 5 and 6, the least recently updated
+  EXPECT_EQ(matchOf(index, "m", chain({1, 2}), pods({1})), (std::vector<uint32_t>{2}));
+  EXPECT_EQ(matchOf(index, "m", chain({7, 8}), pods({1})), (std::vector<uint32_t>{2}));
+  EXPECT_EQ(matchOf(index, "m", chain({5}), pods({1})), (std::vector<uint32_t>{0}));
+}
+
+// Ensures one prompt longer than the whole index records only its head (half the capacity) and cannot flush the
+// blocks of every other model.
+TEST_F(PrefixIndexTest, HugePromptDoesNotFlushOtherModels) {
+  ManualClock clock;
+  PrefixIndex index(PrefixIndexOptions{100, 20min, 1}, clock);
+  index.record("a", range(1, 20), PodId{1});
+  clock.advance(1s);
+  index.record("b", range(1000, 5000), PodId{2});
+  EXPECT_EQ(matchOf(index, "a", range(1, 20), pods({1})), (std::vector<uint32_t>{20}));
+  EXPECT_EQ(matchOf(index, "b", range(1000, 5000), pods({2})), (std::vector<uint32_t>{50}));
+  EXPECT_EQ(index.maxBlocksPerRecord(), 50u);
 }
 
 // Ensures the capacity is global over models, not per model.
