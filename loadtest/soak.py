@@ -456,7 +456,7 @@ def wait_for_drain(gateway, fds_before):
 
 
 def markdown(summary):
-    lines = [f"# Soak: {summary['duration_s']} s", "", *provenance.markdown(summary["provenance"]),
+    lines = [f"# Soak: {summary['duration_s']:g} s", "", *provenance.markdown(summary["provenance"]),
              f"**Verdict**: {'passed' if summary['passed'] else 'FAILED'}", "", "| rule | result | measured |",
              "| --- | --- | --- |"]
     lines += [f"| {r['rule']} | {'ok' if r['passed'] else 'FAILED'} | {r['measured']} |" for r in summary["rules"]]
