@@ -30,6 +30,8 @@ The rules; the run exits 1 when any is broken:
                        (after the warm-up) * (1 + SERIES_GROWTH_SHARE) + SERIES_GROWTH_SLACK: a series per
                        client-chosen string grows by thousands a minute, a new pod or status by tens
 
+The processes' logs go to a temporary folder, removed when the run passed (its path is in the summary otherwise).
+
 Usage: loadtest/soak.py [--duration S] [--out DIR]   (scripts/soak.sh builds first; docs/testing.md, "Soak")
 """
 import argparse
@@ -38,6 +40,7 @@ import json
 import os
 import random
 import select
+import shutil
 import socket
 import statistics
 import sys
@@ -540,11 +543,14 @@ def run(duration_s, out_dir, workdir, time_scale):
     if alive:
         rules += growth_rules(samples, warmup_s, fds_before, fds_drained)
     all_latencies = tally.all_latencies
-    summary = {"duration_s": duration_s, "warmup_s": warmup_s, "passed": all(r[1] for r in rules),
+    passed = all(r[1] for r in rules)
+    if passed:  # the processes' logs are kept only to explain a failure
+        shutil.rmtree(workdir, ignore_errors=True)
+    summary = {"duration_s": duration_s, "warmup_s": warmup_s, "passed": passed,
                "rules": [{"rule": r, "passed": p, "measured": m} for r, p, m in rules],
                "requests": counts, "first_failures": tally.first_failures,
                "normal_latency_s": {"p50": percentile(all_latencies, 0.5), "p99": percentile(all_latencies, 0.99)},
-               "logs": str(workdir), "samples": samples,
+               "logs": None if passed else str(workdir), "samples": samples,
                "provenance": provenance.collect(" ".join(sys.argv), {"prefixgate": harness.GATEWAY_BIN,
                                                                     "engine-sim": harness.SIM_BIN}, load, git)}
     (out_dir / "soak-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -564,7 +570,7 @@ def main():
         print(f"{'ok    ' if r['passed'] else 'FAILED'} {r['rule']}: {r['measured']}")
     for kind, c in summary["requests"].items():
         print(f"  {kind:<20} ok {c['ok']:>6}  failed {c['failed']:>5}  {(summary['first_failures'].get(kind) or [''])[0][:150]}")
-    print(f"summary: {args.out}/soak-summary.md; logs: {workdir}")
+    print(f"summary: {args.out}/soak-summary.md; logs: {summary['logs'] or 'removed (the run passed)'}")
     return 0 if summary["passed"] else 1
 
 
