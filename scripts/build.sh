@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Configures and builds prefixgate. Usage: scripts/build.sh [release|asan] [ninja targets...]
+# Configures and builds prefixgate. Usage: scripts/build.sh [release|asan|tsan] [ninja targets...]
 #   release  RelWithDebInfo in build/ (default)
 #   asan     AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/
+#   tsan     ThreadSanitizer in build-tsan/ (RelWithDebInfo: -O2 -g keeps the instrumented tests fast enough)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${1:-release}
@@ -9,7 +10,8 @@ shift || true
 case "$flavour" in
   release) dir=build; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
   asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=Debug -DPREFIXGATE_SANITIZE=ON -DPREFIXGATE_BENCHMARKS=OFF) ;;
-  *) echo "usage: $0 [release|asan] [targets...]" >&2; exit 2 ;;
+  tsan) dir=build-tsan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPREFIXGATE_TSAN=ON -DPREFIXGATE_BENCHMARKS=OFF) ;;
+  *) echo "usage: $0 [release|asan|tsan] [targets...]" >&2; exit 2 ;;
 esac
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/prefixgate-ccache}
 export CCACHE_NOHASHDIR=1
