@@ -43,6 +43,8 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   if (!net::splitHostPort(c.listen, host, port)) check.fail("listen", "expected HOST:PORT, got '" + c.listen + "'");
   if (!net::splitHostPort(c.admin_listen, host, port))
     check.fail("admin_listen", "expected HOST:PORT, got '" + c.admin_listen + "'");
+  if (!c.health_listen.empty() && !net::splitHostPort(c.health_listen, host, port))
+    check.fail("health_listen", "expected HOST:PORT (or empty for none), got '" + c.health_listen + "'");
   if (c.threads > 1024) check.fail("threads", "at most 1024");
   log::Level level;
   if (!log::parseLevel(c.log_level, level)) check.fail("log_level", "expected debug, info, warn, error or off");
@@ -125,6 +127,8 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   check.positive("limits.header_timeout_ms", c.limits.header_timeout_ms);
   check.positive("limits.client_idle_timeout_ms", c.limits.client_idle_timeout_ms);
   check.positive("limits.max_connections", c.limits.max_connections);
+  check.positive("limits.admin_max_body_bytes", c.limits.admin_max_body_bytes);
+  check.positive("auth.file_poll_interval_ms", c.auth.file_poll_interval_ms);
 }
 
 }  // namespace prefixgate::config

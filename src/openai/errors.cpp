@@ -8,6 +8,7 @@ std::string_view errorType(int status) {
   switch (status) {
     case 400: return "invalid_request_error";
     case 401: return "authentication_error";
+    case 403: return "permission_error";
     case 404: return "not_found_error";
     case 405: return "method_not_allowed";
     case 408: return "timeout_error";

@@ -10,6 +10,7 @@
 
 #include "openai/request.h"
 #include "proxy/relay.h"
+#include "server/client_auth.h"
 #include "server/gateway.h"
 #include "server/remote_tokens.h"
 #include "server/request_outcome.h"
@@ -58,9 +59,10 @@ Route routeOf(http::verb method, std::string_view target) {
   return Route{};
 }
 
-std::string modelsBody(const discovery::PodSet& pods, int64_t now_ms) {
+std::string modelsBody(const discovery::PodSet& pods, int64_t now_ms, const ClientAuth& auth) {
   nlohmann::json data = nlohmann::json::array();
   for (const std::string& model : pods.models()) {
+    if (!auth.allows(model)) continue;
     const auto* serving = pods.podsFor(model);
     bool ready = serving && std::any_of(serving->begin(), serving->end(), [&](const auto& p) { return p->ready(now_ms); });
     if (ready) data.push_back({{"id", model}, {"object", "model"}, {"created", 0}, {"owned_by", "prefixgate"}});
@@ -111,8 +113,16 @@ class ClientSession {
     outcome.begin(head);
     bool keep_alive = head.keep_alive() && !gateway_.draining();
     Route route = routeOf(head.method(), head.target());
-    if (route.kind != Route::kProxy) co_return co_await serveLocal(route, parser, outcome, keep_alive);
-    co_return co_await serveProxy(route.endpoint, parser, outcome, keep_alive);
+    ClientAuth auth(gateway_, outcome);
+    if (route.kind == Route::kProxy || route.kind == Route::kModels) {
+      if (auto refusal = auth.authenticate(head)) {
+        // The body is read (within the usual limits) so the answer is not lost to a reset of unread bytes.
+        if (!co_await readBody(parser, outcome)) co_return false;
+        co_return co_await writeRefusal(stream_, outcome, *refusal, keep_alive) && keep_alive;
+      }
+    }
+    if (route.kind != Route::kProxy) co_return co_await serveLocal(route, parser, outcome, auth, keep_alive);
+    co_return co_await serveProxy(route.endpoint, parser, outcome, auth, keep_alive);
   }
 
   asio::awaitable<bool> headerFailed(const error_code& ec, RequestOutcome& outcome) {
@@ -168,12 +178,12 @@ class ClientSession {
   }
 
   asio::awaitable<bool> serveLocal(const Route& route, http::request_parser<http::string_body>& parser,
-                                   RequestOutcome& outcome, bool keep_alive) {
+                                   RequestOutcome& outcome, const ClientAuth& auth, bool keep_alive) {
     if (!co_await readBody(parser, outcome)) co_return false;
     if (route.kind == Route::kModels) {
       outcome.succeed(200);
       co_return co_await writeResponse(stream_, 200, "application/json",
-                                       modelsBody(*gateway_.pods().snapshot(), routing::steadyNowMs()), keep_alive,
+                                       modelsBody(*gateway_.pods().snapshot(), routing::steadyNowMs(), auth), keep_alive,
                                        outcome.headers()) && keep_alive;
     }
     HeaderList headers = outcome.headers();
@@ -187,7 +197,7 @@ class ClientSession {
   }
 
   asio::awaitable<bool> serveProxy(openai::Endpoint endpoint, http::request_parser<http::string_body>& parser,
-                                   RequestOutcome& outcome, bool keep_alive) {
+                                   RequestOutcome& outcome, ClientAuth& auth, bool keep_alive) {
     if (!co_await readBody(parser, outcome)) co_return false;
     auto& head = parser.get();
     openai::RequestView request;
@@ -198,6 +208,8 @@ class ClientSession {
       co_return co_await writeError(stream_, parse_error.status, parse_error.message, keep_alive, outcome.headers(),
                                     parse_error.param) && keep_alive;
     }
+    if (auto refusal = auth.authorize(request.model))
+      co_return co_await writeRefusal(stream_, outcome, *refusal, keep_alive) && keep_alive;
     const uint32_t max_in_flight = gateway_.config().limits.max_in_flight;
     if (max_in_flight > 0 && gateway_.activeRequests().load() > static_cast<int64_t>(max_in_flight)) {
       outcome.fail(429, "overloaded", "the gateway has limits.max_in_flight requests in flight; retry later");
@@ -215,6 +227,7 @@ class ClientSession {
       if (status == 429 || status == 503) headers.emplace_back("retry-after", "1");
       co_return co_await writeError(stream_, status, decision.message, keep_alive, headers) && keep_alive;
     }
+    auth.stripCredentials(head);
     proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, gateway_.config().health_check,
                                       head, head.body(),
                                       outcome.requestId(), keep_alive,
@@ -225,6 +238,7 @@ class ClientSession {
                                       }};
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
     outcome.setDecision(decision, relayed);
+    auth.charge(relayed);
     if (!relayed.response_started && !relayed.client_gone) {
       co_return co_await writeError(stream_, relayed.status, relayed.error, keep_alive, outcome.headers()) && keep_alive;
     }

@@ -21,6 +21,7 @@ class ControlPlane {
   Gateway& gateway;
   boost::asio::io_context io{1};
   boost::asio::ip::tcp::acceptor admin_acceptor{io};
+  boost::asio::ip::tcp::acceptor health_acceptor{io};  // health_listen: /healthz and /readyz only; closed when off
   boost::asio::signal_set signals{io};
   std::unique_ptr<discovery::FilePodSource> file_source;
   std::unique_ptr<discovery::HealthChecker> health;
@@ -29,7 +30,8 @@ class ControlPlane {
   std::thread thread;
 };
 
-// Accepts admin connections (/metrics, /healthz, /readyz, /debug/*) on the control thread.
+// Accepts admin connections (/metrics, /healthz, /readyz, /debug/*) on the control thread, and probe connections
+// on the health listener when it is open.
 void startAdmin(ControlPlane& control);
 
 }  // namespace prefixgate::server

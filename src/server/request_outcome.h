@@ -30,6 +30,8 @@ class RequestOutcome {
   void setDecision(const routing::Decision& decision, const proxy::RelayOutcome& relayed);
   void fail(int status, std::string reason, std::string message);
   void succeed(int status) { status_ = status; }
+  // The name of the API key the request presented (logged as key=; never the key itself).
+  void setKey(std::string name) { key_ = std::move(name); }
 
   const std::string& requestId() const { return request_id_; }
   int status() const { return status_; }
@@ -48,6 +50,7 @@ class RequestOutcome {
   bool stream_ = false;
   std::string strategy_;
   std::string pod_;
+  std::string key_;
   int match_percent_ = -1;
   int status_ = 0;
   std::string reason_;
