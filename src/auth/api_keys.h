@@ -22,7 +22,7 @@ struct ApiKeySpec {
   std::optional<uint64_t> tokens_per_minute;
 };
 
-// Parses the YAML text of a keys file. Every problem is appended as "<source>: keys[i] (name): field: what is
+// Parses the YAML text of a keys file. Every problem is appended as "<source>: keys[i] (name).field: what is
 // wrong"; no message ever contains a key.
 std::vector<ApiKeySpec> parseApiKeysFile(const std::string& text, const std::string& source,
                                          std::vector<std::string>& problems);
