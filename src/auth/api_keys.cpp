@@ -13,7 +13,8 @@
 namespace prefixgate::auth {
 namespace {
 
-// "keys[3] (team-b)" (messages read "keys[3] (team-b).key: ..."): the entry's index, and its name when it has a readable one, for messages.
+// "keys[3] (team-b)": the entry's index, and its name when it has a readable one, for messages
+// ("keys[3] (team-b).key: ...").
 std::string entryPath(const YAML::Node& entry, size_t index) {
   std::string path = "keys[" + std::to_string(index) + "]";
   if (entry.IsMap() && entry["name"] && entry["name"].IsScalar() && !entry["name"].Scalar().empty())

@@ -14,9 +14,11 @@ void KeyLimiter::Bucket::refill(int64_t elapsed_ms) {
   level = std::min(cap, level + cap * static_cast<double>(elapsed_ms) / kWindowMs);
 }
 
-uint32_t KeyLimiter::Bucket::secondsUntil(double needed) const {
+uint32_t KeyLimiter::Bucket::secondsUntil(double needed, bool strictly_above) const {
   const double rate_per_s = static_cast<double>(*per_minute) / (kWindowMs / 1000);
-  const double seconds = std::ceil((needed - level) / rate_per_s);
+  const double exact = (needed - level) / rate_per_s;
+  // At `exact` seconds the level equals `needed`: enough for ">=", one whole second more for ">".
+  const double seconds = strictly_above ? std::floor(exact) + 1 : std::ceil(exact);
   return static_cast<uint32_t>(std::clamp(seconds, 1.0, 4294967295.0));
 }
 
@@ -40,11 +42,10 @@ Admission KeyLimiter::admit(int64_t now_ms) {
   std::lock_guard lock(mutex_);
   refill(now_ms);
   if (requests_.per_minute && requests_.level < 1)
-    return {false, LimitKind::kRequests, requests_.secondsUntil(1)};
-  // Tokens are charged after the fact: any allowance left admits the request. A level exactly at 0 needs a
-  // fraction of a token, which secondsUntil rounds up to a whole second.
+    return {false, LimitKind::kRequests, requests_.secondsUntil(1, false)};
+  // Tokens are charged after the fact: any allowance left (a level above 0) admits the request.
   if (tokens_.per_minute && tokens_.level <= 0)
-    return {false, LimitKind::kTokens, tokens_.secondsUntil(std::nextafter(0.0, 1.0))};
+    return {false, LimitKind::kTokens, tokens_.secondsUntil(0, true)};
   if (requests_.per_minute) requests_.level -= 1;
   return {};
 }

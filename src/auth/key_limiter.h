@@ -35,8 +35,8 @@ class KeyLimiter {
     std::optional<uint64_t> per_minute;  // unset = unlimited
     double level = 0;
     void refill(int64_t elapsed_ms);
-    // Seconds (rounded up, at least 1) until the level reaches `needed`.
-    uint32_t secondsUntil(double needed) const;
+    // Whole seconds (at least 1) until the level reaches `needed` (or exceeds it, with `strictly_above`).
+    uint32_t secondsUntil(double needed, bool strictly_above) const;
   };
   void refill(int64_t now_ms);
   std::mutex mutex_;
