@@ -43,22 +43,20 @@ bool Credentials::load(std::vector<std::string>& problems) {
   return problems.size() == before;
 }
 
-void Credentials::watch(boost::asio::io_context& io) {
+std::vector<std::unique_ptr<util::PolledFile>> Credentials::watch(boost::asio::io_context& io) {
   const std::chrono::milliseconds interval(config_.file_poll_interval_ms);
+  std::vector<std::unique_ptr<util::PolledFile>> watchers;
   if (!config_.api_keys_file.empty()) {
-    watchers_.push_back(std::make_unique<util::PolledFile>(io, config_.api_keys_file, interval,
-                                                           [this](const std::string& text) { applyKeys(text); }));
-    watchers_.back()->start(keys_text_);
+    watchers.push_back(std::make_unique<util::PolledFile>(io, config_.api_keys_file, interval,
+                                                          [this](const std::string& text) { applyKeys(text); }));
+    watchers.back()->start(keys_text_);
   }
   if (!config_.admin_token_file.empty()) {
-    watchers_.push_back(std::make_unique<util::PolledFile>(io, config_.admin_token_file, interval,
-                                                           [this](const std::string& text) { applyAdminToken(text); }));
-    watchers_.back()->start(token_text_);
+    watchers.push_back(std::make_unique<util::PolledFile>(io, config_.admin_token_file, interval,
+                                                          [this](const std::string& text) { applyAdminToken(text); }));
+    watchers.back()->start(token_text_);
   }
-}
-
-void Credentials::stop() {
-  for (auto& w : watchers_) w->stop();
+  return watchers;
 }
 
 void Credentials::applyKeys(const std::string& text) {

@@ -3,6 +3,7 @@
 // (auth.admin_token_file). Each is an immutable snapshot swapped atomically; event loops and the control thread
 // read them without a lock. The files are polled on the control thread: a valid new version replaces the old one,
 // a broken one is logged (file, entry, field) and ignored, so the last good credentials stay in force.
+// Thread-safe readers; load() and the file callbacks run on one thread (start-up, then the control thread).
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -30,9 +31,9 @@ class Credentials {
 
   // Loads the configured files; false (with the problems) when one is missing or invalid.
   bool load(std::vector<std::string>& problems);
-  // Polls the files on `io` (the control thread) until stop(), which must run on that thread.
-  void watch(boost::asio::io_context& io);
-  void stop();
+  // Pollers of the configured files on `io` (the control thread), started; the caller keeps them while `io` lives
+  // (and stops them on its thread). They call back into this object, which must outlive them.
+  std::vector<std::unique_ptr<util::PolledFile>> watch(boost::asio::io_context& io);
 
   // The keys in force; null when auth.api_keys_file is not set (no key needed).
   std::shared_ptr<const ApiKeySet> apiKeys() const { return api_keys_.load(std::memory_order_acquire); }
@@ -49,7 +50,6 @@ class Credentials {
   std::atomic<std::shared_ptr<const ApiKeySet>> api_keys_;
   std::atomic<std::shared_ptr<const std::string>> admin_token_;
   std::string keys_text_, token_text_;  // what load() read: the watchers start from it
-  std::vector<std::unique_ptr<util::PolledFile>> watchers_;
 };
 
 }  // namespace prefixgate::auth

@@ -121,7 +121,7 @@ bool Gateway::start(std::string& error) {
   });
   control_->health->start();
   control_->scraper->start();
-  credentials_.watch(control_->io);
+  control_->credential_files = credentials_.watch(control_->io);
   startAdmin(*control_);
   control_->thread = std::thread([this] { control_->io.run(); });
   drain_thread_ = std::thread([this] { drainAndStop(); });
@@ -180,7 +180,9 @@ void Gateway::drainAndStop() {
   if (control_->scraper) control_->scraper->stop();
   if (kv_sync_) kv_sync_->stop();
   if (control_->file_source) asio::post(control_->io, [this] { control_->file_source->stop(); });
-  asio::post(control_->io, [this] { credentials_.stop(); });
+  asio::post(control_->io, [this] {
+    for (auto& file : control_->credential_files) file->stop();
+  });
   control_->io.stop();
 }
 
