@@ -1,6 +1,6 @@
 #pragma once
 // A file watched by polling its content on an io_context: a change calls back with the new text. Used for the
-// files operators rewrite while the gateway runs (API keys, the admin token); content, not mtime, is compared,
+// files operators rewrite while the gateway runs (pods, API keys, the admin token); content, not mtime, is compared,
 // since mtime's resolution can hide a quick rewrite. Runs on one thread (the io_context's).
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
