@@ -131,8 +131,9 @@ def write_pods(path, sims):
 
 
 class Gateway(Process):
-    def __init__(self, tmp_path, sims, config=None, env=None, name="gateway", launcher=()):
-        """`launcher`: a command the gateway runs under (e.g. ["prlimit", "--nofile=64:64"])."""
+    def __init__(self, tmp_path, sims, config=None, env=None, name="gateway", listeners=2, launcher=()):
+        """`listeners`: the `listening on` lines to wait for (3 with health_listen set: its port is ports[2]).
+        `launcher`: a command the gateway runs under (e.g. ["prlimit", "--nofile=64:64"])."""
         import yaml
 
         tmp_path = Path(tmp_path)
@@ -156,7 +157,7 @@ class Gateway(Process):
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("AIBRIX_", "ROUTING_ALGORITHM"))}
         full_env.update(env or {})
         args = [*launcher, GATEWAY_BIN, "--config", str(self.config_file)]
-        super().__init__(args, tmp_path / f"{name}.log", expect_lines=2, env=full_env)
+        super().__init__(args, tmp_path / f"{name}.log", expect_lines=listeners, env=full_env)
         self.admin_port = self.ports[1]
         wait_until(lambda: self.admin("GET", "/readyz")[0] == 200, what="gateway /readyz")
 

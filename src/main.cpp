@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "auth/credentials.h"
 #include "config/config.h"
 #include "discovery/file/pods_file.h"
 #include "routing/strategy_registry.h"
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
   unsigned threads = 0;
   bool check = false, version = false;
   app.add_option("-c,--config", config_path, "YAML configuration file (see conf/prefixgate.yaml)");
-  app.add_flag("--check", check, "Validate the configuration and the pods file it names, then exit (0 = valid)");
+  app.add_flag("--check", check, "Validate the configuration and the files it names (pods, API keys, admin token), then exit (0 = valid)");
   app.add_option("--listen", listen, "Client listener HOST:PORT (overrides `listen`; port 0 picks a free port)");
   app.add_option("--admin-listen", admin_listen, "Admin listener HOST:PORT for /metrics, /healthz, /readyz, /debug/*");
   app.add_option("--threads", threads, "Event-loop threads (0 = one per core)");
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
   if (!log_level.empty()) cfg.log_level = log_level;
   config::validate(cfg, routing::StrategyRegistry::builtin().names(), problems);
   if (problems.empty() && check && !cfg.discovery.file.empty()) discovery::loadPodsFile(cfg.discovery.file, problems);
+  if (problems.empty() && check) auth::checkFiles(cfg.auth, problems);
   if (!problems.empty()) {
     for (const auto& p : problems) std::fprintf(stderr, "%s\n", p.c_str());
     return 1;
@@ -78,6 +80,9 @@ int main(int argc, char** argv) {
   }
   std::printf("listening on %s:%u\nadmin listening on %s:%u\n", cfg.listen.substr(0, cfg.listen.rfind(':')).c_str(),
               gateway.listenPort(), cfg.admin_listen.substr(0, cfg.admin_listen.rfind(':')).c_str(), gateway.adminPort());
+  if (gateway.healthPort())
+    std::printf("health listening on %s:%u\n", cfg.health_listen.substr(0, cfg.health_listen.rfind(':')).c_str(),
+                gateway.healthPort());
   std::fflush(stdout);
   gateway.wait();
   return 0;

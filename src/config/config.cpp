@@ -120,6 +120,7 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   YamlReader r(root, source, "", problems);
   r.read("listen", c.listen);
   r.read("admin_listen", c.admin_listen);
+  r.read("health_listen", c.health_listen);
   r.read("threads", c.threads);
   r.read("log_level", c.log_level);
   r.read("shutdown_grace_ms", c.shutdown_grace_ms);
@@ -158,14 +159,22 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   lim.read("header_timeout_ms", c.limits.header_timeout_ms);
   lim.read("client_idle_timeout_ms", c.limits.client_idle_timeout_ms);
   lim.read("max_connections", c.limits.max_connections);
+  lim.read("admin_max_body_bytes", c.limits.admin_max_body_bytes);
   lim.finish();
+  YamlReader auth = r.child("auth");
+  auth.read("api_keys_file", c.auth.api_keys_file);
+  auth.read("admin_token_file", c.auth.admin_token_file);
+  auth.read("forward_authorization", c.auth.forward_authorization);
+  auth.read("file_poll_interval_ms", c.auth.file_poll_interval_ms);
+  auth.finish();
   r.read("random_seed", c.random_seed);
   r.finish();
 
   // Relative paths resolve against the folder of the file that names them.
-  if (!c.discovery.file.empty() && !source.empty()) {
-    std::filesystem::path p(c.discovery.file);
-    if (p.is_relative()) c.discovery.file = (std::filesystem::path(source).parent_path() / p).lexically_normal().string();
+  for (std::string* file : {&c.discovery.file, &c.auth.api_keys_file, &c.auth.admin_token_file}) {
+    if (file->empty() || source.empty()) continue;
+    std::filesystem::path p(*file);
+    if (p.is_relative()) *file = (std::filesystem::path(source).parent_path() / p).lexically_normal().string();
   }
   return c;
 }

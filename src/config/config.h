@@ -150,11 +150,22 @@ struct LimitsConfig {
   uint32_t header_timeout_ms = 10000;
   uint32_t client_idle_timeout_ms = 60000;
   uint32_t max_connections = 20000;
+  uint64_t admin_max_body_bytes = 1048576;  // admin requests (/debug/route): larger bodies get 413, unread
+};
+
+// Client API keys and the admin token (CONTRACT.md "auth:"); the files are re-read when they change.
+struct AuthConfig {
+  std::string api_keys_file;     // "" = no client keys; absolute after loading (like discovery.file)
+  std::string admin_token_file;  // "" = the admin listener takes no token
+  bool forward_authorization = false;  // with API keys on: pass the client's authorization header to the engine
+  uint32_t file_poll_interval_ms = 500;
 };
 
 struct Config {
   std::string listen = "0.0.0.0:8080";
   std::string admin_listen = "127.0.0.1:9090";
+  // "" = off; else HOST:PORT of a listener serving only /healthz and /readyz (probes without the admin API).
+  std::string health_listen;
   uint32_t threads = 0;  // 0 = one event loop per core
   std::string log_level = "info";
   uint32_t shutdown_grace_ms = 30000;
@@ -166,6 +177,7 @@ struct Config {
   UpstreamConfig upstream;
   HealthCheckConfig health_check;
   LimitsConfig limits;
+  AuthConfig auth;
   // 0 = random; any other value seeds every generator (routing, request ids, the prefix hash seed when
   // routing.prefix_cache.hash_seed is null) reproducibly, each purpose and thread its own stream (random_seed.h).
   uint64_t random_seed = 0;

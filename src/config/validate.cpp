@@ -46,7 +46,9 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   std::string host;
   uint16_t port = 0;
   boost::asio::ip::address address;
-  for (const auto& [key, value] : {std::pair{"listen", &c.listen}, std::pair{"admin_listen", &c.admin_listen}}) {
+  for (const auto& [key, value] : {std::pair{"listen", &c.listen}, std::pair{"admin_listen", &c.admin_listen},
+                                   std::pair{"health_listen", &c.health_listen}}) {
+    if (value->empty() && std::string_view(key) == "health_listen") continue;  // empty: no health listener
     if (!net::splitHostPort(*value, host, port)) check.fail(key, "expected HOST:PORT, got '" + *value + "'");
     else if (!net::listenAddress(host, address))
       check.fail(key, "the host must be an IP address (or localhost), got '" + host + "'");
@@ -146,6 +148,8 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   check.positive("limits.max_connections", c.limits.max_connections);
   // Two descriptors per connection (client and engine) must fit the process's file limit (raised at start).
   check.atMost("limits.max_connections", c.limits.max_connections, 1'000'000);
+  check.positive("limits.admin_max_body_bytes", c.limits.admin_max_body_bytes);
+  check.positive("auth.file_poll_interval_ms", c.auth.file_poll_interval_ms);
 }
 
 }  // namespace prefixgate::config

@@ -9,10 +9,6 @@
 
 namespace prefixgate::routing {
 
-int statusFor(RouteFailure f) {
-  return f == RouteFailure::kNone ? 200 : openai::errorInfo(errorFor(f)).status;
-}
-
 openai::GatewayError errorFor(RouteFailure f) {
   switch (f) {
     case RouteFailure::kUnknownStrategy: return openai::GatewayError::kUnknownStrategy;

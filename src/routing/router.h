@@ -17,10 +17,9 @@
 
 namespace prefixgate::routing {
 
-// Typed outcomes; each maps to one HTTP status and OpenAI error (see statusFor).
+// Typed outcomes; each maps to one gateway error (errorFor), hence one HTTP status and OpenAI error type.
 enum class RouteFailure { kNone, kUnknownStrategy, kModelNotServed, kNoReadyPod, kAllOverloaded };
 openai::GatewayError errorFor(RouteFailure f);  // the gateway error it is answered with (openai/errors.h)
-int statusFor(RouteFailure f);                  // its status: 400, 404, 503, 429 (200 for kNone)
 
 struct RouteQuery {
   const openai::RequestView& request;

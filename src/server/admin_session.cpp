@@ -1,4 +1,6 @@
-// The admin listener: /metrics, /healthz, /readyz, /debug/pods, /debug/route. Runs on the control thread.
+// The admin listener: /metrics, /healthz, /readyz, /debug/pods, /debug/route; and the health listener (/healthz
+// and /readyz only). Both run on the control thread, one coroutine per connection: every read has a deadline
+// (a stalled client loses its connection, never the thread) and a body is bounded by limits.admin_max_body_bytes.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -7,6 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "auth/api_keys.h"
 #include "openai/errors.h"
 #include "openai/request.h"
 #include "server/control_plane.h"
@@ -23,14 +26,18 @@ using nlohmann::json;
 
 namespace {
 
-constexpr uint64_t kAdminBodyLimit = 64ull << 20;
-constexpr auto kAdminIdleTimeout = std::chrono::seconds(30);
+constexpr size_t kFirstReadBytes = 1024;
 
 struct AdminResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  HeaderList headers;
 };
+
+AdminResponse errorResponse(openai::GatewayError error, std::string_view message, std::string_view param = {}) {
+  return {openai::errorInfo(error).status, "application/json", openai::errorBody(error, message, param), {}};
+}
 
 // A number, or null when the engine did not report it.
 json known(bool has, double value) { return has ? json(value) : json(nullptr); }
@@ -114,14 +121,11 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   Gateway& g = control.gateway;
   openai::RequestView request;
   if (auto err = openai::parseRequest(endpoint, req.body(), g.config().routing.prefix_cache.include_tools, request))
-    co_return AdminResponse{err.status, "application/json", openai::errorBody(err.status, err.message, err.param)};
+    co_return errorResponse(openai::GatewayError::kInvalidRequest, err.message, err.param);
   routing::RouteQuery query{request, req["routing-strategy"], req["config-profile"], {}, true};
   co_await fetchRemoteTokens(g, query, request, nullptr);
   routing::Decision d = g.router().choose(query, control.rng);
-  if (d.failure != routing::RouteFailure::kNone) {
-    int status = routing::statusFor(d.failure);
-    co_return AdminResponse{status, "application/json", openai::errorBody(status, d.message)};
-  }
+  if (d.failure != routing::RouteFailure::kNone) co_return errorResponse(routing::errorFor(d.failure), d.message);
   json pods = json::array();
   for (const auto& c : d.candidates) {
     pods.push_back({{"name", c.pod->name()},
@@ -141,47 +145,109 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   for (const auto& [key, value] : d.details) out[key] = value;
   out["tokens_source"] = tokensSource(request);
   if (request.remote_token_ids) out["remote_tokens"] = request.remote_token_ids->size();
-  co_return AdminResponse{200, "application/json", out.dump()};
+  co_return AdminResponse{200, "application/json", out.dump(), {}};
 }
 
-AdminResponse handle(ControlPlane& control, http::request<http::string_body>& req) {
+std::string_view pathOf(const http::request_header<>& req) { return req.target().substr(0, req.target().find('?')); }
+
+// The probes' paths: open on both listeners, without a token, so the kubelet needs no credentials.
+bool isProbe(std::string_view path) { return path == "/healthz" || path == "/readyz"; }
+
+// A 401 unless auth.admin_token_file is unset or the request carries its token (compared in constant time).
+std::optional<AdminResponse> checkToken(const Gateway& g, const http::request_header<>& req) {
+  std::shared_ptr<const std::string> token = g.credentials().adminToken();
+  if (!token || isProbe(pathOf(req))) return std::nullopt;
+  if (auth::constantTimeEquals(auth::bearerToken(req[http::field::authorization]), *token)) return std::nullopt;
+  AdminResponse res = errorResponse(openai::GatewayError::kUnauthorized, "the admin API needs 'authorization: Bearer <token>' (auth.admin_token_file)");
+  res.headers.emplace_back("www-authenticate", "Bearer");
+  return res;
+}
+
+AdminResponse handle(ControlPlane& control, http::request<http::string_body>& req, bool health_only) {
   Gateway& g = control.gateway;
-  std::string_view path = req.target().substr(0, req.target().find('?'));
+  std::string_view path = pathOf(req);
   const bool get = req.method() == http::verb::get;
-  if (path == "/healthz" && get) return {200, "text/plain", "ok\n"};
+  if (path == "/healthz" && get) return {200, "text/plain", "ok\n", {}};
   if (path == "/readyz" && get) {
-    if (g.draining()) return {503, "text/plain", "draining\n"};
+    if (g.draining()) return {503, "text/plain", "draining\n", {}};
     const int64_t now = routing::steadyNowMs();
     for (const auto& pod : g.pods().snapshot()->pods())
-      if (pod->ready(now)) return {200, "text/plain", "ready\n"};
-    return {503, "text/plain", "no ready pod\n"};
+      if (pod->ready(now)) return {200, "text/plain", "ready\n", {}};
+    return {503, "text/plain", "no ready pod\n", {}};
+  }
+  if (health_only) {
+    if (isProbe(path)) return errorResponse(openai::GatewayError::kMethodNotAllowed, "method not allowed");
+    return errorResponse(openai::GatewayError::kNotFound, "the health listener serves only /healthz and /readyz");
   }
   if (path == "/metrics" && get)
-    return {200, "text/plain; version=0.0.4; charset=utf-8", g.metrics().serialize(*g.pods().snapshot(), routing::steadyNowMs())};
-  if (path == "/debug/pods" && get) return {200, "application/json", podsJson(g).dump(2)};
-  if (path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/debug/pods" || path == "/debug/route")
-    return {405, "application/json", openai::errorBody(405, "method not allowed")};
-  return {404, "application/json", openai::errorBody(404, "unknown admin path '" + std::string(path) + "'")};
+    return {200, "text/plain; version=0.0.4; charset=utf-8",
+            g.metrics().serialize(*g.pods().snapshot(), routing::steadyNowMs()), {}};
+  if (path == "/debug/pods" && get) return {200, "application/json", podsJson(g).dump(2), {}};
+  if (isProbe(path) || path == "/metrics" || path == "/debug/pods" || path == "/debug/route")
+    return errorResponse(openai::GatewayError::kMethodNotAllowed, "method not allowed");
+  return errorResponse(openai::GatewayError::kNotFound, "unknown admin path '" + openai::printable(path) + "'");
 }
 
-asio::awaitable<void> serveAdmin(ControlPlane& control, asio::ip::tcp::socket socket) {
+// Reads one request: the first byte within limits.client_idle_timeout_ms (keep-alive), then the head and the body
+// within limits.header_timeout_ms each. A refusal (size, timeout, malformed) comes back as `refused`.
+asio::awaitable<bool> readAdminRequest(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                       http::request_parser<http::string_body>& parser, const config::LimitsConfig& limits,
+                                       std::optional<AdminResponse>& refused) {
+  error_code ec;
+  if (buffer.size() == 0) {
+    stream.expires_after(std::chrono::milliseconds(limits.client_idle_timeout_ms));
+    size_t n = co_await stream.async_read_some(buffer.prepare(kFirstReadBytes), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return false;
+    buffer.commit(n);
+  }
+  parser.header_limit(limits.max_header_bytes);
+  parser.body_limit(limits.admin_max_body_bytes);
+  stream.expires_after(std::chrono::milliseconds(limits.header_timeout_ms));
+  co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+  if (!ec) {
+    stream.expires_after(std::chrono::milliseconds(limits.header_timeout_ms));
+    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (!ec) co_return true;
+  // Beast checks a Content-Length against the limit with the head: an oversized body is refused unread.
+  if (ec == http::error::body_limit)
+    refused = errorResponse(openai::GatewayError::kBodyTooLarge, "admin request body is larger than limits.admin_max_body_bytes (" +
+                                     std::to_string(limits.admin_max_body_bytes) + " bytes)");
+  else if (ec == http::error::header_limit)
+    refused = errorResponse(openai::GatewayError::kHeaderTooLarge, "request header is larger than limits.max_header_bytes");
+  else if (ec == beast::error::timeout)
+    refused = errorResponse(openai::GatewayError::kHeaderTimeout, "request not received within limits.header_timeout_ms");
+  else if (ec != http::error::end_of_stream && ec != asio::error::eof && ec != asio::error::connection_reset)
+    refused = errorResponse(openai::GatewayError::kMalformedHttp, "malformed HTTP request: " + ec.message());
+  co_return false;
+}
+
+asio::awaitable<void> serveAdmin(ControlPlane& control, asio::ip::tcp::socket socket, bool health_only) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
+  const config::LimitsConfig& limits = control.gateway.config().limits;
   for (;;) {
     http::request_parser<http::string_body> parser;
-    parser.body_limit(kAdminBodyLimit);
-    stream.expires_after(kAdminIdleTimeout);
-    error_code ec;
-    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) break;
+    std::optional<AdminResponse> refused;
+    if (!co_await readAdminRequest(stream, buffer, parser, limits, refused)) {
+      if (refused) {
+        stream.expires_after(std::chrono::milliseconds(limits.header_timeout_ms));
+        co_await writeResponse(stream, refused->status, refused->content_type, std::move(refused->body), false);
+      }
+      break;
+    }
     auto& req = parser.get();
-    const bool debug_route = req.target().substr(0, req.target().find('?')) == "/debug/route" &&
-                             req.method() == http::verb::post;
+    const bool debug_route = !health_only && pathOf(req) == "/debug/route" && req.method() == http::verb::post;
     AdminResponse res;
-    if (debug_route) res = co_await debugRoute(control, req);
-    else res = handle(control, req);
+    if (auto unauthorized = health_only ? std::nullopt : checkToken(control.gateway, req)) res = std::move(*unauthorized);
+    else if (debug_route) res = co_await debugRoute(control, req);
+    else res = handle(control, req, health_only);
     bool keep_alive = req.keep_alive();
-    if (!co_await writeResponse(stream, res.status, res.content_type, std::move(res.body), keep_alive) || !keep_alive) break;
+    // A client that stops reading loses its connection after the same deadline as a slow sender.
+    stream.expires_after(std::chrono::milliseconds(limits.header_timeout_ms));
+    if (!co_await writeResponse(stream, res.status, res.content_type, std::move(res.body), keep_alive, res.headers) ||
+        !keep_alive)
+      break;
   }
   error_code ignored;
   stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
@@ -189,12 +255,19 @@ asio::awaitable<void> serveAdmin(ControlPlane& control, asio::ip::tcp::socket so
 
 }  // namespace
 
-void startAdmin(ControlPlane& control) {
-  control.admin_acceptor.async_accept([&control](error_code ec, asio::ip::tcp::socket socket) {
-    if (ec == asio::error::operation_aborted || !control.admin_acceptor.is_open()) return;
-    if (!ec) asio::co_spawn(control.io, serveAdmin(control, std::move(socket)), asio::detached);
-    startAdmin(control);
+namespace {
+void acceptOn(ControlPlane& control, asio::ip::tcp::acceptor& acceptor, bool health_only) {
+  acceptor.async_accept([&control, &acceptor, health_only](error_code ec, asio::ip::tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+    if (!ec) asio::co_spawn(control.io, serveAdmin(control, std::move(socket), health_only), asio::detached);
+    acceptOn(control, acceptor, health_only);
   });
+}
+}  // namespace
+
+void startAdmin(ControlPlane& control) {
+  acceptOn(control, control.admin_acceptor, false);
+  if (control.health_acceptor.is_open()) acceptOn(control, control.health_acceptor, true);
 }
 
 }  // namespace prefixgate::server

@@ -10,6 +10,7 @@
 
 #include "openai/request.h"
 #include "proxy/relay.h"
+#include "server/client_auth.h"
 #include "server/gateway.h"
 #include "server/remote_tokens.h"
 #include "server/request_outcome.h"
@@ -74,9 +75,10 @@ Route routeOf(http::verb method, std::string_view target) {
   return Route{};
 }
 
-std::string modelsBody(const discovery::PodSet& pods, int64_t now_ms) {
+std::string modelsBody(const discovery::PodSet& pods, int64_t now_ms, const ClientAuth& auth) {
   nlohmann::json data = nlohmann::json::array();
   for (const std::string& model : pods.models()) {
+    if (!auth.allows(model)) continue;
     const auto* serving = pods.podsFor(model);
     bool ready = serving && std::any_of(serving->begin(), serving->end(), [&](const auto& p) { return p->ready(now_ms); });
     if (ready) data.push_back({{"id", model}, {"object", "model"}, {"created", 0}, {"owned_by", "prefixgate"}});
@@ -158,8 +160,16 @@ class ClientSession {
     bool keep_alive = head.keep_alive() && !gateway_.draining();
     head_fields_ = std::distance(head.begin(), head.end());
     Route route = routeOf(head.method(), head.target());
-    if (route.kind != Route::kProxy) co_return co_await serveLocal(route, parser, outcome, keep_alive);
-    co_return co_await serveProxy(route.endpoint, parser, outcome, keep_alive);
+    ClientAuth auth(gateway_, outcome);
+    if (route.kind == Route::kProxy || route.kind == Route::kModels) {
+      if (auto refusal = auth.authenticate(head)) {
+        // The body is read (within the usual limits) so the answer is not lost to a reset of unread bytes.
+        if (!co_await readBody(parser, outcome)) co_return false;
+        co_return co_await writeRefusal(stream_, outcome, *refusal, keep_alive) && keep_alive;
+      }
+    }
+    if (route.kind != Route::kProxy) co_return co_await serveLocal(route, parser, outcome, auth, keep_alive);
+    co_return co_await serveProxy(route.endpoint, parser, outcome, auth, keep_alive);
   }
 
   // Writes a gateway error (openai/errors.h) and records it as the request's outcome; returns whether the
@@ -247,12 +257,12 @@ class ClientSession {
   }
 
   asio::awaitable<bool> serveLocal(const Route& route, http::request_parser<http::string_body>& parser,
-                                   RequestOutcome& outcome, bool keep_alive) {
+                                   RequestOutcome& outcome, const ClientAuth& auth, bool keep_alive) {
     if (!co_await readBody(parser, outcome)) co_return false;
     if (route.kind == Route::kModels) {
       outcome.succeed(200);
       co_return co_await writeResponse(stream_, 200, "application/json",
-                                       modelsBody(*gateway_.pods().snapshot(), routing::steadyNowMs()), keep_alive,
+                                       modelsBody(*gateway_.pods().snapshot(), routing::steadyNowMs(), auth), keep_alive,
                                        outcome.headers(), framing_) && keep_alive;
     }
     if (route.kind == Route::kMethodNotAllowed) {
@@ -266,7 +276,7 @@ class ClientSession {
   }
 
   asio::awaitable<bool> serveProxy(openai::Endpoint endpoint, http::request_parser<http::string_body>& parser,
-                                   RequestOutcome& outcome, bool keep_alive) {
+                                   RequestOutcome& outcome, ClientAuth& auth, bool keep_alive) {
     if (!co_await readBody(parser, outcome)) co_return false;
     auto& head = parser.get();
     openai::RequestView request;
@@ -275,6 +285,8 @@ class ClientSession {
     if (parse_error)
       co_return co_await reject(outcome, GatewayError::kInvalidRequest, parse_error.message, keep_alive, {},
                                 parse_error.param);
+    if (auto refusal = auth.authorize(request.model))
+      co_return co_await writeRefusal(stream_, outcome, *refusal, keep_alive) && keep_alive;
     const uint32_t max_in_flight = gateway_.config().limits.max_in_flight;
     if (max_in_flight > 0 && gateway_.activeRequests().load() > static_cast<int64_t>(max_in_flight))
       co_return co_await reject(outcome, GatewayError::kOverloaded,
@@ -284,6 +296,7 @@ class ClientSession {
     routing::Decision decision = gateway_.router().choose(query, worker_.rng);
     if (decision.failure != routing::RouteFailure::kNone)
       co_return co_await reject(outcome, routing::errorFor(decision.failure), decision.message, keep_alive);
+    auth.stripCredentials(head);
     proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, gateway_.config().health_check,
                                       head, head.body(),
                                       outcome.requestId(), keep_alive,
@@ -294,6 +307,7 @@ class ClientSession {
                                       }};
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
     outcome.setDecision(decision, relayed);
+    auth.charge(relayed);
     if (!relayed.response_started && !relayed.client_gone) {
       co_return co_await writeError(stream_, relayError(relayed), relayed.error, keep_alive, outcome.headers(),
                                     {}, framing_) && keep_alive;

@@ -6,10 +6,12 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "discovery/file/pods_file.h"
 #include "discovery/health_checker.h"
 #include "engine/metrics_scraper.h"
+#include "util/polled_file.h"
 
 namespace prefixgate::server {
 
@@ -21,15 +23,18 @@ class ControlPlane {
   Gateway& gateway;
   boost::asio::io_context io{1};
   boost::asio::ip::tcp::acceptor admin_acceptor{io};
+  boost::asio::ip::tcp::acceptor health_acceptor{io};  // health_listen: /healthz and /readyz only; closed when off
   boost::asio::signal_set signals{io};
   std::unique_ptr<discovery::FilePodSource> file_source;
+  std::vector<std::unique_ptr<util::PolledFile>> credential_files;  // auth.api_keys_file, auth.admin_token_file
   std::unique_ptr<discovery::HealthChecker> health;
   std::unique_ptr<engine::MetricsScraper> scraper;  // engine /metrics -> each pod's EngineLoad
   std::mt19937_64 rng;  // /debug/route decisions; seeded from random_seed (config::SeedPurpose::kControlPlane)
   std::thread thread;
 };
 
-// Accepts admin connections (/metrics, /healthz, /readyz, /debug/*) on the control thread.
+// Accepts admin connections (/metrics, /healthz, /readyz, /debug/*) on the control thread, and probe connections
+// on the health listener when it is open.
 void startAdmin(ControlPlane& control);
 
 }  // namespace prefixgate::server

@@ -46,7 +46,8 @@ void raiseFileLimit(uint32_t max_connections) {
 ControlPlane::ControlPlane(Gateway& g)
     : gateway(g), rng(config::streamSeed(g.config().random_seed, config::SeedPurpose::kControlPlane)) {}
 
-Gateway::Gateway(config::Config config) : config_(std::move(config)) {}
+Gateway::Gateway(config::Config config)
+    : config_(std::move(config)), credentials_(config_.auth, routing::steadyNowMs) {}
 
 std::unique_ptr<tokenize::RemoteTokenizer> Gateway::makeRemoteTokenizer() {
   const auto& pc = config_.routing.prefix_cache;
@@ -73,6 +74,10 @@ Gateway::~Gateway() {
 
 bool Gateway::start(std::string& error) {
   control_ = std::make_unique<ControlPlane>(*this);
+  if (std::vector<std::string> problems; !credentials_.load(problems)) {
+    error = problems.front();
+    return false;
+  }
   prefix_ = routing::PrefixServices::create(config_, error);
   if (!prefix_) return false;
   prefix_metrics_ = std::make_unique<routing::PrefixMetrics>(metrics_.registry());
@@ -120,6 +125,11 @@ bool Gateway::start(std::string& error) {
     net::splitHostPort(config_.admin_listen, host, port);
     net::openAcceptor(control_->admin_acceptor, host, port, false);
     admin_port_ = control_->admin_acceptor.local_endpoint().port();
+    if (!config_.health_listen.empty()) {
+      net::splitHostPort(config_.health_listen, host, port);
+      net::openAcceptor(control_->health_acceptor, host, port, false);
+      health_port_ = control_->health_acceptor.local_endpoint().port();
+    }
   } catch (const std::exception& e) {
     error = e.what();
     return false;
@@ -134,6 +144,7 @@ bool Gateway::start(std::string& error) {
   });
   control_->health->start();
   control_->scraper->start();
+  control_->credential_files = credentials_.watch(control_->io);
   startAdmin(*control_);
   control_->thread = std::thread([this] { control_->io.run(); });
   drain_thread_ = std::thread([this] { drainAndStop(); });
@@ -193,6 +204,9 @@ void Gateway::drainAndStop() {
   if (control_->scraper) control_->scraper->stop();
   if (kv_sync_) kv_sync_->stop();
   if (control_->file_source) asio::post(control_->io, [this] { control_->file_source->stop(); });
+  asio::post(control_->io, [this] {
+    for (auto& file : control_->credential_files) file->stop();
+  });
   control_->io.stop();
 }
 

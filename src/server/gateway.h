@@ -9,8 +9,10 @@
 #include <thread>
 #include <vector>
 
+#include "auth/credentials.h"
 #include "config/config.h"
 #include "discovery/pod_set.h"
+#include "metrics/api_key_metrics.h"
 #include "metrics/gateway_metrics.h"
 #include "routing/router.h"
 
@@ -45,6 +47,7 @@ class Gateway {
 
   uint16_t listenPort() const { return listen_port_; }
   uint16_t adminPort() const { return admin_port_; }
+  uint16_t healthPort() const { return health_port_; }  // 0 when health_listen is off
 
   // Shared with sessions (all thread-safe).
   const config::Config& config() const { return config_; }
@@ -52,6 +55,9 @@ class Gateway {
   metrics::GatewayMetrics& metrics() { return metrics_; }
   discovery::PodRegistry& pods() { return pods_; }
   routing::PrefixMetrics& prefixMetrics() { return *prefix_metrics_; }
+  // The API keys and the admin token in force (auth.*), and the per-key series.
+  const auth::Credentials& credentials() const { return credentials_; }
+  metrics::ApiKeyMetrics& apiKeyMetrics() { return api_key_metrics_; }
   // The engine /tokenize client (routing.prefix_cache.use_remote_tokenizer or kv_event_sync); null when off.
   tokenize::RemoteTokenizer* remoteTokenizer() { return remote_tokenizer_.get(); }
   bool draining() const { return draining_.load(std::memory_order_acquire); }
@@ -64,6 +70,8 @@ class Gateway {
   config::Config config_;
   discovery::PodRegistry pods_;
   metrics::GatewayMetrics metrics_;
+  auth::Credentials credentials_;
+  metrics::ApiKeyMetrics api_key_metrics_{metrics_.registry()};
   std::unique_ptr<routing::PrefixServices> prefix_;
   std::unique_ptr<routing::PrefixMetrics> prefix_metrics_;
   std::unique_ptr<routing::Router> router_;
@@ -76,6 +84,7 @@ class Gateway {
   std::atomic<int64_t> open_connections_{0};
   uint16_t listen_port_ = 0;
   uint16_t admin_port_ = 0;
+  uint16_t health_port_ = 0;
   std::mutex drain_mutex_;
   std::condition_variable drain_cv_;
   std::thread drain_thread_;

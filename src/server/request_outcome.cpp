@@ -112,6 +112,7 @@ RequestOutcome::~RequestOutcome() {
   if (output_tokens_ > 0) line += fmt::format(" output_tokens={}", output_tokens_);
   if (engine_cached_tokens_) line += fmt::format(" cached_tokens={}", *engine_cached_tokens_);
   if (audit_) line += fmt::format(" predicted_cached_tokens={}", audit_->predicted_tokens);
+  if (!key_.empty()) line += " key=" + key_;
   if (stream_) line += " stream=true";
   if (retries_ > 0) line += fmt::format(" retries={}", retries_);
   if (!reason_.empty() && status_ >= 400) line += " reason=" + reason_;

@@ -32,6 +32,8 @@ class RequestOutcome {
   // The request ends with a gateway-made error (openai/errors.h gives its status and label).
   void fail(openai::GatewayError error, std::string message);
   void succeed(int status) { status_ = status; }
+  // The name of the API key the request presented (logged as key=; never the key itself).
+  void setKey(std::string name) { key_ = std::move(name); }
 
   const std::string& requestId() const { return request_id_; }
   int status() const { return status_; }
@@ -50,6 +52,7 @@ class RequestOutcome {
   bool stream_ = false;
   std::string strategy_;
   std::string pod_;
+  std::string key_;
   int match_percent_ = -1;
   int status_ = 0;
   std::string reason_;

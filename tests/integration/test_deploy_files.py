@@ -180,7 +180,10 @@ def test_values_yaml_has_required_fields(values):
     assert values["service"]["type"] == "ClusterIP"
     assert values["service"]["port"] == 8080
     assert values["service"]["adminPort"] == 9090
-    assert values["config"]["admin_listen"] == "0.0.0.0:9090"
+    assert values["config"]["admin_listen"] == "127.0.0.1:9090"
+    assert values["config"]["health_listen"] == "0.0.0.0:8081"
+    assert values["metrics"]["enabled"] is False
+    assert values["metrics"]["adminTokenSecret"] == {"name": "", "key": "token"}
     assert isinstance(values["serviceAccount"]["create"], bool)
 
 
@@ -228,23 +231,74 @@ def test_env_names_are_honoured_and_agree_with_config(values):
             assert value == str(configured), f"env.{name}={value} but config.{known[name]}={configured}"
 
 
-def test_admin_listener_reachable_by_probes(values):
-    """Probes hit /healthz and /readyz on the admin port, which listens on all addresses (not loopback), and the
-    container ports come from config.listen/admin_listen, matching the Service's default ports."""
+def test_probes_use_the_health_listener_and_the_admin_listener_stays_on_loopback(values):
+    """The kubelet's probes hit /healthz and /readyz on the health listener (all addresses, its own port), while the
+    admin listener binds loopback by default and reaches the pod's ports and the Service only with metrics.enabled;
+    the helpers refuse a loopback or missing health_listen and a non-loopback admin_listen without a token."""
     config = values["config"]
-    host = config["admin_listen"].rsplit(":", 1)[0]
-    assert host in ("0.0.0.0", "[::]", "::"), f"admin_listen {config['admin_listen']} is unreachable from the kubelet"
+    assert config["admin_listen"].rsplit(":", 1)[0] == "127.0.0.1"
+    assert config["health_listen"].rsplit(":", 1)[0] in ("0.0.0.0", "[::]", "::")
     assert helm_port(config["listen"]) == values["service"]["port"]
     assert helm_port(config["admin_listen"]) == values["service"]["adminPort"]
+    assert len({helm_port(config[k]) for k in ("listen", "admin_listen", "health_listen")}) == 3
     deployment = (TEMPLATES / "deployment.yaml").read_text(encoding="utf-8")
-    assert re.search(r"livenessProbe:\s*\n\s*httpGet:\s*\n\s*path: /healthz\s*\n\s*port: admin", deployment)
-    assert re.search(r"readinessProbe:\s*\n\s*httpGet:\s*\n\s*path: /readyz\s*\n\s*port: admin", deployment)
-    assert 'include "prefixgate.port" .Values.config.admin_listen' in deployment
+    assert re.search(r"livenessProbe:\s*\n\s*httpGet:\s*\n\s*path: /healthz\s*\n\s*port: health", deployment)
+    assert re.search(r"readinessProbe:\s*\n\s*httpGet:\s*\n\s*path: /readyz\s*\n\s*port: health", deployment)
+    assert 'include "prefixgate.port" .Values.config.health_listen' in deployment
     assert 'include "prefixgate.port" .Values.config.listen' in deployment
+    assert re.search(r"\{\{- if \.Values\.metrics\.enabled \}\}\s*\n\s*- name: admin\s*\n\s*containerPort: "
+                     r"\{\{ include \"prefixgate\.port\" \.Values\.config\.admin_listen \}\}", deployment)
     service = (TEMPLATES / "service.yaml").read_text(encoding="utf-8")
-    assert re.search(r"- name: metrics\s*\n\s*port: \{\{ \.Values\.service\.adminPort \}\}\s*\n\s*targetPort: admin",
-                     service)
+    assert re.search(r"\{\{- if \.Values\.metrics\.enabled \}\}\s*\n\s*- name: metrics\s*\n\s*port: "
+                     r"\{\{ \.Values\.service\.adminPort \}\}\s*\n\s*targetPort: admin", service)
     assert re.search(r"- name: http\s*\n\s*port: \{\{ \.Values\.service\.port \}\}\s*\n\s*targetPort: http", service)
+    helpers = (TEMPLATES / "_helpers.tpl").read_text(encoding="utf-8")
+    assert 'fail "config.health_listen must be set and not loopback' in helpers
+    assert ('else if and (not (include "prefixgate.isLoopback" $config.admin_listen)) '
+            '(not (dig "auth" "admin_token_file" "" $config))') in helpers
+
+
+def chart_config_with_metrics(values, token_file):
+    """`config:` as the prefixgate.config helper renders it with metrics.enabled (admin on all addresses, the
+    Secret's file as auth.admin_token_file); the test below checks that the helper does exactly these two things."""
+    config = yaml.safe_load(yaml.safe_dump(values["config"]))
+    config["admin_listen"] = f"0.0.0.0:{helm_port(config['admin_listen'])}"
+    config.setdefault("auth", {})["admin_token_file"] = str(token_file)
+    return config
+
+
+def test_metrics_opens_the_admin_listener_only_behind_the_secrets_token(values, tmp_path):
+    """metrics.enabled requires a token Secret, mounts it where auth.admin_token_file points, binds the admin
+    listener on all addresses, and the ServiceMonitor sends the same Secret's token (apiKeys.secretName is mounted
+    and named the same way); the gateway accepts the resulting configuration and refuses an empty token."""
+    helpers = (TEMPLATES / "_helpers.tpl").read_text(encoding="utf-8")
+    assert re.search(r"\{\{- if not \.Values\.metrics\.adminTokenSecret\.name \}\}\s*\n\{\{- fail ", helpers)
+    assert 'set $config "admin_listen" (printf "0.0.0.0:%s" (include "prefixgate.port" $config.admin_listen))' in helpers
+    assert ('set $auth "admin_token_file" (printf "%s/%s" (include "prefixgate.adminTokenDir" .) '
+            '.Values.metrics.adminTokenSecret.key)') in helpers
+    deployment = (TEMPLATES / "deployment.yaml").read_text(encoding="utf-8")
+    assert re.search(r"- name: admin-token\s*\n\s*mountPath: \{\{ include \"prefixgate\.adminTokenDir\" \. \}\}\s*\n"
+                     r"\s*readOnly: true", deployment)
+    assert re.search(r"- name: admin-token\s*\n\s*secret:\s*\n\s*secretName: "
+                     r"\{\{ \.Values\.metrics\.adminTokenSecret\.name \}\}", deployment)
+    monitor = (TEMPLATES / "servicemonitor.yaml").read_text(encoding="utf-8")
+    assert "{{- if and .Values.metrics.enabled .Values.metrics.serviceMonitor.enabled }}" in monitor
+    assert re.search(r"- port: metrics\s*\n\s*path: /metrics", monitor)
+    assert re.search(r"authorization:\s*\n\s*type: Bearer\s*\n\s*credentials:\s*\n"
+                     r"\s*name: \{\{ \.Values\.metrics\.adminTokenSecret\.name \}\}\s*\n"
+                     r"\s*key: \{\{ \.Values\.metrics\.adminTokenSecret\.key \}\}", monitor)
+    assert re.search(r'\{\{- if \.Values\.apiKeys\.secretName \}\}\s*\n.*\n\{\{- \$_ := set \$auth "api_keys_file" '
+                     r'\(printf "%s/%s" \(include "prefixgate\.apiKeysDir" \.\) \.Values\.apiKeys\.key\) \}\}', helpers)
+    assert re.search(r"- name: api-keys\s*\n\s*mountPath: \{\{ include \"prefixgate\.apiKeysDir\" \. \}\}", deployment)
+    assert re.search(r"- name: api-keys\s*\n\s*secret:\s*\n\s*secretName: \{\{ \.Values\.apiKeys\.secretName \}\}",
+                     deployment)
+    token = tmp_path / "token"
+    token.write_text("a-token\n")
+    result = gateway_check(chart_config_with_metrics(values, token), values["pods"], tmp_path, env=values["env"])
+    assert result.returncode == 0, f"prefixgate --check failed:\n{result.stdout}{result.stderr}"
+    token.write_text("")
+    result = gateway_check(chart_config_with_metrics(values, token), values["pods"], tmp_path, env=values["env"])
+    assert result.returncode != 0 and "admin token file is empty" in result.stderr
 
 
 def test_termination_grace_covers_drain(values):
@@ -327,10 +381,11 @@ def test_template_values_references_exist(values):
 
 
 def test_templates_are_the_expected_set():
-    """The chart has the conventional templates: helpers, ConfigMap, Deployment, Service, ServiceAccount, NOTES."""
+    """The chart has the conventional templates: helpers, ConfigMap, Deployment, Service, ServiceAccount, NOTES, and
+    the ServiceMonitor of metrics.serviceMonitor."""
     names = {p.name for p in templates()}
     assert names >= {"_helpers.tpl", "configmap.yaml", "deployment.yaml", "service.yaml", "serviceaccount.yaml",
-                     "NOTES.txt"}
+                     "servicemonitor.yaml", "NOTES.txt"}
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -58,7 +58,8 @@ The service account's name.
 {{- end }}
 
 {{/*
-The port of a HOST:PORT string (config.listen, config.admin_listen). Called with the string itself.
+The port of a HOST:PORT string (config.listen, config.admin_listen, config.health_listen). Called with the string
+itself.
 */}}
 {{- define "prefixgate.port" -}}
 {{- $port := regexFind "[0-9]+$" (toString .) }}
@@ -69,17 +70,55 @@ The port of a HOST:PORT string (config.listen, config.admin_listen). Called with
 {{- end }}
 
 {{/*
-The gateway's configuration file (prefixgate.yaml). Its hash is the checksum/config annotation, so a change rolls
-the pods; the pods file is left out of the hash because the gateway reloads it in place.
+Where the admin token Secret (metrics.enabled) and the API keys Secret (apiKeys.secretName) are mounted.
+*/}}
+{{- define "prefixgate.adminTokenDir" -}}
+/var/run/secrets/prefixgate/admin
+{{- end }}
+{{- define "prefixgate.apiKeysDir" -}}
+/var/run/secrets/prefixgate/api-keys
+{{- end }}
+
+{{/*
+Whether a HOST:PORT string binds loopback only.
+*/}}
+{{- define "prefixgate.isLoopback" -}}
+{{- $hostport := toString . }}
+{{- if or (hasPrefix "127." $hostport) (hasPrefix "localhost:" $hostport) (hasPrefix "[::1]" $hostport) }}true{{ end }}
+{{- end }}
+
+{{/*
+The gateway's configuration file (prefixgate.yaml): `config:` as given, except that metrics.enabled opens the admin
+listener on all addresses and points auth.admin_token_file at the mounted Secret, and apiKeys.secretName sets
+auth.api_keys_file to the mounted keys file. Its hash is the checksum/config
+annotation, so a change rolls the pods; the pods file is left out of the hash because the gateway reloads it in
+place. Refused: probes that cannot reach the health listener, and an admin listener open without a token.
 */}}
 {{- define "prefixgate.config" -}}
-{{- $admin := toString .Values.config.admin_listen }}
-{{- if or (hasPrefix "127." $admin) (hasPrefix "localhost:" $admin) (hasPrefix "[::1]" $admin) }}
-{{- fail "config.admin_listen must not be a loopback address: the kubelet's probes reach the admin port on the pod IP" }}
+{{- $config := deepCopy .Values.config }}
+{{- $health := toString (default "" $config.health_listen) }}
+{{- if or (not $health) (include "prefixgate.isLoopback" $health) }}
+{{- fail "config.health_listen must be set and not loopback: the kubelet's probes reach /healthz and /readyz there on the pod IP" }}
 {{- end }}
-{{- $file := dig "discovery" "file" "" .Values.config }}
+{{- if .Values.metrics.enabled }}
+{{- if not .Values.metrics.adminTokenSecret.name }}
+{{- fail "metrics.enabled needs metrics.adminTokenSecret.name: the admin listener is opened to Prometheus only behind a token" }}
+{{- end }}
+{{- $_ := set $config "admin_listen" (printf "0.0.0.0:%s" (include "prefixgate.port" $config.admin_listen)) }}
+{{- $auth := default dict $config.auth }}
+{{- $_ := set $auth "admin_token_file" (printf "%s/%s" (include "prefixgate.adminTokenDir" .) .Values.metrics.adminTokenSecret.key) }}
+{{- $_ := set $config "auth" $auth }}
+{{- else if and (not (include "prefixgate.isLoopback" $config.admin_listen)) (not (dig "auth" "admin_token_file" "" $config)) }}
+{{- fail "config.admin_listen is not loopback but no admin token is set: use metrics.enabled (with a token Secret) or keep it on 127.0.0.1" }}
+{{- end }}
+{{- if .Values.apiKeys.secretName }}
+{{- $auth := default dict $config.auth }}
+{{- $_ := set $auth "api_keys_file" (printf "%s/%s" (include "prefixgate.apiKeysDir" .) .Values.apiKeys.key) }}
+{{- $_ := set $config "auth" $auth }}
+{{- end }}
+{{- $file := dig "discovery" "file" "" $config }}
 {{- if and $file (not (has $file (list "pods.yaml" "/etc/prefixgate/pods.yaml"))) }}
 {{- fail (printf "config.discovery.file must be pods.yaml (the chart's pods list), got %q" $file) }}
 {{- end }}
-{{- toYaml .Values.config }}
+{{- toYaml $config }}
 {{- end }}

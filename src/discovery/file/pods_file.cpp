@@ -2,9 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "config/yaml_reader.h"
 #include "net/listener.h"
@@ -15,15 +13,6 @@ namespace {
 
 // Data-parallel ranks of one pod: each is a KV event subscription of its own.
 constexpr uint32_t kMaxDataParallelSize = 64;
-
-bool readText(const std::string& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
-}
 
 }  // namespace
 
@@ -76,7 +65,7 @@ std::vector<PodSpec> parsePodsFile(const std::string& text, const std::string& s
 
 std::vector<PodSpec> loadPodsFile(const std::string& path, std::vector<std::string>& problems) {
   std::string text;
-  if (!readText(path, text)) {
+  if (!util::readFileText(path, text)) {
     problems.push_back(path + ": cannot read the pods file");
     return {};
   }
@@ -85,50 +74,33 @@ std::vector<PodSpec> loadPodsFile(const std::string& path, std::vector<std::stri
 
 FilePodSource::FilePodSource(boost::asio::io_context& io, std::string path, std::chrono::milliseconds poll_interval,
                              PodRegistry& registry)
-    : timer_(io), path_(std::move(path)), poll_interval_(poll_interval), registry_(registry) {}
+    : path_(path),
+      registry_(registry),
+      file_(io, std::move(path), poll_interval, [this](const std::string& text) { apply(text); }) {}
 
 std::vector<std::string> FilePodSource::start() {
   std::vector<std::string> problems;
   std::string text;
-  if (!readText(path_, text)) {
+  if (!util::readFileText(path_, text)) {
     problems.push_back(path_ + ": cannot read the pods file");
     return problems;
   }
   auto pods = parsePodsFile(text, path_, problems);
   if (!problems.empty()) return problems;
-  last_text_ = text;
   registry_.update(std::move(pods));
-  schedule();
+  file_.start(std::move(text));
   return problems;
 }
 
-void FilePodSource::stop() {
-  stopped_ = true;
-  timer_.cancel();
-}
+void FilePodSource::stop() { file_.stop(); }
 
-void FilePodSource::schedule() {
-  if (stopped_) return;
-  timer_.expires_after(poll_interval_);
-  timer_.async_wait([this](boost::system::error_code ec) {
-    if (ec || stopped_) return;
-    poll();
-    schedule();
-  });
-}
-
-void FilePodSource::poll() {
-  std::string text;
-  // Comparing the content (a few KB) is simpler and more reliable than mtime, whose resolution can hide a rewrite.
-  if (!readText(path_, text) || text == last_text_) return;
+void FilePodSource::apply(const std::string& text) {
   std::vector<std::string> problems;
   auto pods = parsePodsFile(text, path_, problems);
   if (!problems.empty()) {
     for (const auto& p : problems) log::warn("pods file ignored, keeping the last good pod set: {}", p);
-    last_text_ = text;  // do not warn again until it changes
     return;
   }
-  last_text_ = text;
   log::info("pods file {} changed: {} pods", path_, pods.size());
   registry_.update(std::move(pods));
 }

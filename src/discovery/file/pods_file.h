@@ -1,12 +1,12 @@
 #pragma once
 // The pods file of file discovery (see CONTRACT.md) and a watcher that reloads it when it changes.
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <string>
 #include <vector>
 
 #include "discovery/pod_set.h"
+#include "util/polled_file.h"
 
 namespace prefixgate::discovery {
 
@@ -14,7 +14,7 @@ namespace prefixgate::discovery {
 std::vector<PodSpec> parsePodsFile(const std::string& text, const std::string& source, std::vector<std::string>& problems);
 std::vector<PodSpec> loadPodsFile(const std::string& path, std::vector<std::string>& problems);
 
-// Polls the file (size, mtime and content) every `poll_interval` on `io` and publishes a changed, valid pod list
+// Polls the file's content every `poll_interval` on `io` (util::PolledFile) and publishes a changed, valid pod list
 // to the registry. An invalid file is logged and ignored: the last good pod set stays in force.
 class FilePodSource {
  public:
@@ -25,14 +25,10 @@ class FilePodSource {
   void stop();
 
  private:
-  void schedule();
-  void poll();
-  boost::asio::steady_timer timer_;
+  void apply(const std::string& text);
   std::string path_;
-  std::chrono::milliseconds poll_interval_;
   PodRegistry& registry_;
-  std::string last_text_;
-  bool stopped_ = false;
+  util::PolledFile file_;
 };
 
 }  // namespace prefixgate::discovery

@@ -36,6 +36,40 @@ TEST(Config, DefaultsMatchTheContract) {
   EXPECT_TRUE(problems.empty()) << problems.front();
 }
 
+// The auth section: relative files resolve against the config file's folder like discovery.file; the admin body
+// limit and the health listener are read and checked.
+TEST(Config, AuthFilesResolveAgainstTheConfigFolder) {
+  Problems problems;
+  Config c = parseYaml(
+      "discovery: {file: pods.yaml}\n"
+      "health_listen: 0.0.0.0:8081\n"
+      "limits: {admin_max_body_bytes: 4096}\n"
+      "auth: {api_keys_file: secrets/keys.yaml, admin_token_file: /run/token, forward_authorization: true}\n",
+      "/etc/pg/gw.yaml", problems);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(c.auth.api_keys_file, "/etc/pg/secrets/keys.yaml");
+  EXPECT_EQ(c.auth.admin_token_file, "/run/token");
+  EXPECT_TRUE(c.auth.forward_authorization);
+  EXPECT_EQ(c.limits.admin_max_body_bytes, 4096u);
+  EXPECT_EQ(c.health_listen, "0.0.0.0:8081");
+  validate(c, kStrategies, problems);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  c.health_listen = "nonsense";
+  c.limits.admin_max_body_bytes = 0;
+  c.auth.file_poll_interval_ms = 0;
+  validate(c, kStrategies, problems);
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: health_listen: expected HOST:PORT"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: limits.admin_max_body_bytes: must be greater than 0"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: auth.file_poll_interval_ms: must be greater than 0"));
+  // Off by default: no keys, no token, no health listener, 1 MiB admin bodies.
+  Config d = parseYaml("discovery: {file: pods.yaml}\n", "/etc/pg/gw.yaml", problems);
+  EXPECT_EQ(d.auth.api_keys_file, "");
+  EXPECT_EQ(d.auth.admin_token_file, "");
+  EXPECT_FALSE(d.auth.forward_authorization);
+  EXPECT_EQ(d.health_listen, "");
+  EXPECT_EQ(d.limits.admin_max_body_bytes, 1048576u);
+}
+
 // Every key of the contract's example parses without an unknown-key complaint.
 TEST(Config, ParsesEveryContractKey) {
   Problems problems;

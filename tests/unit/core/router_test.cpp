@@ -59,12 +59,12 @@ TEST_F(RouterTest, LeastRequestCountsAtTheMomentOfChoice) {
 TEST_F(RouterTest, TypedFailures) {
   request_.model = "nope";
   EXPECT_EQ(choose().failure, RouteFailure::kModelNotServed);
-  EXPECT_EQ(statusFor(RouteFailure::kModelNotServed), 404);
+  EXPECT_EQ(openai::errorInfo(errorFor(RouteFailure::kModelNotServed)).status, 404);
   request_.model = "other";
   pods_.snapshot()->find("c")->eject(now_ms_ + 10);
   Decision d = choose();
   EXPECT_EQ(d.failure, RouteFailure::kNoReadyPod);
-  EXPECT_EQ(statusFor(d.failure), 503);
+  EXPECT_EQ(openai::errorInfo(errorFor(d.failure)).status, 503);
   now_ms_ += 11;  // the ejection ends by itself
   EXPECT_EQ(choose().failure, RouteFailure::kNone);
   Decision bad = choose("fastest");

@@ -1,0 +1,152 @@
+#include "auth/api_keys.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "config/yaml_reader.h"
+
+namespace prefixgate::auth {
+namespace {
+
+// "keys[3] (team-b)": the entry's index, and its name when it has a readable one, for messages
+// ("keys[3] (team-b).key: ...").
+std::string entryPath(const YAML::Node& entry, size_t index) {
+  std::string path = "keys[" + std::to_string(index) + "]";
+  if (entry.IsMap() && entry["name"] && entry["name"].IsScalar() && !entry["name"].Scalar().empty())
+    path += " (" + entry["name"].Scalar() + ")";
+  return path;
+}
+
+void checkEntry(config::YamlReader& r, const ApiKeySpec& spec) {
+  if (spec.name.empty()) r.problem("name", "required (shown in logs and metrics)");
+  if (spec.key.empty()) r.problem("key", "required and must not be empty");
+  if (spec.requests_per_minute && *spec.requests_per_minute == 0)
+    r.problem("requests_per_minute", "must be greater than 0 (omit it for no limit)");
+  if (spec.tokens_per_minute && *spec.tokens_per_minute == 0)
+    r.problem("tokens_per_minute", "must be greater than 0 (omit it for no limit)");
+  for (const std::string& model : spec.models)
+    if (model.empty()) r.problem("models", "a model name must not be empty");
+}
+
+}  // namespace
+
+std::vector<ApiKeySpec> parseApiKeysFile(const std::string& text, const std::string& source,
+                                         std::vector<std::string>& problems) {
+  std::vector<ApiKeySpec> specs;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    problems.push_back(source + ": line " + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
+    return specs;
+  }
+  if (!root.IsMap() || !root["keys"]) {
+    problems.push_back(source + ": keys: required (a list of API keys)");
+    return specs;
+  }
+  config::YamlReader top(root, source, "", problems);
+  top.allow("keys");
+  top.finish();
+  YAML::Node list = root["keys"];
+  if (list.IsNull()) return specs;  // no keys: every request is refused (401)
+  if (!list.IsSequence()) {
+    problems.push_back(source + ": keys: expected a list of API keys");
+    return specs;
+  }
+  std::map<std::string, std::string> names, secrets;  // -> the path of the entry that has it first
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = entryPath(list[i], i);
+    config::YamlReader r(list[i], source, path, problems);
+    ApiKeySpec spec;
+    r.read("name", spec.name);
+    r.read("key", spec.key);
+    r.read("models", spec.models);
+    r.read("requests_per_minute", spec.requests_per_minute);
+    r.read("tokens_per_minute", spec.tokens_per_minute);
+    r.finish();
+    checkEntry(r, spec);
+    if (!spec.name.empty() && !names.emplace(spec.name, path).second)
+      r.problem("name", "duplicate name (also " + names[spec.name] + ")");
+    // The message names the other entry, never the key.
+    if (!spec.key.empty() && !secrets.emplace(spec.key, path).second)
+      r.problem("key", "the same key as " + secrets[spec.key] + " (keys must be unique)");
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+std::vector<ApiKeySpec> loadApiKeysFile(const std::string& path, std::vector<std::string>& problems) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    problems.push_back(path + ": cannot read the API keys file");
+    return {};
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parseApiKeysFile(ss.str(), path, problems);
+}
+
+bool constantTimeEquals(std::string_view a, std::string_view b) {
+  const size_t n = std::max(a.size(), b.size());
+  // Every byte position up to the longer length is visited, and differences are accumulated, not branched on.
+  unsigned diff = a.size() ^ b.size();
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= x ^ y;
+  }
+  // Through a volatile, so the compiler cannot turn the loop into an early-exit comparison.
+  volatile unsigned result = diff;
+  return result == 0;
+}
+
+bool ApiKey::allows(std::string_view model) const {
+  return models.empty() || std::find(models.begin(), models.end(), model) != models.end();
+}
+
+ApiKeySet::ApiKeySet(std::vector<ApiKeySpec> specs, const ApiKeySet* previous, int64_t now_ms) {
+  for (ApiKeySpec& spec : specs) {
+    auto key = std::make_shared<ApiKey>();
+    if (previous) {
+      for (const auto& old : previous->keys_) {
+        if (old->name != spec.name) continue;
+        key->limiter = old->limiter;
+        key->limiter->setLimits(spec.requests_per_minute, spec.tokens_per_minute, now_ms);
+      }
+    }
+    if (!key->limiter)
+      key->limiter = std::make_shared<KeyLimiter>(spec.requests_per_minute, spec.tokens_per_minute, now_ms);
+    key->name = std::move(spec.name);
+    key->key = std::move(spec.key);
+    key->models = std::move(spec.models);
+    keys_.push_back(std::move(key));
+  }
+}
+
+std::shared_ptr<const ApiKey> ApiKeySet::find(std::string_view presented) const {
+  std::shared_ptr<const ApiKey> found;
+  // No early exit: the time depends on the number of keys and their lengths, not on which one matched.
+  for (const auto& key : keys_) {
+    const bool equal = constantTimeEquals(presented, key->key);
+    if (equal) found = key;
+  }
+  return found;
+}
+
+std::string_view bearerToken(std::string_view authorization) {
+  constexpr std::string_view kScheme = "bearer ";
+  if (authorization.size() <= kScheme.size()) return {};
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return {};
+  std::string_view token = authorization.substr(kScheme.size());
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+  return token;
+}
+
+}  // namespace prefixgate::auth

@@ -1,0 +1,55 @@
+#include "server/client_auth.h"
+
+#include <boost/beast/http/field.hpp>
+
+#include "auth/credentials.h"
+#include "server/gateway.h"
+#include "server/request_outcome.h"
+#include "server/responses.h"
+
+namespace prefixgate::server {
+namespace http = boost::beast::http;
+
+ClientAuth::ClientAuth(Gateway& gateway, RequestOutcome& outcome)
+    : gateway_(gateway), outcome_(outcome), keys_(gateway.credentials().apiKeys()) {}
+
+ClientAuth::~ClientAuth() {
+  if (key_) gateway_.apiKeyMetrics().request(key_->name, outcome_.status());
+}
+
+std::optional<auth::Refusal> ClientAuth::authenticate(const http::request_header<>& head) {
+  if (!keys_) return std::nullopt;
+  auto refusal = auth::authenticate(*keys_, head[http::field::authorization], key_);
+  if (refusal) gateway_.apiKeyMetrics().unauthenticated(refusal->reason == "missing_api_key" ? "missing" : "unknown");
+  else outcome_.setKey(key_->name);
+  return refusal;
+}
+
+std::optional<auth::Refusal> ClientAuth::authorize(std::string_view model) {
+  if (!key_) return std::nullopt;
+  auto refusal = auth::authorize(*key_, model, gateway_.credentials().nowMs());
+  if (refusal && refusal->error == openai::GatewayError::kRateLimited) gateway_.apiKeyMetrics().rateLimited(key_->name, auth::limitLabel(refusal->limit));
+  return refusal;
+}
+
+void ClientAuth::stripCredentials(http::request_header<>& head) const {
+  if (keys_ && !gateway_.credentials().forwardAuthorization()) head.erase(http::field::authorization);
+}
+
+void ClientAuth::charge(const proxy::RelayOutcome& relayed) {
+  if (!key_) return;
+  const uint64_t tokens = relayed.prompt_tokens.value_or(0) + relayed.output_tokens;
+  key_->limiter->charge(tokens, gateway_.credentials().nowMs());
+  if (tokens > 0) gateway_.apiKeyMetrics().tokens(key_->name, tokens);
+}
+
+boost::asio::awaitable<bool> writeRefusal(boost::beast::tcp_stream& stream, RequestOutcome& outcome,
+                                          const auth::Refusal& refusal, bool keep_alive) {
+  outcome.fail(refusal.error, refusal.message);
+  HeaderList headers = outcome.headers();
+  if (refusal.error == openai::GatewayError::kUnauthorized) headers.emplace_back("www-authenticate", "Bearer");
+  if (refusal.retry_after_s > 0) headers.emplace_back("retry-after", std::to_string(refusal.retry_after_s));
+  co_return co_await writeError(stream, refusal.error, refusal.message, keep_alive, headers, refusal.param);
+}
+
+}  // namespace prefixgate::server
