@@ -15,7 +15,8 @@ std::optional<Refusal> authenticate(const ApiKeySet& keys, std::string_view auth
                                     std::shared_ptr<const ApiKey>& key) {
   const std::string_view presented = bearerToken(authorization);
   if (presented.empty())
-    return Refusal{openai::GatewayError::kUnauthorized, "missing_api_key", "missing API key: send it as 'authorization: Bearer <key>'", "", 0, {}};
+    return Refusal{openai::GatewayError::kUnauthorized, "missing_api_key",
+                   "missing API key: send it as 'authorization: Bearer <key>'", "", 0, {}};
   key = keys.find(presented);
   if (!key) return Refusal{openai::GatewayError::kUnauthorized, "invalid_api_key", "invalid API key", "", 0, {}};
   return std::nullopt;
@@ -23,7 +24,8 @@ std::optional<Refusal> authenticate(const ApiKeySet& keys, std::string_view auth
 
 std::optional<Refusal> authorize(const ApiKey& key, std::string_view model, int64_t now_ms) {
   if (!key.allows(model))
-    return Refusal{openai::GatewayError::kForbidden, "model_not_allowed", "API key '" + key.name + "' may not use this model", "model", 0, {}};
+    return Refusal{openai::GatewayError::kForbidden, "model_not_allowed",
+                   "API key '" + key.name + "' may not use this model", "model", 0, {}};
   const Admission admission = key.limiter->admit(now_ms);
   if (admission.admitted) return std::nullopt;
   return Refusal{openai::GatewayError::kRateLimited,
