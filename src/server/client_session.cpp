@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "openai/request.h"
+#include "proxy/pod_health.h"
 #include "proxy/relay.h"
 #include "server/gateway.h"
 #include "server/remote_tokens.h"
@@ -215,8 +216,8 @@ class ClientSession {
       if (status == 429 || status == 503) headers.emplace_back("retry-after", "1");
       co_return co_await writeError(stream_, status, decision.message, keep_alive, headers) && keep_alive;
     }
-    proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, gateway_.config().health_check,
-                                      head, head.body(),
+    proxy::PodHealth health{gateway_.pods(), gateway_.config().health_check, routing::steadyNowMs};
+    proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, health, head, head.body(),
                                       outcome.requestId(), keep_alive,
                                       [&](std::span<const PodId> exclude) {
                                         routing::RouteQuery again = query;
@@ -226,7 +227,10 @@ class ClientSession {
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
     outcome.setDecision(decision, relayed);
     if (!relayed.response_started && !relayed.client_gone) {
-      co_return co_await writeError(stream_, relayed.status, relayed.error, keep_alive, outcome.headers()) && keep_alive;
+      HeaderList headers = outcome.headers();
+      // A local resource limit (EMFILE) passes: the client may retry soon.
+      if (relayed.failure == proxy::FailureKind::kLocal) headers.emplace_back("retry-after", "1");
+      co_return co_await writeError(stream_, relayed.status, relayed.error, keep_alive, headers) && keep_alive;
     }
     co_return relayed.keep_client;
   }
