@@ -66,12 +66,14 @@ void copyResponseHead(const http::response_parser<http::buffer_body>& parser, ht
 
 // After the response began, an engine failure cannot become an error status: an event stream gets a final SSE
 // error event and the end of the body (the connection then closes), so clients do not hang.
+// `mid_event`: the bytes relayed so far end inside an event, which a blank line closes first.
 asio::awaitable<void> endStreamWithError(beast::tcp_stream& client, http::response_serializer<http::buffer_body>& sr,
-                                         http::response<http::buffer_body>& res, const std::string& message) {
+                                         http::response<http::buffer_body>& res, const std::string& message,
+                                         bool mid_event) {
   if (res.has_content_length() || res[http::field::content_type].find("text/event-stream") == std::string_view::npos)
     co_return;
   nlohmann::json event = nlohmann::json::parse(openai::errorBody(502, message));
-  std::string text = "data: " + event.dump() + "\n\n";
+  std::string text = (mid_event ? "\n\ndata: " : "data: ") + event.dump() + "\n\n";
   res.body().data = text.data();
   res.body().size = text.size();
   res.body().more = false;
@@ -100,6 +102,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
   UsageScanner usage;
   FailureKind ended = FailureKind::kNone;
   bool body_ended = false;  // a write with more=false went out: the response to the client is complete
+  bool mid_event = false;   // the last bytes written did not end with an SSE event's blank line
   while (!ec && !ex.parser->is_done()) {
     up_head.body().data = buffer.data();
     up_head.body().size = buffer.size();
@@ -123,7 +126,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
         out.status = 502;
         co_return ended;
       }
-      if (!watch.gone) co_await endStreamWithError(rq.client, serializer, res, out.error);
+      if (!watch.gone) co_await endStreamWithError(rq.client, serializer, res, out.error, mid_event);
       break;
     }
     res.body().data = buffer.data();
@@ -137,7 +140,9 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
     }
     // The first body bytes (a stream's first token, or a whole answer): the engine has computed the prompt.
     if (d.pending) d.pending.reset();
-    usage.feed(std::string_view(buffer.data(), res.body().size));
+    const std::string_view relayed(buffer.data(), res.body().size);
+    usage.feed(relayed);
+    mid_event = !relayed.ends_with("\n\n");
     rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
     if (ec == http::error::need_buffer) ec = {};
