@@ -273,7 +273,7 @@ def test_client_hanging_up_during_a_fresh_connection_retry(tmp_path, gateway_fac
     try:
         gw = gateway_factory([engine.entry()], config={
             "threads": 1, "upstream": {"pool_idle_ms": 60000, "connect_timeout_ms": 5000},
-            "health_check": {"interval_ms": 60000}})
+            "health_check": {"interval_ms": 60000, "max_ejection_percent": 100}})
         engine.close_after_answer = True  # the pooled connection dies right after this answer
         served_normally(gw, "fake-0")
         engine.close_after_answer = False
@@ -301,4 +301,47 @@ def test_client_hanging_up_during_a_fresh_connection_retry(tmp_path, gateway_fac
     finally:
         for s in fillers:
             s.close()
+        engine.stop()
+
+
+def test_running_out_of_file_descriptors_is_not_a_pod_failure(tmp_path, gateway_factory):
+    """With the gateway's file limit reached (EMFILE when it opens the upstream socket), the client gets 503 with
+    retry-after, and once descriptors are available again the pod serves at once (it was not ejected)."""
+    import os
+    import resource
+
+    engine = FakeEngine(lambda body: answer("HTTP/1.1 200 OK", NORMAL, ["Connection: close"]))  # nothing pooled
+    try:
+        gw = gateway_factory([engine.entry()], config={
+            "threads": 1, "health_check": {"interval_ms": 60000, "max_ejection_percent": 100},
+            "engine_metrics": {"scrape_interval_ms": 60000}})
+        served_normally(gw, "fake-0")
+        pid = gw.proc.pid
+        open_fds = lambda: sorted(int(f) for f in os.listdir(f"/proc/{pid}/fd"))  # noqa: E731
+        client = socket.create_connection(("127.0.0.1", gw.port), timeout=IO_TIMEOUT_S)
+        time.sleep(0.3)  # accepted, and the start-up checks' connections closed
+        # A socket gets the lowest free descriptor: with the limit there, the next one the gateway opens fails (EMFILE).
+        fds = open_fds()
+        lowest_free = next(i for i in range(len(fds) + 1) if i not in fds)
+        limits = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest_free, limits[1]))
+        try:
+            body = chat_body("no descriptor left")
+            client.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                            f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+            raw = b""
+            while b"\r\n\r\n" not in raw or not raw.endswith(b"}"):
+                data = client.recv(65536)
+                assert data, raw
+                raw += data
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+            client.close()
+        head, payload = raw.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 503"), raw
+        assert b"retry-after: 1" in head.lower()
+        assert json.loads(payload)["error"]["code"] == 503
+        assert len(engine.requests) == 1  # only the first, normal request reached the engine
+        served_normally(gw, "fake-0")
+    finally:
         engine.stop()
