@@ -51,7 +51,7 @@ enum class NextStep { kRelay, kRetryFresh, kSwitchPod, kGiveUp };
 // are not retried; nothing is retried after a response byte reached the client. `attempts` is never empty.
 NextStep nextStep(std::span<const Attempt> attempts, uint32_t max_retries);
 
-// Receives the health verdicts of one request's attempts. Implementations are thread-safe (every event loop
+// Receives the health verdicts (and the capacity facts) of one request's attempts. Implementations are thread-safe (every event loop
 // reports); the pods stay alive for the call.
 class HealthSink {
  public:
@@ -62,6 +62,9 @@ class HealthSink {
   virtual void requestFailed(discovery::PodState& pod, uint64_t request_hash) = 0;
   // The pod served the request.
   virtual void succeeded(discovery::PodState& pod) = 0;
+  // A 200 response from the pod ended (whole or cut), with the output tokens counted on the way: its measured
+  // capacity and KV event sync's wait for the blocks it stored hear of it.
+  virtual void delivered(discovery::PodState& pod, uint64_t output_tokens) = 0;
 };
 
 // Reports every attempt of a finished request: stale pooled connections and client hang-ups count for nobody; a

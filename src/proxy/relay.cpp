@@ -161,11 +161,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
     co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
   }
   if (watch.gone) ended = FailureKind::kClientGone;
-  // The pod's measured capacity (output tokens/s) counts every token it produced for a successful response.
-  if (out.status == 200 && usage.outputTokens() > 0)
-    d.pod->engine().addOutputTokens(usage.outputTokens(), routing::steadyNowMs());
-  // A completed request makes its engine publish the blocks it stored: KV event sync watches for silence.
-  if (out.status == 200) d.pod->kvSync().noteCompleted(routing::steadyNowMs());
+  if (out.status == 200) rq.health.delivered(*d.pod, usage.outputTokens());
   out.output_tokens = usage.outputTokens();
   out.prompt_tokens = usage.promptTokens();
   out.cached_tokens = usage.cachedTokens();

@@ -23,7 +23,7 @@ struct RelayRequest {
   boost::beast::tcp_stream& client;
   UpstreamPool& pool;
   const config::UpstreamConfig& config;
-  HealthSink& health;  // receives each attempt's verdict (passive ejection)
+  HealthSink& health;  // receives each attempt's verdict (passive ejection) and the pod's delivered tokens
   const boost::beast::http::request_header<>& head;  // the client's request head
   const std::string& body;                           // passed to the engine unchanged
   const std::string& request_id;
