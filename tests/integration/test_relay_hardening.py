@@ -4,12 +4,17 @@ bodies, and a client hanging up during a fresh-connection retry is handled. Ever
 client is served by the same pod right after (no 503 "no ready pod")."""
 import http.client
 import json
+import os
+import resource
 import socket
 import struct
+import subprocess
 import threading
 import time
 
-from harness import Sim, sse_events, wait_until
+import pytest
+
+from harness import GATEWAY_BIN, Sim, sse_events, wait_until
 
 MODEL = "sim-model"
 IO_TIMEOUT_S = 10
@@ -22,12 +27,12 @@ def answer(status_line, body=b"", headers=()):
 
 
 class FakeEngine:
-    """An HTTP/1.1 engine on a raw socket: `GET /health` answers 200; every other request goes to `respond(body)`,
+    """An HTTP/1.1 engine on a raw socket: `GET /health` answers 200, other GETs 404; every POST goes to `respond(body)`,
     which returns the bytes to send, or None to reset the connection (SO_LINGER 0). Keep-alive unless told."""
 
     def __init__(self, respond, name="fake-0"):
         self.respond, self.name = respond, name
-        self.requests = []          # bodies of the non-health requests, in arrival order
+        self.requests = []          # bodies of the POST requests, in arrival order
         self.close_after_answer = False
         self.accepting = threading.Event()
         self.accepting.set()
@@ -70,6 +75,9 @@ class FakeEngine:
                 if lines[0].startswith("GET /health"):
                     conn.sendall(answer("HTTP/1.1 200 OK", b"{}"))
                     continue
+                if lines[0].startswith("GET "):  # the gateway's /metrics scrapes: this engine has none
+                    conn.sendall(answer("HTTP/1.1 404 Not Found", b"{}"))
+                    continue
                 self.requests.append(body)
                 out = self.respond(body)
                 if out is None:
@@ -86,6 +94,12 @@ class FakeEngine:
     def stop(self):
         self.stopped = True
         self.server.close()
+
+
+def sanitized(binary):
+    """True when `binary` links a sanitizer runtime (scripts/build.sh asan)."""
+    libs = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    return any(lib in libs for lib in ("libasan", "libubsan", "libtsan"))
 
 
 def chat_body(content, stream=False):
@@ -307,9 +321,10 @@ def test_client_hanging_up_during_a_fresh_connection_retry(tmp_path, gateway_fac
 def test_running_out_of_file_descriptors_is_not_a_pod_failure(tmp_path, gateway_factory):
     """With the gateway's file limit reached (EMFILE when it opens the upstream socket), the client gets 503 with
     retry-after, and once descriptors are available again the pod serves at once (it was not ejected)."""
-    import os
-    import resource
-
+    if sanitized(GATEWAY_BIN):
+        # The sanitizer runtimes need descriptors themselves (UBSan's vptr check probes memory through a pipe): with
+        # none left they report every type they had not cached as invalid and halt. The release build runs it.
+        pytest.skip("a sanitizer build cannot run out of file descriptors cleanly")
     engine = FakeEngine(lambda body: answer("HTTP/1.1 200 OK", NORMAL, ["Connection: close"]))  # nothing pooled
     try:
         gw = gateway_factory([engine.entry()], config={
