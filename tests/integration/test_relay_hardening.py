@@ -311,6 +311,8 @@ def test_client_hanging_up_during_a_fresh_connection_retry(tmp_path, gateway_fac
         engine.accepting.set()
         assert gw.proc.poll() is None, "the gateway died"
         wait_until(lambda: gw.debug_pods()[0]["in_flight"] == 0, timeout=IO_TIMEOUT_S, what="in-flight back to 0")
+        # The case under test happened: one retry (the fresh connection), ended by the client leaving.
+        assert 'prefixgate_retries_total{reason="client_gone"} 1' in gw.metrics_text()
         served_normally(gw, "fake-0")
     finally:
         for s in fillers:
