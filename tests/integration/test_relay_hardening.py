@@ -18,7 +18,20 @@ from harness import GATEWAY_BIN, Sim, sse_events, wait_until
 
 MODEL = "sim-model"
 IO_TIMEOUT_S = 10
+FAKE_LIFETIME_S = 120
+MAX_REQUESTS_PER_CONNECTION = 10_000
 NORMAL = b'{"id":"ok","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}]}'
+
+
+def read_until(sock, buf, done):
+    """Receives onto `buf` until done(buf); None when the peer closes first or IO_TIMEOUT_S passes."""
+    deadline = time.monotonic() + IO_TIMEOUT_S
+    while not done(buf):
+        data = sock.recv(65536)
+        if not data or time.monotonic() > deadline:
+            return None
+        buf += data
+    return buf
 
 
 def answer(status_line, body=b"", headers=()):
@@ -46,7 +59,8 @@ class FakeEngine:
         return {"name": self.name, "address": f"127.0.0.1:{self.port}", "models": [MODEL]}
 
     def accept_loop(self):
-        while not self.stopped:
+        deadline = time.monotonic() + FAKE_LIFETIME_S
+        while not self.stopped and time.monotonic() < deadline:
             if not self.accepting.wait(0.1):
                 continue
             try:
@@ -59,18 +73,17 @@ class FakeEngine:
         conn.settimeout(IO_TIMEOUT_S)
         buf = b""
         try:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buf += data
+            for _ in range(MAX_REQUESTS_PER_CONNECTION):
+                buf = read_until(conn, buf, lambda b: b"\r\n\r\n" in b)
+                if buf is None:
+                    return
                 head, buf = buf.split(b"\r\n\r\n", 1)
                 lines = head.decode().split("\r\n")
                 fields = {k.strip().lower(): v.strip() for k, v in (x.split(":", 1) for x in lines[1:])}
                 length = int(fields.get("content-length", "0"))
-                while len(buf) < length:
-                    buf += conn.recv(65536)
+                buf = read_until(conn, buf, lambda b: len(b) >= length)
+                if buf is None:
+                    return
                 body, buf = buf[:length], buf[length:]
                 if lines[0].startswith("GET /health"):
                     conn.sendall(answer("HTTP/1.1 200 OK", b"{}"))
@@ -346,11 +359,8 @@ def test_running_out_of_file_descriptors_is_not_a_pod_failure(tmp_path, gateway_
             body = chat_body("no descriptor left")
             client.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
                             f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
-            raw = b""
-            while b"\r\n\r\n" not in raw or not raw.endswith(b"}"):
-                data = client.recv(65536)
-                assert data, raw
-                raw += data
+            raw = read_until(client, b"", lambda b: b"\r\n\r\n" in b and b.endswith(b"}"))
+            assert raw, "no answer"
         finally:
             resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
             client.close()
