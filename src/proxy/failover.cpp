@@ -85,7 +85,8 @@ void reportHealth(std::span<const Attempt> attempts, std::string_view request_bo
     if (retriedFresh(attempts, i)) continue;
     if (a.failure == FailureKind::kNone) sink.succeeded(*a.pod);
     else if (blameOf(a.failure) == Blame::kPod) sink.podFailed(*a.pod);
-    else if (blameOf(a.failure) == Blame::kSuspect && std::find(suspects.begin(), suspects.end(), a.pod) == suspects.end())
+    else if (blameOf(a.failure) == Blame::kSuspect &&
+             std::find(suspects.begin(), suspects.end(), a.pod) == suspects.end())
       suspects.push_back(a.pod);
   }
   // The same request failing on two pods points at the request, not at either pod.

@@ -51,8 +51,8 @@ enum class NextStep { kRelay, kRetryFresh, kSwitchPod, kGiveUp };
 // are not retried; nothing is retried after a response byte reached the client. `attempts` is never empty.
 NextStep nextStep(std::span<const Attempt> attempts, uint32_t max_retries);
 
-// Receives the health verdicts (and the capacity facts) of one request's attempts. Implementations are thread-safe (every event loop
-// reports); the pods stay alive for the call.
+// Receives the health verdicts (and the capacity facts) of one request's attempts. Implementations are
+// thread-safe (every event loop reports); the pods stay alive for the call.
 class HealthSink {
  public:
   virtual ~HealthSink() = default;

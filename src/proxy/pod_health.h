@@ -29,6 +29,7 @@ class PodHealth : public HealthSink {
 
 // True when ejecting `pod` leaves at most `max_percent` of the pods (not removed) of each model it serves in
 // `set` ejected at `now_ms`.
-bool ejectionAllowed(const discovery::PodSet& set, const discovery::PodState& pod, uint32_t max_percent, int64_t now_ms);
+bool ejectionAllowed(const discovery::PodSet& set, const discovery::PodState& pod, uint32_t max_percent,
+                     int64_t now_ms);
 
 }  // namespace prefixgate::proxy

@@ -40,8 +40,9 @@ def answer(status_line, body=b"", headers=()):
 
 
 class FakeEngine:
-    """An HTTP/1.1 engine on a raw socket: `GET /health` answers 200, other GETs 404; every POST goes to `respond(body)`,
-    which returns the bytes to send, or None to reset the connection (SO_LINGER 0). Keep-alive unless told."""
+    """An HTTP/1.1 engine on a raw socket: `GET /health` answers 200, other GETs 404; every POST goes to
+    `respond(body)`, which returns the bytes to send, or None to reset the connection (SO_LINGER 0). Keep-alive
+    unless told."""
 
     def __init__(self, respond, name="fake-0"):
         self.respond, self.name = respond, name
@@ -92,12 +93,13 @@ class FakeEngine:
                     conn.sendall(answer("HTTP/1.1 404 Not Found", b"{}"))
                     continue
                 self.requests.append(body)
+                close = self.close_after_answer  # read before answering: the test may change it once answered
                 out = self.respond(body)
                 if out is None:
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     return
                 conn.sendall(out)
-                if self.close_after_answer:
+                if close:
                     return
         except OSError:
             pass
@@ -149,7 +151,8 @@ def test_resets_from_several_different_requests_eject_the_pod(tmp_path, gateway_
     engine = FakeEngine(lambda body: None if b"poison" in body else answer("HTTP/1.1 200 OK", NORMAL))
     try:
         gw = gateway_factory([engine.entry()], config={
-            "health_check": {"max_ejection_percent": 100, "panic_threshold_percent": 0, "eject_base_ms": 60000, "eject_max_ms": 60000}})
+            "health_check": {"max_ejection_percent": 100, "panic_threshold_percent": 0, "eject_base_ms": 60000,
+                             "eject_max_ms": 60000}})
         for i in range(3):
             status, _, _ = gw.call("POST", "/v1/chat/completions", chat_body(f"poison {i}"))
             assert status == 502
@@ -166,7 +169,9 @@ def test_same_request_failing_on_two_pods_ejects_neither(tmp_path, gateway_facto
                           name=f"fake-{i}") for i in range(2)]
     try:
         gw = gateway_factory([e.entry() for e in engines], config={
-            "health_check": {"max_ejection_percent": 100, "panic_threshold_percent": 0, "eject_base_ms": 60000, "eject_max_ms": 60000}})
+            "health_check": {"max_ejection_percent": 100, "panic_threshold_percent": 0, "eject_base_ms": 60000,
+                             "eject_max_ms": 60000}})
+        wait_until(lambda: all(p["ready"] for p in gw.debug_pods()), what="both pods ready")  # /readyz needs one
         for i in range(4):
             status, _, _ = gw.call("POST", "/v1/chat/completions", chat_body(f"poison {i}"))
             assert status == 502
@@ -324,8 +329,10 @@ def test_client_hanging_up_during_a_fresh_connection_retry(tmp_path, gateway_fac
         engine.accepting.set()
         assert gw.proc.poll() is None, "the gateway died"
         wait_until(lambda: gw.debug_pods()[0]["in_flight"] == 0, timeout=IO_TIMEOUT_S, what="in-flight back to 0")
-        # The case under test happened: one retry (the fresh connection), ended by the client leaving.
-        assert 'prefixgate_retries_total{reason="client_gone"} 1' in gw.metrics_text()
+        # The case under test happened: one retry (the fresh connection), ended by the client leaving. (The metrics
+        # are recorded just after the in-flight count drops.)
+        wait_until(lambda: 'prefixgate_retries_total{reason="client_gone"} 1' in gw.metrics_text(),
+                   timeout=IO_TIMEOUT_S, what="the retry ended by the client counted")
         served_normally(gw, "fake-0")
     finally:
         for s in fillers:
