@@ -141,6 +141,7 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   up.read("idle_timeout_ms", c.upstream.idle_timeout_ms);
   up.read("pool_idle_ms", c.upstream.pool_idle_ms);
   up.read("max_retries", c.upstream.max_retries);
+  up.read("max_response_bytes", c.upstream.max_response_bytes);
   up.finish();
   YamlReader hc = r.child("health_check");
   hc.read("interval_ms", c.health_check.interval_ms);
@@ -148,6 +149,9 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   hc.read("unhealthy_threshold", c.health_check.unhealthy_threshold);
   hc.read("healthy_threshold", c.health_check.healthy_threshold);
   hc.read("passive_failure_threshold", c.health_check.passive_failure_threshold);
+  hc.read("distinct_request_failures", c.health_check.distinct_request_failures);
+  hc.read("max_ejection_percent", c.health_check.max_ejection_percent);
+  hc.read("panic_threshold_percent", c.health_check.panic_threshold_percent);
   hc.read("eject_base_ms", c.health_check.eject_base_ms);
   hc.read("eject_max_ms", c.health_check.eject_max_ms);
   hc.finish();

@@ -128,6 +128,9 @@ struct UpstreamConfig {
   uint32_t idle_timeout_ms = 120000;
   uint32_t pool_idle_ms = 4000;
   uint32_t max_retries = 1;
+  // Largest response body relayed (0 = none). The relay streams through a small buffer, so a large body costs no
+  // memory: the limit is an operator's policy, not a safeguard, and off by default for streams and answers alike.
+  uint64_t max_response_bytes = 0;
 };
 
 struct HealthCheckConfig {
@@ -135,11 +138,18 @@ struct HealthCheckConfig {
   uint32_t timeout_ms = 1000;
   uint32_t unhealthy_threshold = 2;
   uint32_t healthy_threshold = 1;
-  // Passive ejection: after this many consecutive connection failures or 5xx answers a pod gets no new requests
-  // for eject_base_ms, doubling on each further ejection up to eject_max_ms (a passing health check ends it).
+  // Passive ejection (discovery/passive_ejection.h): after this many consecutive failures only the pod can cause
+  // (refused, timeouts), or failures a request may have caused (a reset before the response, a 5xx) from
+  // distinct_request_failures different requests in a row, a pod gets no new requests for eject_base_ms, doubling
+  // on each further ejection up to eject_max_ms.
   uint32_t passive_failure_threshold = 1;
+  uint32_t distinct_request_failures = 3;
   uint32_t eject_base_ms = 1000;
   uint32_t eject_max_ms = 30000;
+  // No ejection leaves more than this share of a model's pods ejected (Envoy's max_ejection_percent).
+  uint32_t max_ejection_percent = 50;
+  // Below this share of a model's pods ready, routing ignores passive ejections (Envoy's panic threshold); 0 = never.
+  uint32_t panic_threshold_percent = 50;
 };
 
 struct LimitsConfig {

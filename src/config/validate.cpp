@@ -135,7 +135,11 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   check.positive("health_check.unhealthy_threshold", c.health_check.unhealthy_threshold);
   check.positive("health_check.healthy_threshold", c.health_check.healthy_threshold);
   check.positive("health_check.passive_failure_threshold", c.health_check.passive_failure_threshold);
+  check.positive("health_check.distinct_request_failures", c.health_check.distinct_request_failures);
   check.positive("health_check.eject_base_ms", c.health_check.eject_base_ms);
+  if (c.health_check.max_ejection_percent > 100) check.fail("health_check.max_ejection_percent", "must be in [0, 100]");
+  if (c.health_check.panic_threshold_percent > 100)
+    check.fail("health_check.panic_threshold_percent", "must be in [0, 100]");
   if (c.health_check.eject_max_ms < c.health_check.eject_base_ms)
     check.fail("health_check.eject_max_ms", "must be at least health_check.eject_base_ms");
   check.positive("limits.max_body_bytes", c.limits.max_body_bytes);

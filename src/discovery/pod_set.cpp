@@ -21,17 +21,34 @@ void PodState::recordHealth(bool ok, uint32_t healthy_threshold, uint32_t unheal
   }
 }
 
-void PodState::recordPassive(bool ok, int64_t now_ms, const config::HealthCheckConfig& config) {
-  if (ok) {
-    passive_failures_.store(0, std::memory_order_relaxed);
-    ejections_.store(0, std::memory_order_relaxed);
-    return;
-  }
-  if (passive_failures_.fetch_add(1, std::memory_order_relaxed) + 1 < config.passive_failure_threshold) return;
-  passive_failures_.store(0, std::memory_order_relaxed);
-  const uint32_t n = std::min<uint32_t>(ejections_.fetch_add(1, std::memory_order_relaxed), 20);
-  const int64_t backoff = std::min<int64_t>(int64_t{config.eject_base_ms} << n, config.eject_max_ms);
-  eject(now_ms + backoff);
+bool PodState::recordPodFailure(const config::HealthCheckConfig& config) {
+  std::lock_guard lock(passive_mutex_);
+  passive_clean_.store(false, std::memory_order_relaxed);
+  return passive_.podFailed(config);
+}
+
+bool PodState::recordRequestFailure(uint64_t request_hash, const config::HealthCheckConfig& config) {
+  std::lock_guard lock(passive_mutex_);
+  passive_clean_.store(false, std::memory_order_relaxed);
+  return passive_.requestFailed(request_hash, config);
+}
+
+void PodState::recordSuccess() {
+  if (passive_clean_.load(std::memory_order_relaxed)) return;
+  std::lock_guard lock(passive_mutex_);
+  passive_.succeeded();
+  passive_clean_.store(true, std::memory_order_relaxed);
+}
+
+void PodState::ejectPassively(int64_t now_ms, const config::HealthCheckConfig& config) {
+  std::lock_guard lock(passive_mutex_);
+  passive_clean_.store(false, std::memory_order_relaxed);
+  eject(now_ms + passive_.ejected(config));
+}
+
+uint32_t PodState::ejections() const {
+  std::lock_guard lock(passive_mutex_);
+  return passive_.ejections();
 }
 
 PodSet::PodSet(std::vector<PodPtr> pods) : pods_(std::move(pods)) {

@@ -13,6 +13,7 @@
 
 #include "config/config.h"
 #include "discovery/kv_sync_state.h"
+#include "discovery/passive_ejection.h"
 #include "engine/engine_load.h"
 #include "prefixgate/types.h"
 
@@ -101,11 +102,16 @@ class PodState {
   void recordHealth(bool ok, uint32_t healthy_threshold, uint32_t unhealthy_threshold);
   // Keeps new requests away until `until_ms`.
   void eject(int64_t until_ms) { ejected_until_ms_.store(until_ms, std::memory_order_relaxed); }
-  // The outcome of a request as the relay saw it (failure = no connection, a reset before the response, or a
-  // 5xx). After `passive_failure_threshold` failures in a row the pod is ejected for eject_base_ms, doubling with
-  // each ejection in a row up to eject_max_ms; a success ends the streak and the doubling.
-  void recordPassive(bool ok, int64_t now_ms, const config::HealthCheckConfig& config);
-  uint32_t ejections() const { return ejections_.load(std::memory_order_relaxed); }
+  // Passive health from the relay (through proxy::PodHealth), policy in PassiveEjection. Each failure returns true
+  // when the pod should now be ejected; the caller decides (health_check.max_ejection_percent) and calls
+  // ejectPassively. Thread-safe; a success on a pod with no streak takes no lock.
+  bool recordPodFailure(const config::HealthCheckConfig& config);
+  bool recordRequestFailure(uint64_t request_hash, const config::HealthCheckConfig& config);
+  void recordSuccess();
+  // Keeps new requests away for the policy's next back-off from `now_ms`.
+  void ejectPassively(int64_t now_ms, const config::HealthCheckConfig& config);
+  // Passive ejections in a row (reset by a success).
+  uint32_t ejections() const;
   void markRemoved() { removed_.store(true, std::memory_order_relaxed); }
 
   // Engine-reported load and measured capacity (scraper and relays write, strategies read).
@@ -129,8 +135,9 @@ class PodState {
   std::atomic<int64_t> ejected_until_ms_{0};
   std::atomic<uint32_t> passes_{0};
   std::atomic<uint32_t> failures_{0};
-  std::atomic<uint32_t> passive_failures_{0};
-  std::atomic<uint32_t> ejections_{0};
+  mutable std::mutex passive_mutex_;
+  PassiveEjection passive_;               // guarded by passive_mutex_
+  std::atomic<bool> passive_clean_{true};  // passive_.clean(), readable without the lock
   engine::EngineLoad engine_;
   KvSyncState kv_sync_;
   PredictionTotals prediction_;

@@ -33,21 +33,23 @@ constexpr std::array kTable = {
     Entry{E::kAllPodsBusy, {429, "rate_limit_error", "all_overloaded", true}},
     Entry{E::kClientGone, {499, "client_closed_request", "client_gone", false}},
     Entry{E::kNoReadyPod, {503, "service_unavailable", "no_ready_pod", true}},
-    Entry{E::kGatewayResources, {503, "service_unavailable", "gateway_resources", true}},
+    Entry{E::kGatewayResources, {503, "service_unavailable", "local", true}},
     Entry{E::kUpstreamConnect, {502, "bad_gateway", "connect", false}},
     Entry{E::kUpstreamConnectTimeout, {504, "gateway_timeout", "connect_timeout", false}},
-    Entry{E::kUpstreamFailed, {502, "bad_gateway", "upstream_failed", false}},
+    Entry{E::kUpstreamClosed, {502, "bad_gateway", "closed", false}},
+    Entry{E::kUpstreamBadResponse, {502, "bad_gateway", "bad_response", false}},
+    Entry{E::kUpstreamEngineError, {502, "bad_gateway", "engine_error", false}},
     Entry{E::kUpstreamHeaderTimeout, {504, "gateway_timeout", "response_header_timeout", false}},
     Entry{E::kUpstreamIdleTimeout, {504, "gateway_timeout", "idle_timeout", false}},
+    Entry{E::kUpstreamInterrupted, {502, "bad_gateway", "interrupted", false}},
     Entry{E::kUpstreamResponseTooLarge, {502, "bad_gateway", "response_too_large", false}},
-    Entry{E::kUpstreamInvalidResponse, {502, "bad_gateway", "invalid_response", false}},
 };
 constexpr bool inEnumOrder() {
   for (size_t i = 0; i < kTable.size(); ++i)
     if (static_cast<size_t>(kTable[i].error) != i) return false;
   return true;
 }
-static_assert(inEnumOrder() && kTable.size() == static_cast<size_t>(E::kUpstreamInvalidResponse) + 1,
+static_assert(inEnumOrder() && kTable.size() == static_cast<size_t>(E::kUpstreamResponseTooLarge) + 1,
               "kTable lists every GatewayError once, in enum order");
 
 std::string body(int status, std::string_view type, std::string_view message, std::string_view param) {

@@ -29,14 +29,17 @@ enum class GatewayError : uint8_t {
   kClientGone,               // 499: the client closed its connection before the end (never written)
   // The gateway or the engines (5xx).
   kNoReadyPod,               // 503: the model's pods are all down or ejected
-  kGatewayResources,         // 503: the gateway ran out of a local resource (file descriptors)
-  kUpstreamConnect,          // 502: cannot connect to the pod
-  kUpstreamConnectTimeout,   // 504: connecting to the pod timed out
-  kUpstreamFailed,           // 502: the pod reset or closed the connection before answering
+  kGatewayResources,         // 503: the gateway could not open a socket (EMFILE, ENFILE, ENOBUFS, EADDRNOTAVAIL)
+  // What went wrong with the engine (proxy::FailureKind maps one to one).
+  kUpstreamConnect,          // 502: connection refused or unreachable, or the host name did not resolve
+  kUpstreamConnectTimeout,   // 504: no connection within upstream.connect_timeout_ms
+  kUpstreamClosed,           // 502: the pod reset or closed the connection before answering
+  kUpstreamBadResponse,      // 502: the pod's response head is not valid HTTP
+  kUpstreamEngineError,      // 502: the pod answered 5xx (its own answer is relayed when no other pod is tried)
   kUpstreamHeaderTimeout,    // 504: no response head within upstream.response_header_timeout_ms
   kUpstreamIdleTimeout,      // 504: the response stalled longer than upstream.idle_timeout_ms
+  kUpstreamInterrupted,      // 502: the response body was cut off (reset, close, bad framing)
   kUpstreamResponseTooLarge, // 502: the response exceeded upstream.max_response_bytes
-  kUpstreamInvalidResponse,  // 502: the pod's answer is not valid HTTP
 };
 
 struct ErrorInfo {

@@ -1,19 +1,16 @@
 #include "proxy/relay.h"
 
-#include <sys/socket.h>
-
 #include <array>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <cerrno>
-#include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "openai/errors.h"
+#include "proxy/upstream_attempt.h"
 #include "proxy/usage_scanner.h"
 #include "util/log.h"
 
@@ -26,87 +23,49 @@ using boost::system::error_code;
 namespace {
 
 constexpr size_t kRelayBufferBytes = 16 * 1024;
-constexpr uint32_t kMaxResponseHeaderBytes = 64 * 1024;
 constexpr auto kAwait = asio::use_awaitable;
 
-// Watches the client socket while the engine works: when the client hangs up, the upstream connection is
-// closed at once so the engine stops generating (instead of finishing a response nobody reads).
-struct ClientWatch {
-  bool done = false;
-  bool gone = false;
-  UpstreamStream* upstream = nullptr;
-};
+// The status the client gets when an attempt failed before any response (no head to relay).
+int statusOf(FailureKind kind) { return openai::errorInfo(errorFor(kind)).status; }
 
-void watchClient(beast::tcp_stream& client, std::shared_ptr<ClientWatch> watch) {
-  client.socket().async_wait(asio::socket_base::wait_read, [&client, watch](error_code ec) {
-    if (watch->done || ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      char c;
-      ssize_t n = ::recv(client.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) return;  // a pipelined request, not a hang-up
-    }
-    watch->gone = true;
-    if (watch->upstream) {
-      error_code ignored;
-      watch->upstream->socket().close(ignored);
-    }
-  });
-}
-
-bool isTimeout(const error_code& ec) { return ec == beast::error::timeout; }
-
-std::string reasonOf(const error_code& ec) {
-  if (isTimeout(ec)) return "timeout";
-  if (ec == asio::error::connection_refused) return "refused";
-  if (ec == asio::error::connection_reset || ec == asio::error::broken_pipe) return "reset";
-  if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == http::error::partial_message) return "closed";
-  return "error";
-}
-
-// The request as the engine receives it: the client's end-to-end headers, the body unchanged.
-http::request<http::buffer_body> upstreamRequest(const RelayRequest& rq, const discovery::PodSpec& pod) {
-  http::request<http::buffer_body> req{rq.head.method(), rq.head.target(), 11};
-  std::string_view connection_tokens = rq.head[http::field::connection];
-  for (const auto& field : rq.head) {
-    std::string_view name = field.name_string();
-    if (isHopByHop(name) || field.name() == http::field::host || field.name() == http::field::content_length) continue;
-    if (!connection_tokens.empty() && beast::http::token_list(connection_tokens).exists(name)) continue;
-    req.insert(field.name_string(), field.value());
-  }
-  req.set(http::field::host, pod.address);
-  req.set("x-request-id", rq.request_id);
-  req.keep_alive(true);
-  req.content_length(rq.body.size());
-  req.body().data = const_cast<char*>(rq.body.data());  // buffer_body only reads through this pointer
-  req.body().size = rq.body.size();
-  req.body().more = false;
-  return req;
-}
-
-// The response head as the client receives it: the engine's end-to-end headers plus the gateway's own.
-void copyResponseHead(const http::response_header<>& from, http::response<http::buffer_body>& to,
-                      const RelayRequest& rq, const routing::Decision& d, bool has_length, uint64_t length) {
+// The response head as the client receives it: the engine's end-to-end headers plus the gateway's own, framed for
+// the client: no body for 204/304, the engine's length when known, else chunked; HTTP/1.0 clients get the body
+// delimited by the connection's close (they cannot read chunked).
+void copyResponseHead(const http::response_parser<http::buffer_body>& parser, http::response<http::buffer_body>& to,
+                      const RelayRequest& rq, const routing::Decision& d) {
+  const auto& from = parser.get();
   to.result(from.result_int());
   to.version(11);
+  std::string_view connection_tokens = from[http::field::connection];
   for (const auto& field : from) {
     if (isHopByHop(field.name_string()) || field.name() == http::field::content_length) continue;
+    if (namedByConnection(connection_tokens, field.name_string())) continue;
     to.insert(field.name_string(), field.value());
   }
   to.set("request-id", rq.request_id);
   to.set("routing-strategy", d.strategy);
   to.set("target-pod", d.pod->name());
   if (d.match_percent >= 0) to.set("x-prefix-match-percent", std::to_string(d.match_percent));
-  if (has_length) to.content_length(length);
-  else to.chunked(true);
+  const bool bodiless = from.result() == http::status::no_content || from.result() == http::status::not_modified;
+  if (bodiless) {
+  } else if (auto length = parser.content_length()) {
+    to.content_length(*length);
+  } else if (rq.head.version() >= 11) {
+    to.chunked(true);
+  }
+  to.keep_alive(rq.client_keep_alive && rq.head.version() >= 11);
 }
 
 // After the response began, an engine failure cannot become an error status: an event stream gets a final SSE
-// error event and a clean end of the chunked body (the connection then closes), so clients do not hang.
+// error event and the end of the body (the connection then closes), so clients do not hang.
+// `mid_event`: the bytes relayed so far end inside an event, which a blank line closes first.
 asio::awaitable<void> endStreamWithError(beast::tcp_stream& client, http::response_serializer<http::buffer_body>& sr,
-                                         http::response<http::buffer_body>& res, const std::string& message) {
-  if (!res.chunked() || res[http::field::content_type].find("text/event-stream") == std::string_view::npos) co_return;
+                                         http::response<http::buffer_body>& res, const std::string& message,
+                                         bool mid_event) {
+  if (res.has_content_length() || res[http::field::content_type].find("text/event-stream") == std::string_view::npos)
+    co_return;
   nlohmann::json event = nlohmann::json::parse(openai::errorBody(502, message));
-  std::string text = "data: " + event.dump() + "\n\n";
+  std::string text = (mid_event ? "\n\ndata: " : "data: ") + event.dump() + "\n\n";
   res.body().data = text.data();
   res.body().size = text.size();
   res.body().more = false;
@@ -114,22 +73,99 @@ asio::awaitable<void> endStreamWithError(beast::tcp_stream& client, http::respon
   co_await http::async_write(client, sr, asio::redirect_error(kAwait, ec));
 }
 
-// Opens a connection to the pod (resolving a host name; IP literals skip the resolver), with TCP_NODELAY.
-asio::awaitable<error_code> connect(UpstreamStream& stream, const discovery::PodSpec& pod,
-                                    std::chrono::milliseconds timeout) {
+// Streams the response whose head `ex` holds to the client; returns how the body ended.
+asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& d, Exchange& ex, ClientWatch& watch,
+                                           RelayOutcome& out) {
+  auto& up_head = ex.parser->get();
+  http::response<http::buffer_body> res;
+  copyResponseHead(*ex.parser, res, rq, d);
+  out.status = static_cast<int>(up_head.result_int());
+  http::response_serializer<http::buffer_body> serializer{res};
+  rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
+  res.body().data = nullptr;
+  res.body().more = true;
   error_code ec;
-  asio::ip::tcp::endpoint endpoint(asio::ip::make_address(pod.host, ec), pod.port);
-  if (ec) {
-    asio::ip::tcp::resolver resolver(co_await asio::this_coro::executor);
-    auto results = co_await resolver.async_resolve(pod.host, std::to_string(pod.port), asio::redirect_error(kAwait, ec));
-    if (!ec && results.empty()) ec = asio::error::host_not_found;
-    if (ec) co_return ec;
-    endpoint = results.begin()->endpoint();
+  // When body bytes already came with the head (typical of a small non-streamed answer), the head goes out with
+  // the first body write (one send instead of two); otherwise at once, so a slow first event never delays it.
+  if (ex.buffer.size() == 0 || ex.parser->is_done())
+    co_await http::async_write_header(rq.client, serializer, asio::redirect_error(kAwait, ec));
+  out.response_started = true;
+  std::array<char, kRelayBufferBytes> buffer;
+  UsageScanner usage;
+  FailureKind ended = FailureKind::kNone;
+  bool body_ended = false;  // a write with more=false went out: the response to the client is complete
+  bool mid_event = false;   // the last bytes written did not end with an SSE event's blank line
+  while (!ec && !ex.parser->is_done()) {
+    up_head.body().data = buffer.data();
+    up_head.body().size = buffer.size();
+    ex.stream->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
+    error_code read_ec;
+    // read_some returns as soon as any body bytes arrived, so each SSE event is forwarded without waiting for more.
+    co_await http::async_read_some(*ex.stream, ex.buffer, *ex.parser, asio::redirect_error(kAwait, read_ec));
+    if (read_ec == http::error::need_buffer) read_ec = {};
+    if (read_ec) {
+      ec = read_ec;
+      ended = watch.gone ? FailureKind::kClientGone
+              : read_ec == beast::error::timeout     ? FailureKind::kIdleTimeout
+              : read_ec == http::error::body_limit   ? FailureKind::kResponseTooLarge
+                                                     : FailureKind::kInterrupted;
+      out.error = ended == FailureKind::kResponseTooLarge
+                      ? "pod " + d.pod->name() + "'s response is larger than upstream.max_response_bytes (" +
+                            std::to_string(rq.config.max_response_bytes) + " bytes)"
+                      : "pod " + d.pod->name() + " response interrupted: " + read_ec.message();
+      if (!watch.gone && !serializer.is_header_done()) {
+        out.response_started = false;  // nothing reached the client yet: it gets a clean error status instead
+        out.status = statusOf(ended);
+        co_return ended;
+      }
+      if (!watch.gone) co_await endStreamWithError(rq.client, serializer, res, out.error, mid_event);
+      break;
+    }
+    res.body().data = buffer.data();
+    res.body().size = buffer.size() - up_head.body().size;
+    res.body().more = !ex.parser->is_done();
+    // A read that only consumed chunk framing has no body bytes: writing an empty buffer would end the chunked
+    // response to the client early, so wait for real bytes.
+    if (res.body().size == 0) {
+      if (res.body().more) continue;
+      break;  // the body ended with no bytes in this read: the final write below ends the response once
+    }
+    // The first body bytes (a stream's first token, or a whole answer): the engine has computed the prompt.
+    if (d.pending) d.pending.reset();
+    const std::string_view relayed(buffer.data(), res.body().size);
+    usage.feed(relayed);
+    mid_event = !relayed.ends_with("\n\n");
+    rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
+    co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (!ec && !res.body().more) body_ended = true;
+    if (ec) {
+      ended = FailureKind::kClientGone;
+      out.error = "client write failed: " + ec.message();
+    }
   }
-  stream.expires_after(timeout);
-  co_await stream.async_connect(endpoint, asio::redirect_error(kAwait, ec));
-  if (!ec) stream.socket().set_option(asio::ip::tcp::no_delay(true), ec);
-  co_return ec;
+  if (!ec && !body_ended) {
+    // The last bytes went out with more=true (or the body ended with its head, e.g. Content-Length: 0 or a 204):
+    // one terminating write ends the response (for chunked bodies, the last chunk).
+    res.body().data = nullptr;
+    res.body().size = 0;
+    res.body().more = false;
+    co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
+  }
+  if (watch.gone) ended = FailureKind::kClientGone;
+  if (out.status == 200) rq.health.delivered(*d.pod, usage.outputTokens());
+  out.output_tokens = usage.outputTokens();
+  out.prompt_tokens = usage.promptTokens();
+  out.cached_tokens = usage.cachedTokens();
+  if (!ec && ex.parser->is_done()) {
+    // A close-delimited body (HTTP/1.0 client) ends with the connection.
+    out.keep_client = res.keep_alive();
+    if (ex.parser->keep_alive() && ex.buffer.size() == 0) {
+      watch.upstream = nullptr;
+      rq.pool.give(d.pod->id(), std::move(ex.stream));
+    }
+  }
+  co_return ended;
 }
 
 }  // namespace
@@ -145,10 +181,10 @@ bool isHopByHop(std::string_view name) {
 
 asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
   RelayOutcome out;
-  auto executor = co_await asio::this_coro::executor;
   const auto started = std::chrono::steady_clock::now();
   auto watch = std::make_shared<ClientWatch>();
   watchClient(rq.client, watch);
+  Exchange ex;
   struct StopWatch {
     std::shared_ptr<ClientWatch> w;
     beast::tcp_stream& client;
@@ -158,183 +194,55 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
       error_code ignored;
       client.socket().cancel(ignored);
     }
-  } stop_watch{watch, rq.client};
+  } stop_watch{watch, rq.client};  // declared after `ex`: clears the watcher's pointer before the stream dies
 
-  std::vector<PodId> tried;
-  std::unique_ptr<UpstreamStream> up;
-  beast::flat_buffer up_buffer;
-  std::optional<http::response_parser<http::buffer_body>> parser;
-  bool fresh_only = false;  // after a reused connection failed, the retry uses a new one
-  int pod_switches = 0;     // retries on another pod (bounded by max_retries); fresh-connection retries are free
-  error_code ec;
-  // Moves the request to another pod when the retry budget allows; false when it does not or no pod is left.
-  auto switchPod = [&]() -> bool {
-    if (pod_switches >= static_cast<int>(rq.config.max_retries)) return false;
-    routing::Decision next = rq.choose_again(tried);
-    if (!next.pod) return false;
-    ++pod_switches;
-    ++out.retries;
-    d = std::move(next);
-    fresh_only = false;
-    return true;
-  };
-  auto passive = [&](bool ok) { d.pod->recordPassive(ok, routing::steadyNowMs(), rq.health); };
+  std::vector<discovery::PodPtr> tried;  // keeps every attempted pod alive for the health report
+  std::vector<PodId> tried_ids;
+  std::vector<Attempt> attempts;
+  std::string error;
+  bool fresh = false;
   for (;;) {
-    const discovery::PodSpec& spec = d.pod->spec();
-    if (tried.empty() || tried.back() != d.pod->id()) tried.push_back(d.pod->id());
-    up = fresh_only ? nullptr : rq.pool.take(d.pod->id());
-    const bool reused = up != nullptr;
-    if (!up) {
-      up = std::make_unique<UpstreamStream>(executor);
-      ec = co_await connect(*up, spec, std::chrono::milliseconds(rq.config.connect_timeout_ms));
-      if (ec) {
-        if (watch->gone) break;
-        log::warn("request {}: cannot connect to pod {} ({}): {}", rq.request_id, spec.name, spec.address, ec.message());
-        out.error_reason = isTimeout(ec) ? "connect_timeout" : "connect";
-        out.error = "cannot connect to pod " + spec.name + ": " + ec.message();
-        passive(false);
-        if (switchPod()) continue;
-        out.status = isTimeout(ec) ? 504 : 502;
-        co_return out;
-      }
+    if (tried.empty() || tried.back() != d.pod) {
+      tried.push_back(d.pod);
+      tried_ids.push_back(d.pod->id());
     }
-    watch->upstream = up.get();
-
-    auto req = upstreamRequest(rq, spec);
-    up->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
-    co_await http::async_write(*up, req, asio::redirect_error(kAwait, ec));
-    if (!ec) {
-      parser.emplace();
-      parser->header_limit(kMaxResponseHeaderBytes);
-      up_buffer.clear();
-      up->expires_after(std::chrono::milliseconds(rq.config.response_header_timeout_ms));
-      co_await http::async_read_header(*up, up_buffer, *parser, asio::redirect_error(kAwait, ec));
-    }
-    if (!ec) {
-      const int status = static_cast<int>(parser->get().result_int());
-      passive(status < 500);
-      if (status < 500) break;
-      // An engine error before anything reached the client: another pod may serve it. The error response is
-      // dropped with its connection; when no retry is possible it is relayed as the engine sent it.
-      log::warn("request {}: pod {} answered {}", rq.request_id, spec.name, status);
-      watch->upstream = nullptr;
-      auto failed = std::move(up);
-      if (switchPod()) continue;
-      up = std::move(failed);
-      watch->upstream = up.get();
-      break;
-    }
-    if (watch->gone) break;
-    if (reused && !isTimeout(ec) && !fresh_only) {
-      // vLLM closes idle keep-alive connections; a reused one failing before any byte is retried once, fresh.
-      fresh_only = true;
+    attempts.push_back(co_await attemptOnce(rq, *d.pod, fresh, *watch, ex, error));
+    const NextStep next = nextStep(attempts, rq.config.max_retries);
+    if (next == NextStep::kRetryFresh) {
+      fresh = true;
       ++out.retries;
       continue;
     }
-    out.error_reason = isTimeout(ec) ? "response_header_timeout" : reasonOf(ec);
-    out.error = "pod " + spec.name + " failed before responding: " + ec.message();
-    passive(false);
-    // A reset before any response byte is retried elsewhere; a timeout is not (the engine may still be working).
-    if (!isTimeout(ec) && switchPod()) continue;
-    out.status = isTimeout(ec) ? 504 : 502;
-    co_return out;
+    if (next == NextStep::kSwitchPod) {
+      routing::Decision again = rq.choose_again(tried_ids);
+      if (again.pod) {
+        d = std::move(again);
+        fresh = false;
+        ++out.retries;
+        continue;
+      }
+    }
+    break;
   }
-  if (watch->gone) {
-    out.client_gone = true;
-    out.status = 499;
-    out.error = "client closed the connection before the response";
-    co_return out;
-  }
-  out.first_byte_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
-  // Relay the head, then the body through a small buffer: each chunk the engine sends is written at once.
-  auto& up_head = parser->get();
-  http::response<http::buffer_body> res;
-  const auto length = parser->content_length();
-  copyResponseHead(up_head.base(), res, rq, d, length.has_value(), length.value_or(0));
-  res.keep_alive(rq.client_keep_alive);
-  out.status = static_cast<int>(up_head.result_int());
-  http::response_serializer<http::buffer_body> serializer{res};
-  rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
-  res.body().data = nullptr;
-  res.body().more = true;
-  // When body bytes already came with the head (typical of a small non-streamed answer), the head goes out with
-  // the first body write (one send instead of two); otherwise at once, so a slow first event never delays it.
-  if (up_buffer.size() == 0 || parser->is_done())
-    co_await http::async_write_header(rq.client, serializer, asio::redirect_error(kAwait, ec));
-  out.response_started = true;
-  std::array<char, kRelayBufferBytes> buffer;
-  UsageScanner usage;
-  bool body_ended = false;  // a write with more=false went out: the response to the client is complete
-  while (!ec && !parser->is_done()) {
-    up_head.body().data = buffer.data();
-    up_head.body().size = buffer.size();
-    up->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
-    error_code read_ec;
-    // read_some returns as soon as any body bytes arrived, so each SSE event is forwarded without waiting for more.
-    co_await http::async_read_some(*up, up_buffer, *parser, asio::redirect_error(kAwait, read_ec));
-    if (read_ec == http::error::need_buffer) read_ec = {};
-    if (read_ec) {
-      out.error_reason = watch->gone ? "client_gone" : (isTimeout(read_ec) ? "idle_timeout" : reasonOf(read_ec));
-      out.error = "pod " + d.pod->name() + " response interrupted: " + read_ec.message();
-      ec = read_ec;
-      if (!watch->gone && !serializer.is_header_done()) {
-        passive(false);
-        out.response_started = false;  // nothing reached the client yet: it gets a clean 502 instead
-        out.status = 502;
-        co_return out;
-      }
-      if (!watch->gone) {
-        passive(false);
-        co_await endStreamWithError(rq.client, serializer, res, out.error);
-      }
-      break;
-    }
-    res.body().data = buffer.data();
-    res.body().size = buffer.size() - up_head.body().size;
-    res.body().more = !parser->is_done();
-    // A read that only consumed chunk framing has no body bytes: writing an empty buffer would end the chunked
-    // response to the client early, so wait for real bytes.
-    if (res.body().size == 0) {
-      if (res.body().more) continue;
-      break;  // the body ended with no bytes in this read: the final write below ends the response once
-    }
-    // The first body bytes (a stream's first token, or a whole answer): the engine has computed the prompt.
-    if (d.pending) d.pending.reset();
-    usage.feed(std::string_view(buffer.data(), res.body().size));
-    rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
-    co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
-    if (ec == http::error::need_buffer) ec = {};
-    if (!ec && !res.body().more) body_ended = true;
-    if (ec) {
-      out.error_reason = "client_gone";
-      out.error = "client write failed: " + ec.message();
-    }
+  Attempt& last = attempts.back();
+  if (last.failure != FailureKind::kNone && last.failure != FailureKind::kEngineError) {
+    // No response head to relay (with no other pod to try, a 5xx is relayed as the engine sent it).
+    out.failure = last.failure;
+    out.status = statusOf(last.failure);
+    out.client_gone = last.failure == FailureKind::kClientGone;
+    out.error = out.client_gone ? "client closed the connection before the response" : error;
+  } else {
+    out.first_byte_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const FailureKind body = co_await relayResponse(rq, d, ex, *watch, out);
+    last.response_started = out.response_started;
+    if (last.failure == FailureKind::kNone) last.failure = body;
+    if (body != FailureKind::kNone) out.failure = body;
+    out.client_gone = body == FailureKind::kClientGone;
+    if (out.client_gone && out.error.empty()) out.error = "client closed the connection during the response";
   }
-  if (!ec && !body_ended) {
-    // The last bytes went out with more=true (or the body ended with its head, e.g. Content-Length: 0): one
-    // terminating write ends the response (for chunked bodies, the last chunk).
-    res.body().data = nullptr;
-    res.body().size = 0;
-    res.body().more = false;
-    co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
-  }
-  if (watch->gone || out.error_reason == "client_gone") {
-    out.client_gone = true;
-    if (out.error.empty()) out.error = "client closed the connection during the response";
-  }
-  // The pod's measured capacity (output tokens/s) counts every token it produced for a successful response.
-  if (out.status == 200 && usage.outputTokens() > 0)
-    d.pod->engine().addOutputTokens(usage.outputTokens(), routing::steadyNowMs());
-  // A completed request makes its engine publish the blocks it stored: KV event sync watches for silence.
-  if (out.status == 200) d.pod->kvSync().noteCompleted(routing::steadyNowMs());
-  out.output_tokens = usage.outputTokens();
-  out.prompt_tokens = usage.promptTokens();
-  out.cached_tokens = usage.cachedTokens();
-  if (!ec && parser->is_done()) {
-    out.keep_client = rq.client_keep_alive;
-    if (parser->keep_alive() && up_buffer.size() == 0) rq.pool.give(d.pod->id(), std::move(up));
-  }
+  if (out.failure != FailureKind::kNone) out.error_reason = std::string(failureLabel(out.failure));
+  reportHealth(attempts, rq.body, rq.health);
   co_return out;
 }
 

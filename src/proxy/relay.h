@@ -1,7 +1,8 @@
 #pragma once
 // Proxying one request to a chosen pod and streaming the response back: pooled upstream connection, headers
 // rewritten (hop-by-hop out, gateway headers in), body relayed through a small buffer so each SSE event reaches
-// the client as soon as the engine sends it. Retries only before any response byte reached the client.
+// the client as soon as the engine sends it. Each try is one attempt (upstream_attempt.h); what follows it, and
+// whom its failure counts against, is decided by the pure rules of failover.h.
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "proxy/failover.h"
 #include "proxy/upstream_pool.h"
 #include "routing/router.h"
 
@@ -21,12 +23,12 @@ struct RelayRequest {
   boost::beast::tcp_stream& client;
   UpstreamPool& pool;
   const config::UpstreamConfig& config;
-  const config::HealthCheckConfig& health;  // passive ejection settings
+  HealthSink& health;  // receives each attempt's verdict (passive ejection) and the pod's delivered tokens
   const boost::beast::http::request_header<>& head;  // the client's request head
   const std::string& body;                           // passed to the engine unchanged
   const std::string& request_id;
   bool client_keep_alive = true;
-  // Chooses another pod (excluding those tried) after a pod refused the connection.
+  // Chooses another pod (excluding those tried) when an attempt failed and failover allows a switch.
   std::function<routing::Decision(std::span<const PodId> exclude)> choose_again;
 };
 
@@ -36,7 +38,8 @@ struct RelayOutcome {
   bool client_gone = false;       // the client closed its connection before the end
   bool keep_client = false;       // the client connection may serve another request
   std::string error;              // why it failed, for the log ("" on success)
-  std::string error_reason;       // metric label: connect, timeout, reset, ...
+  FailureKind failure = FailureKind::kNone;  // why it failed (the gateway's error table maps it)
+  std::string error_reason;       // metric label: failureLabel(failure), "" on success
   double first_byte_seconds = -1;
   int retries = 0;
   uint64_t output_tokens = 0;     // counted on the way through (usage, else SSE events)
@@ -46,7 +49,7 @@ struct RelayOutcome {
   std::optional<uint64_t> cached_tokens;
 };
 
-// Runs on the client's event-loop thread. `decision` may be replaced (another pod) on connect failure; its
+// Runs on the client's event-loop thread. `decision` may be replaced (another pod) when failover.h says so; its
 // in-flight guard always ends up on the pod that served (or last failed) the request.
 boost::asio::awaitable<RelayOutcome> relay(RelayRequest& request, routing::Decision& decision);
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "prefixgate/types.h"
+#include "proxy/address_cache.h"
 
 namespace prefixgate::proxy {
 
@@ -25,6 +26,8 @@ class UpstreamPool {
   // Closes every idle connection (shutdown).
   void clear();
   size_t idleCount() const;
+  // This thread's resolved addresses of host-named pods.
+  AddressCache& addresses() { return addresses_; }
   // Starts a periodic sweep that closes connections past the idle limit.
   void startSweeping();
   void stopSweeping();
@@ -39,6 +42,7 @@ class UpstreamPool {
   std::chrono::milliseconds idle_limit_;
   std::unordered_map<uint32_t, std::vector<Idle>> idle_;
   bool sweeping_ = false;
+  AddressCache addresses_;
 };
 
 }  // namespace prefixgate::proxy

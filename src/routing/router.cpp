@@ -36,6 +36,17 @@ Candidate candidateFor(discovery::PodState& pod, int64_t now_ms, int64_t max_eng
 
 }  // namespace
 
+bool panicking(const std::vector<discovery::PodPtr>& serving, uint32_t threshold_percent, int64_t now_ms) {
+  uint64_t live = 0;
+  uint64_t ready = 0;
+  for (const discovery::PodPtr& pod : serving) {
+    if (pod->removed()) continue;
+    ++live;
+    if (pod->ready(now_ms)) ++ready;
+  }
+  return ready * 100 < uint64_t{threshold_percent} * live;
+}
+
 int64_t steadyNowMs() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
@@ -119,8 +130,9 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   size_t full = 0;
   std::vector<Candidate> candidates;
   candidates.reserve(serving->size());
+  const bool panic = panicking(*serving, config_.health_check.panic_threshold_percent, now);
   for (const discovery::PodPtr& pod : *serving) {
-    if (!pod->ready(now)) continue;
+    if (!(panic ? pod->healthy() && !pod->removed() : pod->ready(now))) continue;
     if (std::find(query.exclude.begin(), query.exclude.end(), pod->id()) != query.exclude.end()) continue;
     // The per-pod queue bound (limits.max_in_flight_per_pod): a full pod takes no more.
     if (max_per_pod > 0 && pod->inFlight() >= max_per_pod) {

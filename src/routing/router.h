@@ -72,6 +72,12 @@ class Router {
   std::map<std::string, std::unique_ptr<Strategy>, std::less<>> strategies_;
 };
 
+// Panic routing (health_check.panic_threshold_percent): true when fewer than that share of the model's pods that
+// are not removed are ready. The router then ignores passive ejections: failures seen by the relay must not leave
+// a model without pods. Pods failing their active health checks stay out (their engines say they are down, and a
+// clear 503 beats a slower 502).
+bool panicking(const std::vector<discovery::PodPtr>& serving, uint32_t threshold_percent, int64_t now_ms);
+
 // Milliseconds on the steady clock (the time base of pod ejection deadlines).
 int64_t steadyNowMs();
 

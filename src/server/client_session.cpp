@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "openai/request.h"
+#include "proxy/pod_health.h"
 #include "proxy/relay.h"
 #include "server/client_auth.h"
 #include "server/gateway.h"
@@ -84,15 +85,6 @@ std::string modelsBody(const discovery::PodSet& pods, int64_t now_ms, const Clie
     if (ready) data.push_back({{"id", model}, {"object", "model"}, {"created", 0}, {"owned_by", "prefixgate"}});
   }
   return nlohmann::json{{"object", "list"}, {"data", data}}.dump();
-}
-
-// The gateway error for a relay that failed before its response began.
-GatewayError relayError(const proxy::RelayOutcome& r) {
-  if (r.error_reason == "connect_timeout") return GatewayError::kUpstreamConnectTimeout;
-  if (r.error_reason == "connect") return GatewayError::kUpstreamConnect;
-  if (r.error_reason == "response_header_timeout") return GatewayError::kUpstreamHeaderTimeout;
-  if (r.error_reason == "idle_timeout") return GatewayError::kUpstreamIdleTimeout;
-  return GatewayError::kUpstreamFailed;
 }
 
 class ClientSession {
@@ -297,8 +289,8 @@ class ClientSession {
     if (decision.failure != routing::RouteFailure::kNone)
       co_return co_await reject(outcome, routing::errorFor(decision.failure), decision.message, keep_alive);
     auth.stripCredentials(head);
-    proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, gateway_.config().health_check,
-                                      head, head.body(),
+    proxy::PodHealth health{gateway_.pods(), gateway_.config().health_check, routing::steadyNowMs};
+    proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, health, head, head.body(),
                                       outcome.requestId(), keep_alive,
                                       [&](std::span<const PodId> exclude) {
                                         routing::RouteQuery again = query;
@@ -309,8 +301,9 @@ class ClientSession {
     outcome.setDecision(decision, relayed);
     auth.charge(relayed);
     if (!relayed.response_started && !relayed.client_gone) {
-      co_return co_await writeError(stream_, relayError(relayed), relayed.error, keep_alive, outcome.headers(),
-                                    {}, framing_) && keep_alive;
+      // The table gives the status and the retry-after (a local resource limit: the client may retry soon).
+      co_return co_await writeError(stream_, proxy::errorFor(relayed.failure), relayed.error, keep_alive,
+                                    outcome.headers(), {}, framing_) && keep_alive;
     }
     co_return relayed.keep_client;
   }

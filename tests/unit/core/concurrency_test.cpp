@@ -44,7 +44,9 @@ TEST(PodRegistryConcurrency, ConcurrentUpdatesAndReaders) {
       if (!serving || serving->size() != snapshot->pods().size()) inconsistent.fetch_add(1);
       for (const auto& pod : snapshot->pods()) {
         InFlightGuard guard(pod);
-        pod->recordPassive(true, 0, health);
+        // Passive health verdicts from every reader at once (the streak state is shared by all threads).
+        if (r % 2) pod->recordRequestFailure(static_cast<uint64_t>(r), health);
+        else pod->recordSuccess();
         if (seen[r].size() < 64) seen[r].push_back(pod);
       }
     }

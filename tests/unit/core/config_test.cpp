@@ -219,6 +219,27 @@ TEST(Config, KvSyncAndCapacityKeys) {
   EXPECT_FALSE(hasProblem(problems, "kv_event_sync"));  // supported now: no longer refused
 }
 
+// The passive ejection and response-limit keys: defaults, parsing, and ranges (the file and key named).
+TEST(Config, EjectionAndResponseLimitKeys) {
+  Problems problems;
+  Config defaults = parseYaml("discovery: {file: p.yaml}\n", "gw.yaml", problems);
+  EXPECT_EQ(defaults.health_check.distinct_request_failures, 3u);
+  EXPECT_EQ(defaults.health_check.max_ejection_percent, 50u);
+  EXPECT_EQ(defaults.health_check.panic_threshold_percent, 50u);
+  EXPECT_EQ(defaults.upstream.max_response_bytes, 0u);
+  Config c = parseYaml("discovery: {file: p.yaml}\nupstream: {max_response_bytes: 1048576}\n"
+                       "health_check: {distinct_request_failures: 0, max_ejection_percent: 101, "
+                       "panic_threshold_percent: 150}\n",
+                       "gw.yaml", problems);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(c.upstream.max_response_bytes, 1048576u);
+  validate(c, kStrategies, problems);
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: health_check.distinct_request_failures: must be greater than 0"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: health_check.max_ejection_percent: must be in [0, 100]"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: health_check.panic_threshold_percent: must be in [0, 100]"));
+  EXPECT_EQ(problems.size(), 3u);
+}
+
 // A configuration without any discovery source is rejected.
 TEST(Config, DiscoveryIsRequired) {
   Problems problems;

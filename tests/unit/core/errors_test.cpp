@@ -11,7 +11,7 @@ namespace {
 // Ensures every kind has a distinct metric label and a status that matches its OpenAI type family.
 TEST(GatewayErrorTable, EveryKindHasAStatusTypeAndDistinctLabel) {
   std::set<std::string_view> labels;
-  for (int i = 0; i <= static_cast<int>(GatewayError::kUpstreamInvalidResponse); ++i) {
+  for (int i = 0; i <= static_cast<int>(GatewayError::kUpstreamResponseTooLarge); ++i) {
     const ErrorInfo& info = errorInfo(static_cast<GatewayError>(i));
     EXPECT_TRUE(info.status >= 400 && info.status < 600) << i;
     EXPECT_FALSE(info.type.empty()) << i;
@@ -20,7 +20,7 @@ TEST(GatewayErrorTable, EveryKindHasAStatusTypeAndDistinctLabel) {
   EXPECT_EQ(errorInfo(GatewayError::kNoReadyPod).status, 503);
   EXPECT_TRUE(errorInfo(GatewayError::kNoReadyPod).retry_after);
   EXPECT_EQ(errorInfo(GatewayError::kUnauthorized).type, "authentication_error");
-  EXPECT_FALSE(errorInfo(GatewayError::kUpstreamFailed).retry_after);
+  EXPECT_FALSE(errorInfo(GatewayError::kUpstreamClosed).retry_after);
 }
 
 // Ensures an error body is OpenAI-shaped and never throws on bytes that are not UTF-8 (they are replaced).

@@ -79,8 +79,8 @@ TEST(PodState, HealthThresholdsAndEjection) {
   EXPECT_TRUE(p.ready(1000));
 }
 
-// Passive ejection: after the failure threshold the pod is out for eject_base_ms, doubling per ejection in a row
-// up to eject_max_ms; a success resets the doubling.
+// Passive ejection through PodState: a pod failure past passive_failure_threshold asks for an ejection, which
+// lasts eject_base_ms, doubling per ejection in a row up to eject_max_ms; a success resets the doubling.
 TEST(PodState, PassiveEjectionBacksOffExponentially) {
   PodState p(PodId{1}, spec("a", 1));
   p.recordHealth(true, 1, 1);
@@ -88,22 +88,26 @@ TEST(PodState, PassiveEjectionBacksOffExponentially) {
   cfg.passive_failure_threshold = 2;
   cfg.eject_base_ms = 100;
   cfg.eject_max_ms = 350;
-  p.recordPassive(false, 0, cfg);
-  EXPECT_TRUE(p.ready(0));  // one failure is below the threshold
-  p.recordPassive(false, 0, cfg);
+  EXPECT_FALSE(p.recordPodFailure(cfg));  // one failure is below the threshold
+  ASSERT_TRUE(p.recordPodFailure(cfg));
+  p.ejectPassively(0, cfg);
   EXPECT_FALSE(p.ready(99));
   EXPECT_TRUE(p.ready(100));
-  p.recordPassive(false, 100, cfg);
-  p.recordPassive(false, 100, cfg);
+  EXPECT_FALSE(p.recordPodFailure(cfg));  // the ejection restarted the streak
+  ASSERT_TRUE(p.recordPodFailure(cfg));
+  p.ejectPassively(100, cfg);
   EXPECT_FALSE(p.ready(299));  // doubled: 200 ms
   EXPECT_TRUE(p.ready(300));
-  p.recordPassive(false, 300, cfg);
-  p.recordPassive(false, 300, cfg);
+  p.recordPodFailure(cfg);
+  p.recordPodFailure(cfg);
+  p.ejectPassively(300, cfg);
   EXPECT_FALSE(p.ready(649));  // capped at 350 ms
   EXPECT_TRUE(p.ready(650));
-  p.recordPassive(true, 650, cfg);
-  p.recordPassive(false, 650, cfg);
-  p.recordPassive(false, 650, cfg);
+  EXPECT_EQ(p.ejections(), 3u);
+  p.recordSuccess();
+  p.recordPodFailure(cfg);
+  p.recordPodFailure(cfg);
+  p.ejectPassively(650, cfg);
   EXPECT_TRUE(p.ready(750));  // the success reset the doubling: back to 100 ms
   EXPECT_EQ(p.ejections(), 1u);
 }

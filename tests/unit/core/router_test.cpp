@@ -61,6 +61,7 @@ TEST_F(RouterTest, TypedFailures) {
   EXPECT_EQ(choose().failure, RouteFailure::kModelNotServed);
   EXPECT_EQ(openai::errorInfo(errorFor(RouteFailure::kModelNotServed)).status, 404);
   request_.model = "other";
+  config_.health_check.panic_threshold_percent = 0;  // no panic routing: an ejected pod is out
   pods_.snapshot()->find("c")->eject(now_ms_ + 10);
   Decision d = choose();
   EXPECT_EQ(d.failure, RouteFailure::kNoReadyPod);
@@ -78,6 +79,49 @@ TEST_F(RouterTest, TypedFailures) {
 TEST_F(RouterTest, OnlyReadyPodsAreCandidates) {
   pods_.snapshot()->find("a")->recordHealth(false, 1, 1);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(choose().pod->name(), "b");
+}
+
+// Panic routing: below health_check.panic_threshold_percent ready, passive ejections are ignored (the model keeps
+// being served), but pods failing their health checks and removed pods stay out.
+TEST_F(RouterTest, PanicRoutesAmongHealthyPodsDespiteEjections) {
+  config_.health_check.panic_threshold_percent = 50;
+  auto a = pods_.snapshot()->find("a");
+  auto b = pods_.snapshot()->find("b");
+  a->eject(now_ms_ + 1000);  // 1 of 2 ready: 50% is not below the threshold
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(choose().pod->name(), "b");
+  b->eject(now_ms_ + 1000);  // 0 of 2 ready: panic, both ejected pods are candidates again
+  std::map<std::string, int> per_pod;
+  std::vector<Decision> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(choose());
+    ASSERT_EQ(held.back().failure, RouteFailure::kNone);
+    per_pod[held.back().pod->name()]++;
+  }
+  EXPECT_EQ(per_pod["a"], 2);
+  EXPECT_EQ(per_pod["b"], 2);
+  b->recordHealth(false, 1, 1);  // b's engine says it is down: panic still leaves it out
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(choose().pod->name(), "a");
+  a->recordHealth(false, 1, 1);
+  EXPECT_EQ(choose().failure, RouteFailure::kNoReadyPod);
+  config_.health_check.panic_threshold_percent = 0;  // 0 turns panic off
+  a->recordHealth(true, 1, 1);
+  EXPECT_EQ(choose().failure, RouteFailure::kNoReadyPod);
+}
+
+TEST(Panic, ThresholdCountsPodsNotRemoved) {
+  std::vector<discovery::PodPtr> pods;
+  for (uint16_t i = 0; i < 4; ++i) {
+    pods.push_back(std::make_shared<discovery::PodState>(PodId{i + 1u}, spec("p" + std::to_string(i), {"m"}, i)));
+    pods.back()->recordHealth(true, 1, 1);
+  }
+  pods[0]->eject(100);
+  EXPECT_FALSE(panicking(pods, 50, 0));  // 3 of 4 ready
+  pods[1]->eject(100);
+  EXPECT_FALSE(panicking(pods, 50, 0));  // 2 of 4: not below 50%
+  EXPECT_TRUE(panicking(pods, 51, 0));
+  pods[2]->markRemoved();
+  EXPECT_TRUE(panicking(pods, 50, 0));  // 1 of 3 live pods ready
+  EXPECT_FALSE(panicking(pods, 50, 100));  // the ejections ended
 }
 
 // Excluded pods (already tried) are skipped.

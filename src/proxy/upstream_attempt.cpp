@@ -1,0 +1,176 @@
+#include "proxy/upstream_attempt.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cerrno>
+
+#include "util/log.h"
+
+namespace prefixgate::proxy {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using boost::system::error_code;
+
+namespace {
+
+constexpr uint32_t kMaxResponseHeaderBytes = 64 * 1024;
+constexpr auto kAwait = asio::use_awaitable;
+
+bool isTimeout(const error_code& ec) { return ec == beast::error::timeout; }
+
+// The request as the engine receives it: the client's end-to-end headers, the body unchanged.
+http::request<http::buffer_body> upstreamRequest(const RelayRequest& rq, const discovery::PodSpec& pod) {
+  http::request<http::buffer_body> req{rq.head.method(), rq.head.target(), 11};
+  std::string_view connection_tokens = rq.head[http::field::connection];
+  for (const auto& field : rq.head) {
+    std::string_view name = field.name_string();
+    if (isHopByHop(name) || field.name() == http::field::host || field.name() == http::field::content_length) continue;
+    if (namedByConnection(connection_tokens, name)) continue;
+    req.insert(field.name_string(), field.value());
+  }
+  req.set(http::field::host, pod.address);
+  req.set("x-request-id", rq.request_id);
+  req.keep_alive(true);
+  req.content_length(rq.body.size());
+  req.body().data = const_cast<char*>(rq.body.data());  // buffer_body only reads through this pointer
+  req.body().size = rq.body.size();
+  req.body().more = false;
+  return req;
+}
+
+// The pod's address: an IP literal as is, a host name from this thread's cache or else the resolver.
+asio::awaitable<error_code> podEndpoint(const discovery::PodSpec& pod, AddressCache& cache,
+                                        asio::ip::tcp::endpoint& endpoint) {
+  error_code ec;
+  endpoint = asio::ip::tcp::endpoint(asio::ip::make_address(pod.host, ec), pod.port);
+  if (!ec) co_return ec;
+  const auto now = AddressCache::Clock::now();
+  if (auto cached = cache.find(pod.address, now)) {
+    endpoint = *cached;
+    co_return error_code{};
+  }
+  asio::ip::tcp::resolver resolver(co_await asio::this_coro::executor);
+  auto results = co_await resolver.async_resolve(pod.host, std::to_string(pod.port), asio::redirect_error(kAwait, ec));
+  if (!ec && results.empty()) ec = asio::error::host_not_found;
+  if (ec) co_return ec;
+  endpoint = results.begin()->endpoint();
+  cache.remember(pod.address, endpoint, now);
+  co_return ec;
+}
+
+// Opens a connection to the pod with TCP_NODELAY.
+asio::awaitable<error_code> connect(UpstreamStream& stream, const discovery::PodSpec& pod,
+                                    std::chrono::milliseconds timeout, AddressCache& cache) {
+  asio::ip::tcp::endpoint endpoint;
+  error_code ec = co_await podEndpoint(pod, cache, endpoint);
+  if (ec) co_return ec;
+  stream.expires_after(timeout);
+  co_await stream.async_connect(endpoint, asio::redirect_error(kAwait, ec));
+  if (!ec) stream.socket().set_option(asio::ip::tcp::no_delay(true), ec);
+  if (ec) cache.forget(pod.address);
+  co_return ec;
+}
+
+FailureKind connectFailure(const error_code& ec) {
+  if (isLocalError(ec)) return FailureKind::kLocal;
+  return isTimeout(ec) ? FailureKind::kConnectTimeout : FailureKind::kConnect;
+}
+
+FailureKind exchangeFailure(const error_code& ec) {
+  if (isTimeout(ec)) return FailureKind::kResponseHeaderTimeout;
+  if (ec == http::error::body_limit) return FailureKind::kResponseTooLarge;
+  if (ec == asio::error::connection_reset || ec == asio::error::broken_pipe || ec == http::error::end_of_stream ||
+      ec == asio::error::eof || ec == http::error::partial_message)
+    return FailureKind::kClosedBeforeResponse;
+  return FailureKind::kBadResponse;
+}
+
+}  // namespace
+
+void watchClient(beast::tcp_stream& client, std::shared_ptr<ClientWatch> watch) {
+  client.socket().async_wait(asio::socket_base::wait_read, [&client, watch](error_code ec) {
+    if (watch->done || ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      char c;
+      ssize_t n = ::recv(client.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) return;  // a pipelined request, not a hang-up
+    }
+    watch->gone = true;
+    if (watch->upstream) {
+      error_code ignored;
+      watch->upstream->socket().close(ignored);
+    }
+  });
+}
+
+bool isLocalError(const error_code& ec) {
+  namespace errc = boost::system::errc;
+  return ec == errc::too_many_files_open || ec == errc::too_many_files_open_in_system ||
+         ec == errc::no_buffer_space || ec == errc::address_not_available;
+}
+
+bool namedByConnection(std::string_view connection_tokens, std::string_view name) {
+  return !connection_tokens.empty() && http::token_list(connection_tokens).exists(name);
+}
+
+asio::awaitable<Attempt> attemptOnce(const RelayRequest& rq, discovery::PodState& pod, bool fresh,
+                                     ClientWatch& watch, Exchange& ex, std::string& error) {
+  const discovery::PodSpec& spec = pod.spec();
+  Attempt attempt{&pod, FailureKind::kNone, false, false};
+  // The watcher must never see a stream this replaces (it would close freed memory).
+  watch.upstream = nullptr;
+  ex.stream = fresh ? nullptr : rq.pool.take(pod.id());
+  attempt.reused_connection = ex.stream != nullptr;
+  if (!ex.stream) ex.stream = std::make_unique<UpstreamStream>(co_await asio::this_coro::executor);
+  watch.upstream = ex.stream.get();  // a hang-up during the connect aborts it too
+  error_code ec;
+  if (!attempt.reused_connection) {
+    ec = co_await connect(*ex.stream, spec, std::chrono::milliseconds(rq.config.connect_timeout_ms),
+                          rq.pool.addresses());
+    if (watch.gone) attempt.failure = FailureKind::kClientGone;
+    else if (ec) attempt.failure = connectFailure(ec);
+    if (attempt.failure != FailureKind::kNone) {
+      error = "cannot connect to pod " + spec.name + ": " + ec.message();
+      if (!watch.gone) log::warn("request {}: {} ({})", rq.request_id, error, spec.address);
+      co_return attempt;
+    }
+  }
+
+  auto req = upstreamRequest(rq, spec);
+  ex.stream->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
+  co_await http::async_write(*ex.stream, req, asio::redirect_error(kAwait, ec));
+  ex.buffer.clear();
+  // The deadline covers every interim head too: 1xx answers (100 Continue, 103 Early Hints) are read past, never
+  // relayed as the final answer (the real one would then reach the next user of this connection).
+  ex.stream->expires_after(std::chrono::milliseconds(rq.config.response_header_timeout_ms));
+  do {
+    if (ec) break;
+    ex.parser.emplace();
+    ex.parser->header_limit(kMaxResponseHeaderBytes);
+    if (rq.config.max_response_bytes > 0) ex.parser->body_limit(rq.config.max_response_bytes);
+    else ex.parser->body_limit(boost::none);
+    co_await http::async_read_header(*ex.stream, ex.buffer, *ex.parser, asio::redirect_error(kAwait, ec));
+  } while (!ec && ex.parser->get().result_int() / 100 == 1);
+  if (watch.gone) {
+    attempt.failure = FailureKind::kClientGone;
+  } else if (ec) {
+    attempt.failure = exchangeFailure(ec);
+    error = attempt.failure == FailureKind::kResponseTooLarge
+                ? "pod " + spec.name + "'s response is larger than upstream.max_response_bytes (" +
+                      std::to_string(rq.config.max_response_bytes) + " bytes)"
+                : "pod " + spec.name + " failed before responding: " + ec.message();
+  } else if (ex.parser->get().result_int() >= 500) {
+    attempt.failure = FailureKind::kEngineError;
+    error = "pod " + spec.name + " answered " + std::to_string(ex.parser->get().result_int());
+    log::warn("request {}: {}", rq.request_id, error);
+  }
+  co_return attempt;
+}
+
+}  // namespace prefixgate::proxy

@@ -1,0 +1,45 @@
+#pragma once
+// One attempt of a relayed request on one pod: a connection (pooled or fresh), the request written, the final
+// response head read (1xx interim heads skipped). The result is a typed FailureKind; failover.h decides what next.
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "proxy/failover.h"
+#include "proxy/relay.h"
+
+namespace prefixgate::proxy {
+
+// Watches the client socket while the engine works: when the client hangs up, the upstream connection is closed
+// at once so the engine stops generating. `upstream` always points at the live stream of the exchange (or is
+// null): whoever replaces or gives away that stream updates it first.
+struct ClientWatch {
+  bool done = false;
+  bool gone = false;
+  UpstreamStream* upstream = nullptr;
+};
+void watchClient(boost::beast::tcp_stream& client, std::shared_ptr<ClientWatch> watch);
+
+// The connection and parser of the current attempt; they outlive it when its response is relayed.
+struct Exchange {
+  std::unique_ptr<UpstreamStream> stream;
+  boost::beast::flat_buffer buffer;
+  std::optional<boost::beast::http::response_parser<boost::beast::http::buffer_body>> parser;
+};
+
+// Runs one attempt on `pod` (a pooled connection unless `fresh`). On kNone or kEngineError the exchange holds the
+// final response head; `error` gets a message for the log when the attempt failed.
+boost::asio::awaitable<Attempt> attemptOnce(const RelayRequest& request, discovery::PodState& pod, bool fresh,
+                                            ClientWatch& watch, Exchange& exchange, std::string& error);
+
+// True for socket errors that come from this process's limits, not from the pod.
+bool isLocalError(const boost::system::error_code& ec);
+
+// True when `name` is listed in a Connection header's value (those headers are hop-by-hop too).
+bool namedByConnection(std::string_view connection_tokens, std::string_view name);
+
+}  // namespace prefixgate::proxy
