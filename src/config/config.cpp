@@ -158,6 +158,7 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   lim.read("header_timeout_ms", c.limits.header_timeout_ms);
   lim.read("client_idle_timeout_ms", c.limits.client_idle_timeout_ms);
   lim.read("max_connections", c.limits.max_connections);
+  lim.read("max_json_depth", c.limits.max_json_depth);
   lim.finish();
   r.read("random_seed", c.random_seed);
   r.finish();

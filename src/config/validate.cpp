@@ -8,6 +8,8 @@
 namespace prefixgate::config {
 namespace {
 
+constexpr uint32_t kMaxJsonDepthBound = 1000;
+
 std::string joinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -125,6 +127,9 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   check.positive("limits.header_timeout_ms", c.limits.header_timeout_ms);
   check.positive("limits.client_idle_timeout_ms", c.limits.client_idle_timeout_ms);
   check.positive("limits.max_connections", c.limits.max_connections);
+  // Above Python's default recursion limit (1000) the engines' JSON parsers fail on what the gateway lets through.
+  if (c.limits.max_json_depth < 1 || c.limits.max_json_depth > kMaxJsonDepthBound)
+    check.fail("limits.max_json_depth", "must be from 1 to " + std::to_string(kMaxJsonDepthBound));
 }
 
 }  // namespace prefixgate::config

@@ -191,7 +191,8 @@ class ClientSession {
     if (!co_await readBody(parser, outcome)) co_return false;
     auto& head = parser.get();
     openai::RequestView request;
-    auto parse_error = openai::parseRequest(endpoint, head.body(), gateway_.config().routing.prefix_cache.include_tools, request);
+    auto parse_error = openai::parseRequest(endpoint, head.body(), gateway_.config().routing.prefix_cache.include_tools,
+                                            limits_.max_json_depth, request);
     outcome.setRequest(request);
     if (parse_error) {
       outcome.fail(parse_error.status, "invalid_request", parse_error.message);
