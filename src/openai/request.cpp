@@ -122,6 +122,9 @@ ParseError readMessages(od::value messages, std::string& text, bool& first) {
 
 // prompt: a string, a list of strings (joined by one space) or a list of token ids.
 ParseError readPrompt(od::value prompt, RequestView& out) {
+  out.prompt_text.clear();
+  out.prompt_token_ids.clear();
+  out.has_token_ids = false;
   od::json_type type;
   if (auto ec = prompt.type().get(type)) return malformed(ec);
   if (type == od::json_type::string) {
@@ -189,6 +192,8 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
   std::string messages_text;
   bool first_message = true;
   bool has_model = false, has_messages = false, has_prompt = false, has_input = false;
+  // A key given twice counts as its last occurrence, as the engine's JSON parser (Python's) reads it: what is
+  // routed on is what the engine will compute.
   for (auto field : root) {
     std::string_view key;
     if (auto ec = field.unescaped_key().get(key)) return malformed(ec);
@@ -204,6 +209,7 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
       if (t == od::json_type::null) continue;
       if (value.get_bool().get(out.stream)) return bad("'stream' must be a boolean", "stream");
     } else if (key == "stream_options") {
+      out.include_usage = false;
       od::object opts;
       if (value.get_object().get(opts)) continue;  // null or other: the engine validates it
       for (auto opt : opts) {
@@ -214,12 +220,15 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
       }
     } else if (key == "messages" && endpoint == Endpoint::kChatCompletions) {
       has_messages = true;
+      messages_text.clear();
+      first_message = true;
       const char* start = value.raw_json_token().data();
       if (auto err = readMessages(value, messages_text, first_message)) return err;
       out.raw_messages = rawSince(start, doc);
     } else if (key == "tools" && endpoint == Endpoint::kChatCompletions) {
       std::string_view raw;
       if (auto ec = rawJson(value, raw)) return malformed(ec);
+      tools.clear();
       if (include_tools && raw != "null") tools.assign(raw);
       out.raw_tools = raw == "null" ? std::string_view() : raw;
     } else if (key == "prompt" && endpoint == Endpoint::kCompletions) {

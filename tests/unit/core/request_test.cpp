@@ -129,6 +129,27 @@ TEST(ParseRequest, JsonDepthIgnoresStrings) {
   EXPECT_EQ(parse(Endpoint::kChatCompletions, body, r, true, 3).status, 400);
 }
 
+// A field given twice counts as its last occurrence, as the engine reads it, never as a mix of both (found by
+// request_body_fuzz: prompt text from one "prompt" stayed next to token ids from another, and two "messages"
+// arrays were joined).
+TEST(ParseRequest, RepeatedFieldsLastOneWins) {
+  RequestView r;
+  ASSERT_FALSE(parse(Endpoint::kCompletions, R"({"model":"m","prompt":"text","prompt":[5,5]})", r));
+  EXPECT_TRUE(r.has_token_ids);
+  EXPECT_EQ(r.prompt_token_ids, (std::vector<uint32_t>{5, 5}));
+  EXPECT_EQ(r.prompt_text, "");
+  ASSERT_FALSE(parse(Endpoint::kCompletions, R"({"model":"m","prompt":[1,2],"prompt":"text"})", r));
+  EXPECT_FALSE(r.has_token_ids);
+  EXPECT_EQ(r.prompt_text, "text");
+  ASSERT_FALSE(parse(Endpoint::kCompletions, R"({"model":"m","prompt":[1,2],"prompt":[3]})", r));
+  EXPECT_EQ(r.prompt_token_ids, (std::vector<uint32_t>{3}));
+  ASSERT_FALSE(parse(Endpoint::kChatCompletions, R"({"model":"m","tools":[1],"messages":[{"content":"a"}],
+    "stream_options":{"include_usage":true},"messages":[{"content":"b"}],"tools":null,"stream_options":{}})", r));
+  EXPECT_EQ(r.prompt_text, "b");
+  EXPECT_FALSE(r.include_usage);
+  EXPECT_EQ(r.raw_messages, R"([{"content":"b"}])");
+}
+
 // Error bodies have OpenAI's shape.
 TEST(ErrorBody, HasOpenAIShape) {
   auto j = nlohmann::json::parse(errorBody(404, "no such model", "model"));
