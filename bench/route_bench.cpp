@@ -124,7 +124,8 @@ class RouteFixture {
       std::string body = chatBody(words(text_rng, p.prompt_kib * 1024), placeholder);
       body.reserve(body.size() + openai::paddingBytes());
       openai::RequestView& r = requests_.emplace_back();
-      if (auto e = openai::parseRequest(openai::Endpoint::kChatCompletions, body, true, r))
+      if (auto e = openai::parseRequest(openai::Endpoint::kChatCompletions, body, true,
+                                        config_.limits.max_json_depth, r))
         throw std::runtime_error("the parser refused the generated body: " + e.message);
       if (r.prompt_text.size() < kSuffixBytes || !r.prompt_text.ends_with(placeholder))
         throw std::runtime_error("the parsed prompt does not end with the user message");
@@ -270,7 +271,8 @@ void parseChatRequest(benchmark::State& state, size_t prompt_kib) {
   buffer.assign(body);
   openai::RequestView r;
   for (auto _ : state) {
-    if (auto e = openai::parseRequest(openai::Endpoint::kChatCompletions, buffer, true, r)) {
+    if (auto e = openai::parseRequest(openai::Endpoint::kChatCompletions, buffer, true,
+                                      config::LimitsConfig{}.max_json_depth, r)) {
       state.SkipWithError(e.message.c_str());
       return;
     }

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The whole test suite, from a clean clone on a fresh Debian 12 machine: install what is missing, build, run the
 # unit and integration tests, then build again with AddressSanitizer + UndefinedBehaviorSanitizer and run the
-# same tests there (any sanitizer report fails them), and last build with ThreadSanitizer and run the tests that
-# exercise threads (label tsan). CI runs exactly this (.ci/run); docs/testing.md has more.
+# same tests there (any sanitizer report fails them), then build the libFuzzer targets with clang and run each
+# for a few seconds (a crash or a target that does not build fails the run), and last build with ThreadSanitizer
+# and run the tests that exercise threads (label tsan). CI runs exactly this (.ci/run); docs/testing.md has more.
 #
 # It cannot pass empty: ctest runs with --no-tests=error, and after each ctest stage every listed test must have
 # run and passed, each label must reach its minimum in tests/minimum_counts, and a skipped test fails the run
 # unless tests/skip_allowlist.txt lists it. Each stage's duration is printed, and a table of them at the end.
 #
 # Usage: scripts/test.sh [STAGE...]     run these stages (default: all, in this order):
-#          setup release-build release-tests asan-build asan-tests tsan-build tsan-tests
+#          setup release-build release-tests asan-build asan-tests fuzz tsan-build tsan-tests
 #        scripts/test.sh ctest DIR [LABEL...]   run the tests of build folder DIR (only these labels) with the
 #                                               same checks, e.g. scripts/test.sh ctest build unit
 #        scripts/test.sh check DIR [LABEL...]   only re-check DIR's last such run (DIR/ctest-results.xml)
@@ -19,7 +20,8 @@ cd "$(dirname "$0")/.."
 MINIMUM_COUNTS=tests/minimum_counts
 SKIP_ALLOWLIST=tests/skip_allowlist.txt
 RESULTS_FILE=ctest-results.xml   # ctest's JUnit report, written into the build folder
-ALL_STAGES=(setup release-build release-tests asan-build asan-tests tsan-build tsan-tests)
+ALL_STAGES=(setup release-build release-tests asan-build asan-tests fuzz tsan-build tsan-tests)
+FUZZ_SECONDS_PER_TARGET=10  # the fuzz stage: a smoke run of every libFuzzer target (scripts/fuzz.sh)
 # What the ThreadSanitizer stages build and run: the binaries of the `tsan` label only (tests/CMakeLists.txt).
 TSAN_TARGETS=(prefixgate prefixgate-engine-sim unit_index unit_tokenize unit_core)
 
@@ -107,6 +109,7 @@ for stage in "${ALL_STAGES[@]}"; do
       export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
       ctest_run build-asan
       ;;
+    fuzz) scripts/fuzz.sh "$FUZZ_SECONDS_PER_TARGET" ;;
     tsan-build) scripts/build.sh tsan "${TSAN_TARGETS[@]}" ;;
     tsan-tests) ctest_run build-tsan tsan ;;  # TSAN_OPTIONS (halt_on_error) is set on each test
   esac

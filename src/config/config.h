@@ -160,6 +160,7 @@ struct LimitsConfig {
   uint32_t header_timeout_ms = 10000;
   uint32_t client_idle_timeout_ms = 60000;
   uint32_t max_connections = 20000;
+  uint32_t max_json_depth = 64;  // request bodies nested deeper: 400, never forwarded
   uint64_t admin_max_body_bytes = 1048576;  // admin requests (/debug/route): larger bodies get 413, unread
 };
 

@@ -10,6 +10,8 @@
 namespace prefixgate::config {
 namespace {
 
+constexpr uint32_t kMaxJsonDepthBound = 1000;
+
 std::string joinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -154,6 +156,9 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   check.atMost("limits.max_connections", c.limits.max_connections, 1'000'000);
   check.positive("limits.admin_max_body_bytes", c.limits.admin_max_body_bytes);
   check.positive("auth.file_poll_interval_ms", c.auth.file_poll_interval_ms);
+  // Above Python's default recursion limit (1000) the engines' JSON parsers fail on what the gateway lets through.
+  if (c.limits.max_json_depth < 1 || c.limits.max_json_depth > kMaxJsonDepthBound)
+    check.fail("limits.max_json_depth", "must be from 1 to " + std::to_string(kMaxJsonDepthBound));
 }
 
 }  // namespace prefixgate::config

@@ -97,7 +97,10 @@ bool parseTimestamp(std::string_view token, int64_t& out_ms) {
   if (ec == std::errc() && end == token.data() + token.size()) return true;
   double seconds = 0;
   if (!parseValue(token, seconds) || !std::isfinite(seconds)) return false;
-  out_ms = static_cast<int64_t>(seconds * 1000);
+  // Outside int64 milliseconds (about 292 million years) the conversion is undefined: not a timestamp.
+  const double ms = seconds * 1000;
+  if (!(ms >= -0x1p63 && ms < 0x1p63)) return false;
+  out_ms = static_cast<int64_t>(ms);
   return true;
 }
 

@@ -53,6 +53,9 @@ size_t paddingBytes();
 
 // Parses `body` (whose capacity should exceed its size by paddingBytes(); if not, it is grown once).
 // include_tools: put the chat request's `tools` in front of the message text.
-ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools, RequestView& out);
+// max_json_depth: a body whose arrays and objects nest deeper than this anywhere is refused (400), even in fields
+// the gateway does not read (limits.max_json_depth).
+ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools, uint32_t max_json_depth,
+                        RequestView& out);
 
 }  // namespace prefixgate::openai

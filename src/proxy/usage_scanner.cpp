@@ -53,10 +53,17 @@ void UsageScanner::scan(std::string_view text, size_t boundary, bool straddling_
     while (i < text.size() && (text[i] == ' ' || text[i] == ':')) ++i;
     size_t end = i;
     uint64_t value = 0;
-    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end])))
-      value = value * 10 + static_cast<uint64_t>(text[end++] - '0');
+    bool overflow = false;
+    for (; end < text.size() && std::isdigit(static_cast<unsigned char>(text[end])); ++end) {
+      overflow |= __builtin_mul_overflow(value, 10, &value);
+      overflow |= __builtin_add_overflow(value, static_cast<uint64_t>(text[end] - '0'), &value);
+    }
     // The number must be complete: followed by a delimiter within this text (else a later feed completes it).
     if (end == i || end >= text.size()) continue;
+    // A match longer than the carry (a key padded with spaces, an overlong number) could not be found across a
+    // split: it is ignored wherever it lies, so the result never depends on how the body was cut. A number beyond
+    // 64 bits is no token count either.
+    if (end - pos >= kCarryBytes || overflow) continue;
     if (straddling_only && !(pos < boundary && end >= boundary)) continue;
     values_[field] = value;
     has_[field] = true;

@@ -14,7 +14,8 @@ namespace prefixgate::proxy {
 
 class UsageScanner {
  public:
-  // Consumes the next bytes of the body (any split: patterns across calls are found).
+  // Consumes the next bytes of the body (any split: patterns across calls are found, and the result does not
+  // depend on the split; a key and number spanning more than kCarryBytes, or a number beyond 64 bits, is ignored).
   void feed(std::string_view bytes);
   // The output tokens so far: usage's completion_tokens when seen, else the SSE events seen.
   uint64_t outputTokens() const { return has_[kCompletion] ? values_[kCompletion] : events_; }

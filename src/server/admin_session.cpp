@@ -120,7 +120,8 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   else if (target.find("endpoint=embeddings") != std::string_view::npos) endpoint = openai::Endpoint::kEmbeddings;
   Gateway& g = control.gateway;
   openai::RequestView request;
-  if (auto err = openai::parseRequest(endpoint, req.body(), g.config().routing.prefix_cache.include_tools, request))
+  if (auto err = openai::parseRequest(endpoint, req.body(), g.config().routing.prefix_cache.include_tools,
+                                     g.config().limits.max_json_depth, request))
     co_return errorResponse(openai::GatewayError::kInvalidRequest, err.message, err.param);
   routing::RouteQuery query{request, req["routing-strategy"], req["config-profile"], {}, true};
   co_await fetchRemoteTokens(g, query, request, nullptr);

@@ -272,7 +272,8 @@ class ClientSession {
     if (!co_await readBody(parser, outcome)) co_return false;
     auto& head = parser.get();
     openai::RequestView request;
-    auto parse_error = openai::parseRequest(endpoint, head.body(), gateway_.config().routing.prefix_cache.include_tools, request);
+    auto parse_error = openai::parseRequest(endpoint, head.body(), gateway_.config().routing.prefix_cache.include_tools,
+                                            limits_.max_json_depth, request);
     outcome.setRequest(request);
     if (parse_error)
       co_return co_await reject(outcome, GatewayError::kInvalidRequest, parse_error.message, keep_alive, {},

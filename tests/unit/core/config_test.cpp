@@ -29,6 +29,7 @@ TEST(Config, DefaultsMatchTheContract) {
   EXPECT_DOUBLE_EQ(c.routing.blend.prefix_cache_weight, 5);
   EXPECT_DOUBLE_EQ(c.routing.blend.prefix_cache_load_balance_weight, 4);
   EXPECT_EQ(c.limits.max_body_bytes, 33554432u);
+  EXPECT_EQ(c.limits.max_json_depth, 64u);
   EXPECT_EQ(c.upstream.pool_idle_ms, 4000u);
   // Relative pods file paths resolve against the config file's folder.
   EXPECT_EQ(c.discovery.file, "/etc/pg/pods.yaml");
@@ -99,7 +100,7 @@ state_sync: {enabled: true, redis: redis://10.0.0.1:6379}
 upstream: {connect_timeout_ms: 1, response_header_timeout_ms: 2, idle_timeout_ms: 3, pool_idle_ms: 4, max_retries: 0}
 health_check: {interval_ms: 5, timeout_ms: 6, unhealthy_threshold: 7, healthy_threshold: 8}
 limits: {max_body_bytes: 9, max_header_bytes: 2048, max_in_flight: 11, header_timeout_ms: 12,
-         client_idle_timeout_ms: 13, max_connections: 14}
+         client_idle_timeout_ms: 13, max_connections: 14, max_json_depth: 15}
 )", "gw.yaml", problems);
   ASSERT_TRUE(problems.empty()) << problems.front();
   EXPECT_EQ(c.threads, 3u);
@@ -111,6 +112,7 @@ limits: {max_body_bytes: 9, max_header_bytes: 2048, max_in_flight: 11, header_ti
   EXPECT_DOUBLE_EQ(c.models.at("my-model").profiles.at("long-docs").standard_deviation_factor.value(), 3);
   EXPECT_TRUE(c.state_sync.enabled);
   EXPECT_EQ(c.limits.max_connections, 14u);
+  EXPECT_EQ(c.limits.max_json_depth, 15u);
   EXPECT_EQ(c.health_check.healthy_threshold, 8u);
 }
 
@@ -238,6 +240,18 @@ TEST(Config, EjectionAndResponseLimitKeys) {
   EXPECT_TRUE(hasProblem(problems, "gw.yaml: health_check.max_ejection_percent: must be in [0, 100]"));
   EXPECT_TRUE(hasProblem(problems, "gw.yaml: health_check.panic_threshold_percent: must be in [0, 100]"));
   EXPECT_EQ(problems.size(), 3u);
+}
+
+// limits.max_json_depth: 1 to 1000 pass; 0 and 1001 are refused, naming the file, the key and the range.
+TEST(Config, JsonDepthRange) {
+  for (uint32_t depth : {0u, 1u, 1000u, 1001u}) {
+    Problems problems;
+    Config c = parseYaml("discovery: {file: p.yaml}\nlimits: {max_json_depth: " + std::to_string(depth) + "}\n",
+                         "gw.yaml", problems);
+    validate(c, kStrategies, problems);
+    const bool refused = hasProblem(problems, "gw.yaml: limits.max_json_depth: must be from 1 to 1000");
+    EXPECT_EQ(refused, depth == 0 || depth == 1001) << depth;
+  }
 }
 
 // A configuration without any discovery source is rejected.

@@ -70,6 +70,17 @@ TEST(PromText, ValuesAndTimestamps) {
   EXPECT_DOUBLE_EQ(samples[6].value, 3);
 }
 
+// A float-seconds timestamp beyond int64 milliseconds is not a timestamp: the line is bad, never converted
+// (found by prometheus_text_fuzz: the conversion was undefined behaviour).
+TEST(PromText, OutOfRangeTimestampIsBad) {
+  PromParseStats stats;
+  auto samples = parsePromSamples("a 1 1.7e31\nb 2 -9.3e15\nc 3 1700000000.5\n", &stats);
+  EXPECT_EQ(stats.bad_lines, 2u);
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].name, "c");
+  EXPECT_EQ(samples[0].timestamp_ms, 1700000000500);
+}
+
 // Label values unescape \\, \" and \n; commas, braces and '=' inside quotes are data; a trailing comma and
 // spaces around separators are accepted.
 TEST(PromText, EscapedLabels) {

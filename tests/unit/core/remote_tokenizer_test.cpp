@@ -38,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 
 // The TokenizeInput of a body as the gateway parses it.
 TokenizeInput inputOf(openai::Endpoint endpoint, std::string& body, openai::RequestView& view) {
-  auto err = openai::parseRequest(endpoint, body, true, view);
+  auto err = openai::parseRequest(endpoint, body, true, config::LimitsConfig{}.max_json_depth, view);
   EXPECT_FALSE(err) << err.message;
   const bool chat = endpoint == openai::Endpoint::kChatCompletions;
   return {view.model, chat, view.raw_messages, view.raw_tools, view.raw_prompt};
@@ -84,7 +84,8 @@ TEST(TokenizeBody, ChatWithoutTools) {
   }
   std::string body = R"({"model":"m","tools":[1],"messages":[{"role":"user","content":"x"}]})";
   openai::RequestView view;
-  ASSERT_FALSE(openai::parseRequest(openai::Endpoint::kChatCompletions, body, false, view));
+  ASSERT_FALSE(openai::parseRequest(openai::Endpoint::kChatCompletions, body, false,
+                                    config::LimitsConfig{}.max_json_depth, view));
   EXPECT_EQ(view.prompt_text, "x");
   EXPECT_EQ(view.raw_tools, "[1]");
 }

@@ -3,13 +3,27 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "config/config.h"
 #include "openai/errors.h"
 
 namespace prefixgate::openai {
 namespace {
 
-ParseError parse(Endpoint e, std::string body, RequestView& out, bool include_tools = true) {
-  return parseRequest(e, body, include_tools, out);
+constexpr uint32_t kDefaultMaxJsonDepth = config::LimitsConfig{}.max_json_depth;
+
+ParseError parse(Endpoint e, std::string body, RequestView& out, bool include_tools = true,
+                 uint32_t max_json_depth = kDefaultMaxJsonDepth) {
+  return parseRequest(e, body, include_tools, max_json_depth, out);
+}
+
+// A chat body nested `depth` deep (its own object included) in the field "x", which the parser does not read:
+// arrays, or objects when `objects`.
+std::string chatNestedTo(uint32_t depth, bool objects = false) {
+  std::string x;
+  for (uint32_t i = 1; i < depth; ++i) x += objects ? R"({"a":)" : "[";
+  x += "1";
+  x.append(depth - 1, objects ? '}' : ']');
+  return R"({"model":"m","messages":[{"content":"x"}],"x":)" + x + "}";
 }
 
 // Chat: model, stream and the prompt text (message contents joined by one space; tools first).
@@ -77,6 +91,63 @@ TEST(ParseRequest, BadInputNamesTheField) {
     EXPECT_EQ(err.param, c.param) << c.body;
     EXPECT_NE(err.message.find(c.words), std::string::npos) << c.body << " -> " << err.message;
   }
+}
+
+// A body nested to limits.max_json_depth parses; one level more is refused with a message naming the key, even
+// though the deep value is in a field the parser skips.
+TEST(ParseRequest, JsonDepthLimit) {
+  for (bool objects : {false, true}) {
+    RequestView r;
+    EXPECT_FALSE(parse(Endpoint::kChatCompletions, chatNestedTo(kDefaultMaxJsonDepth - 1, objects), r));
+    EXPECT_FALSE(parse(Endpoint::kChatCompletions, chatNestedTo(kDefaultMaxJsonDepth, objects), r));
+    auto err = parse(Endpoint::kChatCompletions, chatNestedTo(kDefaultMaxJsonDepth + 1, objects), r);
+    EXPECT_EQ(err.status, 400);
+    EXPECT_NE(err.message.find("limits.max_json_depth (64)"), std::string::npos) << err.message;
+    EXPECT_EQ(parse(Endpoint::kChatCompletions, chatNestedTo(4, objects), r, true, 3).status, 400);
+    EXPECT_FALSE(parse(Endpoint::kChatCompletions, chatNestedTo(3, objects), r, true, 3));
+  }
+  // 100,000 unclosed brackets, and brackets after a NUL byte (the scan steps over it): refused by depth.
+  for (std::string head : {std::string(R"({"model":"m","prompt":"p","x":)"), std::string("{\0 \"x\":", 7)}) {
+    RequestView r;
+    auto err = parse(Endpoint::kCompletions, head + std::string(100000, '['), r);
+    EXPECT_NE(err.message.find("limits.max_json_depth"), std::string::npos) << err.message;
+  }
+}
+
+// Brackets inside strings are text, not nesting, whatever escapes surround them.
+TEST(ParseRequest, JsonDepthIgnoresStrings) {
+  const std::string deep_text(200, '[');
+  for (const std::string& content : {deep_text, "\\\"" + deep_text + "\\\\", "\\\\\\\"{{{{{{" + deep_text}) {
+    RequestView r;
+    std::string body = R"({"model":"m","messages":[{"content":")" + content + R"("}],"tool_choice":"[[[["})";
+    auto err = parse(Endpoint::kChatCompletions, body, r, true, 3);
+    EXPECT_FALSE(err) << body << " -> " << err.message;
+  }
+  // A string that closes after an even run of backslashes: the brackets after it count again.
+  RequestView r;
+  const std::string body = R"({"model":"m\\","messages":[{"content":"x"}],"x":[[[1]]]})";
+  EXPECT_EQ(parse(Endpoint::kChatCompletions, body, r, true, 3).status, 400);
+}
+
+// A field given twice counts as its last occurrence, as the engine reads it, never as a mix of both (found by
+// request_body_fuzz: prompt text from one "prompt" stayed next to token ids from another, and two "messages"
+// arrays were joined).
+TEST(ParseRequest, RepeatedFieldsLastOneWins) {
+  RequestView r;
+  ASSERT_FALSE(parse(Endpoint::kCompletions, R"({"model":"m","prompt":"text","prompt":[5,5]})", r));
+  EXPECT_TRUE(r.has_token_ids);
+  EXPECT_EQ(r.prompt_token_ids, (std::vector<uint32_t>{5, 5}));
+  EXPECT_EQ(r.prompt_text, "");
+  ASSERT_FALSE(parse(Endpoint::kCompletions, R"({"model":"m","prompt":[1,2],"prompt":"text"})", r));
+  EXPECT_FALSE(r.has_token_ids);
+  EXPECT_EQ(r.prompt_text, "text");
+  ASSERT_FALSE(parse(Endpoint::kCompletions, R"({"model":"m","prompt":[1,2],"prompt":[3]})", r));
+  EXPECT_EQ(r.prompt_token_ids, (std::vector<uint32_t>{3}));
+  ASSERT_FALSE(parse(Endpoint::kChatCompletions, R"({"model":"m","tools":[1],"messages":[{"content":"a"}],
+    "stream_options":{"include_usage":true},"messages":[{"content":"b"}],"tools":null,"stream_options":{}})", r));
+  EXPECT_EQ(r.prompt_text, "b");
+  EXPECT_FALSE(r.include_usage);
+  EXPECT_EQ(r.raw_messages, R"([{"content":"b"}])");
 }
 
 // Error bodies have OpenAI's shape.

@@ -132,6 +132,26 @@ TEST(UsageScanner, IncompleteNumberIsNotRead) {
   EXPECT_EQ(s.cachedTokens(), 123u);
 }
 
+// A match too long to be found across a split (a key padded with spaces, a number of more than 20 digits) is
+// ignored however the body is cut, and a number beyond 64 bits is never taken (found by upstream_response_fuzz:
+// read whole it was taken, wrapped; cut, it was missed).
+TEST(UsageScanner, OverlongMatchesAreIgnoredWhateverTheSplit) {
+  const std::string body = R"({"usage":{"prompt_tokens":)" + std::string(40, ' ') + R"(12,"cached_tokens":)" +
+                           std::string(40, '1') + R"(,"completion_tokens":18446744073709551616,"x":1}})";
+  for (size_t cut = 0; cut <= body.size(); ++cut) {
+    UsageScanner s = scanned(body, cut);
+    EXPECT_FALSE(s.promptTokens()) << cut;
+    EXPECT_FALSE(s.cachedTokens()) << cut;
+    EXPECT_EQ(s.outputTokens(), 0u) << cut;
+  }
+  UsageScanner s = bytewise(body);
+  EXPECT_FALSE(s.promptTokens());
+  EXPECT_FALSE(s.cachedTokens());
+  // The largest 64-bit value still reads.
+  s.feed(R"({"completion_tokens":18446744073709551615})");
+  EXPECT_EQ(s.outputTokens(), 18446744073709551615u);
+}
+
 // The capacity EWMA: a steady 100 tokens per 100 ms converges to ~1000 tokens/s.
 TEST(EngineLoad, CapacityEwma) {
   engine::EngineLoad load;

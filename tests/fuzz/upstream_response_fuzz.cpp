@@ -1,0 +1,97 @@
+// libFuzzer target for an engine's response as the relay reads it: arbitrary bytes, delivered in pieces, into a
+// Beast response parser set up as proxy/relay.cpp sets it up (head limit; the body read with read_some semantics
+// through a small buffer_body buffer), the body bytes fed to proxy::UsageScanner in the pieces the reads give.
+// Nothing may crash, leak, hang or trip a sanitizer; the scanner finds the same usage whatever the split (its
+// contract), and no more body bytes come out than the head announced. Build and run: scripts/fuzz.sh.
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "fuzz_input.h"
+#include "proxy/usage_scanner.h"
+
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using prefixgate::fuzz::check;
+
+// relay.cpp's kMaxResponseHeaderBytes and kRelayBufferBytes (private to it); the buffer is smaller here so that
+// seeds of a few KiB already fill it and exercise need_buffer.
+constexpr uint32_t kMaxResponseHeaderBytes = 64 * 1024;
+constexpr size_t kRelayBufferBytes = 1024;
+
+// One socket read: the next piece into the buffer; false at the end of the input (EOF).
+bool readMore(beast::flat_buffer& buffer, prefixgate::fuzz::Pieces& pieces) {
+  if (pieces.done()) return false;
+  std::string_view piece = pieces.next();
+  auto room = buffer.prepare(piece.size());
+  buffer.commit(boost::asio::buffer_copy(room, boost::asio::buffer(piece.data(), piece.size())));
+  return true;
+}
+
+// Beast's read_some on a parser (http/impl/read.hpp): parse what is buffered, read when more is needed, and at
+// EOF finish a message that has begun (a body delimited by the connection's end).
+beast::error_code readSome(http::response_parser<http::buffer_body>& parser, beast::flat_buffer& buffer,
+                           prefixgate::fuzz::Pieces& pieces) {
+  beast::error_code ec;
+  for (;;) {
+    if (buffer.size() > 0) {
+      const size_t used = parser.put(buffer.data(), ec);
+      buffer.consume(used);
+      if (ec != http::error::need_more) return ec;
+      ec = {};
+    }
+    if (!readMore(buffer, pieces)) {
+      if (!parser.got_some()) return http::error::end_of_stream;
+      parser.put_eof(ec);
+      return ec;
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto input = prefixgate::fuzz::splitInput(data, size);
+  prefixgate::fuzz::Pieces pieces(input.control, input.payload);
+  beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  parser.header_limit(kMaxResponseHeaderBytes);
+  beast::error_code ec;
+  // async_read_header: the head only.
+  while (!parser.is_header_done()) {
+    if (buffer.size() > 0) {
+      buffer.consume(parser.put(buffer.data(), ec));
+      if (ec && ec != http::error::need_more) return 0;
+      ec = {};
+      if (parser.is_header_done()) break;
+    }
+    if (!readMore(buffer, pieces)) return 0;
+  }
+  const auto length = parser.content_length();
+  auto& head = parser.get();
+  std::array<char, kRelayBufferBytes> body_buffer;
+  prefixgate::proxy::UsageScanner split, whole;
+  std::string body;
+  // Every read makes progress (consumes input or fills the buffer), so this bounds a loop that would spin.
+  for (size_t reads = 0; !parser.is_done(); ++reads) {
+    check(reads <= 2 * input.payload.size() + 8);
+    head.body().data = body_buffer.data();
+    head.body().size = body_buffer.size();
+    ec = readSome(parser, buffer, pieces);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) break;
+    const size_t got = body_buffer.size() - head.body().size;
+    split.feed(std::string_view(body_buffer.data(), got));
+    body.append(body_buffer.data(), got);
+  }
+  check(!length || body.size() <= *length);
+  whole.feed(body);
+  check(split.outputTokens() == whole.outputTokens());
+  check(split.promptTokens() == whole.promptTokens());
+  check(split.cachedTokens() == whole.cachedTokens());
+  return 0;
+}
