@@ -20,7 +20,7 @@ enum class GatewayError : uint8_t {
   kNotFound,                 // 404: unknown path
   kModelNotServed,           // 404: no pod serves that model
   kMethodNotAllowed,         // 405
-  kHeaderTimeout,            // 408: the head did not arrive within limits.header_timeout_ms (logged, not sent)
+  kHeaderTimeout,            // 408: the head did not arrive within limits.header_timeout_ms
   kBodyTooLarge,             // 413: limits.max_body_bytes
   kHeaderTooLarge,           // 431: limits.max_header_bytes (request head, chunk lines, trailers)
   kRateLimited,              // 429: over the API key's requests or tokens per minute

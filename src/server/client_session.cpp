@@ -33,6 +33,7 @@ constexpr size_t kFirstReadBytes = 4096;
 // trailer section longer than that fails the request (431) instead of growing the buffer without end.
 constexpr size_t kBufferSlackBytes = 64 * 1024;
 constexpr size_t kMaxChunkExtensionBytes = 4096;
+constexpr auto kErrorWriteTimeout = std::chrono::seconds(5);
 using openai::GatewayError;
 
 // Transfer-Encoding is accepted only as one final "chunked" (RFC 9112 6.1): anything else (gzip, a doubled
@@ -94,6 +95,7 @@ class ClientSession {
         gateway_(worker.gateway),
         limits_(gateway_.config().limits),
         stream_(std::move(socket)),
+        head_timer_(stream_.get_executor()),
         buffer_(std::max<size_t>(limits_.max_header_bytes, kFirstReadBytes) + kBufferSlackBytes) {}
 
   asio::awaitable<void> run() {
@@ -136,8 +138,23 @@ class ClientSession {
     parser.body_limit(limits_.max_body_bytes);
     parser.on_chunk_header(check_chunk);
     error_code ec;
-    stream_.expires_after(std::chrono::milliseconds(limits_.header_timeout_ms));
+    // The head's deadline cancels the read instead of closing the socket (as the stream's own timeout would), so
+    // the client can still be told why: a 408.
+    stream_.expires_never();
+    head_timed_out_ = false;
+    head_timer_.expires_after(std::chrono::milliseconds(limits_.header_timeout_ms));
+    // The generation tells a wait that fired just as the head arrived (its handler already queued, so cancel()
+    // cannot stop it) from the current one: only the current one may cancel the read.
+    head_timer_.async_wait([this, generation = ++head_generation_](error_code timer_ec) {
+      if (timer_ec || generation != head_generation_) return;
+      head_timed_out_ = true;
+      error_code ignored;
+      stream_.socket().cancel(ignored);
+    });
     co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
+    ++head_generation_;
+    head_timer_.cancel();
+    if (head_timed_out_) ec = beast::error::timeout;
     if (ec) co_return co_await headerFailed(ec, outcome);
     auto& head = parser.get();
     outcome.begin(head);
@@ -184,9 +201,11 @@ class ClientSession {
                                                                   std::to_string(limits_.max_header_bytes) + " bytes)",
                       false);
     } else if (ec == beast::error::timeout) {
-      // The stream closed the socket when its timer fired: nothing can be written any more (as nginx does, the
-      // 408 is logged, not sent).
-      outcome.fail(GatewayError::kHeaderTimeout, "request head not received within limits.header_timeout_ms");
+      stream_.expires_after(kErrorWriteTimeout);  // a client that reads nothing cannot hold the connection
+      co_await reject(outcome, GatewayError::kHeaderTimeout,
+                      "request head not received within limits.header_timeout_ms (" +
+                          std::to_string(limits_.header_timeout_ms) + " ms)",
+                      false);
     } else if (ec == http::error::bad_transfer_encoding) {
       co_await reject(outcome, GatewayError::kBadTransferEncoding,
                       "Transfer-Encoding conflicts with Content-Length or is repeated", false);
@@ -313,6 +332,9 @@ class ClientSession {
   Gateway& gateway_;
   const config::LimitsConfig& limits_;
   beast::tcp_stream stream_;
+  asio::steady_timer head_timer_;  // limits.header_timeout_ms for the current request's head
+  bool head_timed_out_ = false;
+  uint64_t head_generation_ = 0;
   beast::flat_buffer buffer_;
   Framing framing_;             // the current request's HTTP version and method, for gateway-made responses
   size_t head_fields_ = 0;      // fields in the current request's head (later ones are trailers)
