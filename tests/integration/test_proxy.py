@@ -153,12 +153,16 @@ def test_metrics_parse_as_prometheus_text(sims, gateway_factory):
     gw = gateway_factory(sims[:1])
     assert gw.chat("hello")[0] == 200
     gw.chat("hello", model="nope")
-    families = {f.name: f for f in text_string_to_metric_families(gw.metrics_text())}
-    requests = families["prefixgate_requests"]
-    by_status = {(s.labels["model"], s.labels["pod"], s.labels["status"]): s.value
-                 for s in requests.samples if s.name == "prefixgate_requests_total"}
-    assert by_status[("sim-model", "engine-0", "200")] == 1
-    assert by_status[("unknown", "", "404")] == 1  # a model no pod serves is never a label of its own
+    def scrape():
+        families = {f.name: f for f in text_string_to_metric_families(gw.metrics_text())}
+        counts = {(s.labels["model"], s.labels["pod"], s.labels["status"]): s.value
+                  for s in families["prefixgate_requests"].samples if s.name == "prefixgate_requests_total"}
+        return (families, counts) if sum(counts.values()) == 2 else None
+
+    # A request is counted just after its last byte went out: the client may read /metrics first.
+    families, counts = wait_until(scrape, timeout=3, what="both requests counted")
+    assert counts[("sim-model", "engine-0", "200")] == 1
+    assert counts[("unknown", "", "404")] == 1  # a model no pod serves is never a label of its own
     assert "prefixgate_request_duration_seconds" in families
     ready = {s.labels["pod"]: s.value for s in families["prefixgate_pod_ready"].samples}
     assert ready == {"engine-0": 1.0}
