@@ -83,11 +83,17 @@ NextStep nextStep(std::span<const Attempt> attempts, uint32_t max_retries) {
   return switches < max_retries ? NextStep::kSwitchPod : NextStep::kGiveUp;
 }
 
+void reportPodFailure(Attempt& attempt, HealthSink& sink) {
+  if (attempt.reported || blameOf(attempt.failure) != Blame::kPod) return;
+  sink.podFailed(*attempt.pod);
+  attempt.reported = true;
+}
+
 void reportHealth(std::span<const Attempt> attempts, std::string_view request_body, HealthSink& sink) {
   std::vector<discovery::PodState*> suspects;
   for (size_t i = 0; i < attempts.size(); ++i) {
     const Attempt& a = attempts[i];
-    if (retriedFresh(attempts, i)) continue;
+    if (a.reported || retriedFresh(attempts, i)) continue;
     if (a.failure == FailureKind::kNone) sink.succeeded(*a.pod);
     else if (blameOf(a.failure) == Blame::kPod) sink.podFailed(*a.pod);
     else if (blameOf(a.failure) == Blame::kSuspect &&

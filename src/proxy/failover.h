@@ -46,6 +46,7 @@ struct Attempt {
   FailureKind failure = FailureKind::kNone;
   bool reused_connection = false;  // the attempt ran on a pooled connection
   bool response_started = false;   // a response byte reached the client
+  bool reported = false;           // its verdict already went to the sink (reportPodFailure)
 };
 
 enum class NextStep { kRelay, kRetryFresh, kSwitchPod, kGiveUp };
@@ -72,7 +73,11 @@ class HealthSink {
   virtual void delivered(discovery::PodState& pod, uint64_t output_tokens) = 0;
 };
 
-// Reports every attempt of a finished request: stale pooled connections and client hang-ups count for nobody; a
+// Reports a failure no request can cause at once, as the attempt ends (not after another pod's whole response,
+// which may stream for minutes while new requests keep trying the failed pod); marks the attempt reported.
+void reportPodFailure(Attempt& attempt, HealthSink& sink);
+
+// Reports every attempt of a finished request not reported yet: stale pooled connections and client hang-ups count for nobody; a
 // request whose suspect failures happened on two or more pods is the request's fault and counts for none of them.
 void reportHealth(std::span<const Attempt> attempts, std::string_view request_body, HealthSink& sink);
 

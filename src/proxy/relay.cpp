@@ -207,6 +207,7 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
       tried_ids.push_back(d.pod->id());
     }
     attempts.push_back(co_await attemptOnce(rq, *d.pod, fresh, *watch, ex, error));
+    reportPodFailure(attempts.back(), rq.health);
     const NextStep next = nextStep(attempts, rq.config.max_retries);
     if (next == NextStep::kRetryFresh) {
       fresh = true;

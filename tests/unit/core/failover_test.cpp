@@ -117,6 +117,22 @@ TEST_F(FailoverTest, SameRequestFailingOnTwoPodsBlamesNoPod) {
   EXPECT_EQ(sink.calls, (std::vector<std::string>{"pod_failed c"}));
 }
 
+// A pod failure is reported as its attempt ends, once: the final report does not repeat it; other verdicts wait
+// for the end (whether the request is to blame depends on every attempt).
+TEST_F(FailoverTest, PodFailureIsReportedAtOnceAndOnlyOnce) {
+  RecordingSink sink;
+  std::vector<Attempt> attempts{on(c_, K::kConnect)};
+  reportPodFailure(attempts.back(), sink);
+  EXPECT_EQ(sink.calls, (std::vector<std::string>{"pod_failed c"}));
+  attempts.push_back(on(a_, K::kClosedBeforeResponse));
+  reportPodFailure(attempts.back(), sink);  // a suspect failure: not yet
+  attempts.push_back(on(b_, K::kNone));
+  reportPodFailure(attempts.back(), sink);
+  EXPECT_EQ(sink.calls.size(), 1u);
+  reportHealth(attempts, "body", sink);
+  EXPECT_EQ(sink.calls, (std::vector<std::string>{"pod_failed c", "succeeded b", "request_failed a"}));
+}
+
 // A lone suspect failure (no other pod to try) is reported; local errors, size limits and hang-ups are not.
 TEST_F(FailoverTest, LoneFailures) {
   RecordingSink sink;
