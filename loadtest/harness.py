@@ -29,6 +29,12 @@ def wait_until(predicate, timeout=10.0, interval=0.02, what="condition"):
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "WARNING: ThreadSanitizer")
 
 
+def sanitized(binary):
+    """True when `binary` links a sanitizer runtime (scripts/build.sh asan or tsan)."""
+    libs = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    return any(lib in libs for lib in ("libasan", "libubsan", "libtsan"))
+
+
 def check_sanitizer_reports(log_text, where):
     for marker in SANITIZER_MARKERS:
         if marker in log_text:

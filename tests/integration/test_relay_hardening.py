@@ -8,13 +8,12 @@ import os
 import resource
 import socket
 import struct
-import subprocess
 import threading
 import time
 
 import pytest
 
-from harness import GATEWAY_BIN, Sim, sse_events, wait_until
+from harness import GATEWAY_BIN, Sim, sanitized, sse_events, wait_until
 
 MODEL = "sim-model"
 IO_TIMEOUT_S = 10
@@ -109,12 +108,6 @@ class FakeEngine:
     def stop(self):
         self.stopped = True
         self.server.close()
-
-
-def sanitized(binary):
-    """True when `binary` links a sanitizer runtime (scripts/build.sh asan)."""
-    libs = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
-    return any(lib in libs for lib in ("libasan", "libubsan", "libtsan"))
 
 
 def chat_body(content, stream=False):
