@@ -143,8 +143,10 @@ TEST(ParseRequest, RepeatedFieldsLastOneWins) {
   EXPECT_EQ(r.prompt_text, "text");
   ASSERT_FALSE(parse(Endpoint::kCompletions, R"({"model":"m","prompt":[1,2],"prompt":[3]})", r));
   EXPECT_EQ(r.prompt_token_ids, (std::vector<uint32_t>{3}));
-  ASSERT_FALSE(parse(Endpoint::kChatCompletions, R"({"model":"m","tools":[1],"messages":[{"content":"a"}],
-    "stream_options":{"include_usage":true},"messages":[{"content":"b"}],"tools":null,"stream_options":{}})", r));
+  // raw_messages is a view into the body: the body must outlive it (parse() copies its argument).
+  std::string chat = R"({"model":"m","tools":[1],"messages":[{"content":"a"}],
+    "stream_options":{"include_usage":true},"messages":[{"content":"b"}],"tools":null,"stream_options":{}})";
+  ASSERT_FALSE(parseRequest(Endpoint::kChatCompletions, chat, true, kDefaultMaxJsonDepth, r));
   EXPECT_EQ(r.prompt_text, "b");
   EXPECT_FALSE(r.include_usage);
   EXPECT_EQ(r.raw_messages, R"([{"content":"b"}])");
