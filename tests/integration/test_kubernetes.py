@@ -86,6 +86,42 @@ def test_list_maps_slices_to_ready_pods_with_token_and_query(tmp_path, kube):
         gw.stop()
 
 
+def test_in_cluster_server_from_the_environment(tmp_path, kube):
+    """api_server empty: the gateway talks HTTPS to $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT."""
+    sim = Sim(tmp_path, "engine-0")
+    put_sims(kube, [sim])
+    config = k8s_config(kube, api_server="")
+    gw = Gateway(tmp_path, [], config=config,
+                 env={"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(kube.port)})
+    try:
+        assert pod_names(gw) == ["engine-0"]
+        assert gw.chat("hello")[0] == 200
+        assert f"at https://127.0.0.1:{kube.port}" in gw.read_log()
+    finally:
+        gw.stop()
+        sim.stop()
+
+
+def test_plain_http_api_server(tmp_path):
+    """An http:// API server (e.g. kubectl proxy) is listed and watched without TLS."""
+    sim = Sim(tmp_path, "engine-0")
+    token_file = tmp_path / "token"
+    token_file.write_text("t")
+    api = FakeKubeApi("t")
+    api.token_file, api.ca_file = token_file, tmp_path / "no-ca.crt"
+    put_sims(api, [sim])
+    gw = Gateway(tmp_path, [], config=k8s_config(api))
+    try:
+        assert pod_names(gw) == ["engine-0"]
+        wait_until(lambda: api.seen(lambda r: r["watch"]), what="a watch")
+        api.delete(slice_name(sim))
+        wait_until(lambda: pod_names(gw) == [], what="the deleted slice")
+    finally:
+        gw.stop()
+        api.close()
+        sim.stop()
+
+
 def test_watch_events_change_the_pod_set_and_bookmark_advances_the_version(tmp_path, kube):
     """ADDED, MODIFIED and DELETED events change the routed pod set; a BOOKMARK only moves the resourceVersion the
     next watch resumes from (no relist)."""
