@@ -178,11 +178,11 @@ bool KubernetesPodSource::apply(Loop& loop, WatchEvent& event) {
   using Type = WatchEvent::Type;
   if (event.type == Type::kError) {
     counter("error").Increment();
-    const std::string message = event.object.value("message", std::string());
     if (event.error_code == 410)
       log::info("kubernetes: namespace {}: resourceVersion {} is gone (410): relisting", loop.ns, loop.resource_version);
     else
-      log::warn("kubernetes: namespace {}: watch error {} {}: relisting", loop.ns, event.error_code, message);
+      log::warn("kubernetes: namespace {}: watch error {} {}: relisting", loop.ns, event.error_code,
+                event.error_message);
     return false;
   }
   loop.resource_version = event.resource_version.empty() ? loop.resource_version : event.resource_version;

@@ -99,9 +99,12 @@ bool parseWatchLine(std::string_view line, WatchEvent& out, std::string& error) 
   out.resource_version.clear();
   out.name.clear();
   out.error_code = 0;
+  out.error_message.clear();
   if (out.type == WatchEvent::Type::kError) {
     auto code = out.object.find("code");
     if (code != out.object.end() && code->is_number_integer()) out.error_code = code->get<int>();
+    auto message = out.object.find("message");
+    if (message != out.object.end() && message->is_string()) out.error_message = message->get<std::string>();
     return true;
   }
   out.resource_version = metadataField(out.object, "resourceVersion");

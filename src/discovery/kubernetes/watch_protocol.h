@@ -34,6 +34,7 @@ struct WatchEvent {
   std::string resource_version;  // object.metadata.resourceVersion ("" for an ERROR)
   std::string name;              // object.metadata.name
   int error_code = 0;            // an ERROR's Status code (410 = the resource version is gone: relist)
+  std::string error_message;     // and its message
 };
 
 // One line of a watch stream: {"type": ..., "object": {...}}. False with `error` when it is not one.

@@ -151,6 +151,11 @@ TEST(WatchLine, ParsesEveryEventType) {
       event, error));
   EXPECT_EQ(event.type, WatchEvent::Type::kError);
   EXPECT_EQ(event.error_code, 410);
+  EXPECT_EQ(event.error_message, "too old resource version: 5 (9)");
+  // A Status with fields of unexpected types still parses (nothing throws on the watch path).
+  ASSERT_TRUE(parseWatchLine(R"({"type":"ERROR","object":{"code":"x","message":7}})", event, error));
+  EXPECT_EQ(event.error_code, 0);
+  EXPECT_EQ(event.error_message, "");
 }
 
 // Lines that are not watch events are refused with a reason, never thrown on.
