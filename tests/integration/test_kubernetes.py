@@ -47,12 +47,16 @@ def pod_names(gw):
     return sorted(p["name"] for p in gw.debug_pods())
 
 
-def events_total(gw, kind):
+def sample(gw, name, labels):
     for family in text_string_to_metric_families(gw.metrics_text()):
         for s in family.samples:
-            if s.name == "prefixgate_discovery_events_total" and s.labels == {"source": "kubernetes", "type": kind}:
+            if s.name == name and s.labels == labels:
                 return s.value
     return 0
+
+
+def events_total(gw, kind):
+    return sample(gw, "prefixgate_discovery_events_total", {"source": "kubernetes", "type": kind})
 
 
 def test_list_maps_slices_to_ready_pods_with_token_and_query(tmp_path, kube):
@@ -75,6 +79,8 @@ def test_list_maps_slices_to_ready_pods_with_token_and_query(tmp_path, kube):
         assert pods["pod-a"]["address"] == "10.0.0.1:8000"  # the IPv4 slice comes first
         assert pods["pod-a"]["models"] == ["llama"] and pods["pod-q"]["models"] == ["qwen"]
         assert pods["pod-b"]["kv_events"] == "tcp://10.0.0.2:5557"
+        assert sample(gw, "prefixgate_discovery_endpoints", {"source": "kubernetes"}) == 3
+        assert events_total(gw, "list") == 1
         first = kube.seen(lambda r: True)[0]
         assert first["token"] == "token-1" and not first["watch"]
         assert first["query"]["labelSelector"] == "model.aibrix.ai/name"
