@@ -24,9 +24,9 @@ struct ApiRequest {
   std::string target;
   std::string token;    // empty = no authorization header
   std::string ca_file;  // https only
-  std::chrono::milliseconds timeout;  // the whole exchange, connect included
-  size_t max_body_bytes = 0;          // without a sink: a longer body fails the exchange
-  LineSink on_line;                   // set: stream the body line by line (a watch)
+  std::chrono::milliseconds timeout{0};  // the whole exchange, connect included
+  size_t max_body_bytes = 0;             // a longer body (without a sink) fails the exchange; 0 = 16 MiB
+  LineSink on_line{};                 // set: stream the body line by line (a watch)
 };
 
 // Never throws. A body cut short (the connection dropped mid-stream) sets `error`.

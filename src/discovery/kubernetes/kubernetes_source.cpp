@@ -115,8 +115,11 @@ asio::awaitable<void> KubernetesPodSource::run(Loop& loop) {
 }
 
 asio::awaitable<bool> KubernetesPodSource::list(Loop& loop) {
-  ApiRequest request{listTarget(loop.ns, config_.label_selector), token(), config_.ca_file, kListTimeout,
-                     kMaxListBytes, nullptr};
+  ApiRequest request{.target = listTarget(loop.ns, config_.label_selector),
+                     .token = token(),
+                     .ca_file = config_.ca_file,
+                     .timeout = kListTimeout,
+                     .max_body_bytes = kMaxListBytes};
   ApiResult result = co_await apiGet(server_, std::move(request));
   if (stopped_) co_return false;
   nlohmann::json body;
@@ -152,6 +155,7 @@ asio::awaitable<bool> KubernetesPodSource::watch(Loop& loop) {
     WatchEvent event;
     std::string error;
     if (!parseWatchLine(line, event, error)) {
+      counter("error").Increment();
       log::warn("kubernetes: namespace {}: bad watch line ({}): relisting", loop.ns, error);
       relist = true;
     } else {
@@ -160,8 +164,11 @@ asio::awaitable<bool> KubernetesPodSource::watch(Loop& loop) {
     return !relist && !stopped_;
   };
   log::info("kubernetes: namespace {}: watching from resourceVersion {}", loop.ns, loop.resource_version);
-  ApiRequest request{watchTarget(loop.ns, config_.label_selector, loop.resource_version, kWatchTimeout), token(),
-                     config_.ca_file, kWatchTimeout + kWatchSlack, 0, std::move(sink)};
+  ApiRequest request{.target = watchTarget(loop.ns, config_.label_selector, loop.resource_version, kWatchTimeout),
+                     .token = token(),
+                     .ca_file = config_.ca_file,
+                     .timeout = kWatchTimeout + kWatchSlack,
+                     .on_line = std::move(sink)};
   ApiResult result = co_await apiGet(server_, std::move(request));
   if (stopped_ || relist) co_return false;
   if (result.status != 200 || !result.error.empty()) {
