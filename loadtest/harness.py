@@ -137,9 +137,11 @@ def write_pods(path, sims):
 
 
 class Gateway(Process):
-    def __init__(self, tmp_path, sims, config=None, env=None, name="gateway", listeners=2, launcher=()):
+    def __init__(self, tmp_path, sims, config=None, env=None, name="gateway", listeners=2, launcher=(),
+                 wait_ready=True):
         """`listeners`: the `listening on` lines to wait for (3 with health_listen set: its port is ports[2]).
-        `launcher`: a command the gateway runs under (e.g. ["prlimit", "--nofile=64:64"])."""
+        `launcher`: a command the gateway runs under (e.g. ["prlimit", "--nofile=64:64"]).
+        A `config` with discovery.kubernetes replaces the pods file; `wait_ready`: wait for /readyz."""
         import yaml
 
         tmp_path = Path(tmp_path)
@@ -158,6 +160,8 @@ class Gateway(Process):
                 cfg[key] = {**cfg[key], **value}
             else:
                 cfg[key] = value
+        if "kubernetes" in cfg["discovery"]:
+            del cfg["discovery"]["file"]
         self.config_file = tmp_path / f"{name}.yaml"
         self.config_file.write_text(yaml.safe_dump(cfg))
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("AIBRIX_", "ROUTING_ALGORITHM"))}
@@ -165,7 +169,8 @@ class Gateway(Process):
         args = [*launcher, GATEWAY_BIN, "--config", str(self.config_file)]
         super().__init__(args, tmp_path / f"{name}.log", expect_lines=listeners, env=full_env)
         self.admin_port = self.ports[1]
-        wait_until(lambda: self.admin("GET", "/readyz")[0] == 200, what="gateway /readyz")
+        if wait_ready:
+            wait_until(lambda: self.admin("GET", "/readyz")[0] == 200, what="gateway /readyz")
 
     def call(self, method, path, body=None, headers=None, timeout=30):
         return request("127.0.0.1", self.port, method, path, body, headers, timeout)

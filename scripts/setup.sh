@@ -10,6 +10,7 @@ PACKAGES=(
   libsimdjson-dev libxxhash-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev    # the libFuzzer targets (scripts/fuzz.sh): clang 14 and its fuzzer/sanitizer runtimes
+  libssl-dev openssl          # HTTPS to the Kubernetes API server; the CLI makes the test certificates
   libzmq3-dev cppzmq-dev      # KV cache events (ZMQ), published by the engine simulator
   python3-zmq python3-msgpack # KV event tests speak ZMQ and msgpack from Python
   python3 python3-pytest python3-prometheus-client python3-yaml python3-matplotlib

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "config/config.h"
+#include "discovery/kubernetes/watch_protocol.h"
 #include "index/block_store.h"
 #include "index/prefix_index.h"
 #include "net/listener.h"
@@ -41,6 +42,22 @@ class Checker {
   Problems& problems_;
 };
 
+void validateKubernetes(const KubernetesConfig& k, Checker& check) {
+  const std::string key = "discovery.kubernetes.";
+  discovery::kubernetes::ApiServer server;
+  std::string error;
+  if (!k.api_server.empty() && !discovery::kubernetes::parseApiServer(k.api_server, server, error))
+    check.fail(key + "api_server", error);
+  if (k.namespaces.empty()) check.fail(key + "namespaces", "must list at least one namespace");
+  for (const auto& ns : k.namespaces)
+    if (ns.empty()) check.fail(key + "namespaces", "a namespace name must not be empty");
+  if (k.model_label.empty()) check.fail(key + "model_label", "must name the slice label whose value is the model");
+  if ((k.api_server.empty() || server.tls) && k.ca_file.empty())
+    check.fail(key + "ca_file", "required for https (it verifies the API server)");
+  check.atMost(key + "kv_events_port", k.kv_events_port, 65535, "a TCP port");
+  check.atMost(key + "kv_replay_port", k.kv_replay_port, 65535, "a TCP port");
+}
+
 }  // namespace
 
 void validate(const Config& c, const std::vector<std::string>& known, Problems& problems) {
@@ -64,7 +81,7 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   if (!c.discovery.file.empty() && c.discovery.kubernetes)
     check.fail("discovery", "set only one of discovery.file and discovery.kubernetes");
   else if (c.discovery.kubernetes)
-    check.fail("discovery.kubernetes", "Kubernetes discovery is not supported yet; use discovery.file");
+    validateKubernetes(*c.discovery.kubernetes, check);
   check.positive("discovery.file_poll_interval_ms", c.discovery.file_poll_interval_ms);
 
   const auto& r = c.routing;

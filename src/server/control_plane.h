@@ -10,6 +10,7 @@
 
 #include "discovery/file/pods_file.h"
 #include "discovery/health_checker.h"
+#include "discovery/kubernetes/kubernetes_source.h"
 #include "engine/metrics_scraper.h"
 #include "util/polled_file.h"
 
@@ -25,7 +26,8 @@ class ControlPlane {
   boost::asio::ip::tcp::acceptor admin_acceptor{io};
   boost::asio::ip::tcp::acceptor health_acceptor{io};  // health_listen: /healthz and /readyz only; closed when off
   boost::asio::signal_set signals{io};
-  std::unique_ptr<discovery::FilePodSource> file_source;
+  std::unique_ptr<discovery::FilePodSource> file_source;  // one of these two, as discovery says
+  std::unique_ptr<discovery::kubernetes::KubernetesPodSource> kubernetes_source;
   std::vector<std::unique_ptr<util::PolledFile>> credential_files;  // auth.api_keys_file, auth.admin_token_file
   std::unique_ptr<discovery::HealthChecker> health;
   std::unique_ptr<engine::MetricsScraper> scraper;  // engine /metrics -> each pod's EngineLoad

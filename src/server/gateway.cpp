@@ -86,17 +86,7 @@ bool Gateway::start(std::string& error) {
   if (config_.routing.prefix_cache.remoteTokenizerOn()) remote_tokenizer_ = makeRemoteTokenizer();
   // A pod that leaves stops matching in the index at once (its PodId is never reused).
   pods_.onRemoved([this](PodId id) { prefix_->removePod(id); });
-  if (config_.discovery.kubernetes) {
-    error = "discovery.kubernetes is not supported by this build yet; use discovery.file";
-    return false;
-  }
-  control_->file_source = std::make_unique<discovery::FilePodSource>(
-      control_->io, config_.discovery.file, std::chrono::milliseconds(config_.discovery.file_poll_interval_ms), pods_);
-  auto problems = control_->file_source->start();
-  if (!problems.empty()) {
-    error = problems.front();
-    return false;
-  }
+  if (!startDiscovery(error)) return false;
   if (routing::KvEventIndex* kv = prefix_->kvEvents()) {
     kv_sync_ = std::make_unique<routing::KvSync>(pods_, *kv, metrics_.registry(), engine::KvEventSubscriber::Options{});
     kv_sync_->start();
@@ -159,8 +149,23 @@ bool Gateway::start(std::string& error) {
   log::info("prefixgate {} listening on {}:{} ({} threads), admin on {}:{}, {} pods from {}", PREFIXGATE_VERSION,
             config_.listen.substr(0, config_.listen.rfind(':')), listen_port_, threads,
             config_.admin_listen.substr(0, config_.admin_listen.rfind(':')), admin_port_,
-            pods_.snapshot()->pods().size(), config_.discovery.file);
+            pods_.snapshot()->pods().size(), config_.discovery.kubernetes ? "kubernetes" : config_.discovery.file);
   return true;
+}
+
+// Kubernetes discovery publishes its first pod set once its first list answers (readyz fails until then); the pods
+// file is loaded before the listeners open.
+bool Gateway::startDiscovery(std::string& error) {
+  if (config_.discovery.kubernetes) {
+    control_->kubernetes_source = std::make_unique<discovery::kubernetes::KubernetesPodSource>(
+        control_->io, *config_.discovery.kubernetes, pods_, metrics_.registry());
+    return control_->kubernetes_source->start(error);
+  }
+  control_->file_source = std::make_unique<discovery::FilePodSource>(
+      control_->io, config_.discovery.file, std::chrono::milliseconds(config_.discovery.file_poll_interval_ms), pods_);
+  auto problems = control_->file_source->start();
+  if (!problems.empty()) error = problems.front();
+  return problems.empty();
 }
 
 void Gateway::beginShutdown() {
@@ -204,6 +209,7 @@ void Gateway::drainAndStop() {
   if (control_->scraper) control_->scraper->stop();
   if (kv_sync_) kv_sync_->stop();
   if (control_->file_source) asio::post(control_->io, [this] { control_->file_source->stop(); });
+  if (control_->kubernetes_source) control_->kubernetes_source->stop();
   asio::post(control_->io, [this] {
     for (auto& file : control_->credential_files) file->stop();
   });

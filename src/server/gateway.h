@@ -67,6 +67,7 @@ class Gateway {
  private:
   void drainAndStop();
   std::unique_ptr<tokenize::RemoteTokenizer> makeRemoteTokenizer();
+  bool startDiscovery(std::string& error);
   config::Config config_;
   discovery::PodRegistry pods_;
   metrics::GatewayMetrics metrics_;
