@@ -7,10 +7,12 @@ it ships passes the real gateway's `--check`. The chart is rendered by a real he
 values are cross-checked against the gateway (env names, `--check`). Tests that need the gateway binary
 (PREFIXGATE_BIN, default <repo>/build/prefixgate) are skipped with a reason when it has not been built.
 """
+import json
 import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -247,16 +249,33 @@ def test_dockerfile_stages():
 
 
 def test_dockerfile_builds_with_the_repository_scripts():
-    """The build stage runs scripts/setup.sh and then scripts/build.sh for both binaries, with the files they need
-    copied in first; the scripts and targets it names exist."""
+    """The build stage installs with scripts/setup.sh and builds both binaries with `scripts/build.sh release`, and
+    never runs CMake, Ninja or a compiler itself, so the image cannot drift from the developers' and CI's build; the
+    options it adds through PREFIXGATE_CMAKE_ARGS are options of CMakeLists.txt, and build.sh's release flavour
+    builds in build/, where the runtime stage takes the binaries from."""
     build = dockerfile_stages()[0]
     runs = [args for keyword, args in build["instructions"] if keyword == "RUN"]
     setup = next(i for i, r in enumerate(runs) if "scripts/setup.sh" in r)
     build_run = next(i for i, r in enumerate(runs) if "scripts/build.sh" in r)
     assert setup < build_run
-    assert re.search(r"scripts/build\.sh release\b.*\bprefixgate\b.*\bprefixgate-engine-sim\b", runs[build_run])
-    assert (REPO / "scripts" / "setup.sh").is_file() and (REPO / "scripts" / "build.sh").is_file()
-    assert re.search(r"add_executable\(prefixgate\s", (REPO / "CMakeLists.txt").read_text(encoding="utf-8"))
+    assert re.search(r"scripts/build\.sh release prefixgate prefixgate-engine-sim\b", runs[build_run])
+    for run in runs:
+        for command in re.split(r"&&|;|\|\|", run):
+            words = shlex.split(command)
+            while words and re.match(r"--|[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+                words.pop(0)  # RUN's --mount flags, VAR=value prefixes
+            assert not words or words[0] not in ("cmake", "ninja", "make", "c++", "g++", "clang++"), (
+                f"the build stage runs {words[0]} outside scripts/build.sh: {command.strip()}")
+    cmake_args = re.search(r'PREFIXGATE_CMAKE_ARGS="([^"]*)"', runs[build_run])
+    assert cmake_args, "the image's CMake options must go through PREFIXGATE_CMAKE_ARGS"
+    cmakelists = (REPO / "CMakeLists.txt").read_text(encoding="utf-8")
+    for option in re.findall(r"-D([A-Z_]+)=", cmake_args.group(1)):
+        assert re.search(rf"\b{option}\b", cmakelists), f"-D{option} is not an option of CMakeLists.txt"
+    build_sh = (REPO / "scripts" / "build.sh").read_text(encoding="utf-8")
+    assert re.search(r"^\s*release\) dir=build;", build_sh, re.M), "scripts/build.sh release no longer builds in build/"
+    assert '"${PREFIXGATE_CMAKE_ARGS:-}"' in build_sh and '"${extra[@]}"' in build_sh
+    assert "PREFIXGATE_SETUP_NO_HELM" in (REPO / "scripts" / "setup.sh").read_text(encoding="utf-8")
+    assert re.search(r"add_executable\(prefixgate\s", cmakelists)
     assert "add_executable(prefixgate-engine-sim" in (REPO / "loadtest" / "CMakeLists.txt").read_text(encoding="utf-8")
 
 
@@ -368,3 +387,29 @@ def test_docker_default_config_passes_gateway_check(tmp_path):
     result = subprocess.run([require_gateway(), "--config", str(tmp_path / "prefixgate.yaml"), "--check"],
                             env=clean_env(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, f"prefixgate --check failed:\n{result.stdout}{result.stderr}"
+
+
+def test_dockerfile_healthcheck_probes_a_real_gateway(sims, gateway_factory, tmp_path):
+    """The image's HEALTHCHECK runs docker/healthcheck.sh (copied in as the command it names) against the admin
+    listener of the configuration the image ships; run here against a real gateway (with an admin token, which the
+    probes do not need), it succeeds on the admin port and fails on the API port (404) and on a closed port."""
+    runtime = dockerfile_stages()[-1]
+    (healthcheck,) = [args for keyword, args in runtime["instructions"] if keyword == "HEALTHCHECK"]
+    command = json.loads(healthcheck.split("CMD", 1)[1])
+    found = {dest: sources for _, sources, dest in copies(runtime)}
+    assert found.get(f"/usr/local/bin/{command[0]}") == ["docker/healthcheck.sh"]
+    admin_listen = load_yaml(REPO / "conf" / "prefixgate.yaml")["admin_listen"]
+    assert command[1:] == [admin_listen], "HEALTHCHECK must probe the shipped admin_listen"
+    script = REPO / "docker" / "healthcheck.sh"
+    (tmp_path / "admin-token").write_text("a-token\n")
+    gateway = gateway_factory(sims[:1], config={"auth": {"admin_token_file": "admin-token"}})
+
+    def probe(port):
+        return subprocess.run([str(script), f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30)
+
+    assert probe(gateway.admin_port).returncode == 0
+    assert probe(gateway.port).returncode != 0
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed_port = unused.getsockname()[1]
+    assert probe(closed_port).returncode != 0
