@@ -42,11 +42,13 @@ def values_args(variant):
     return ["-f", str(VLLM_VALUES)] if variant == "vllm" else []
 
 
-def render(variant="default", *sets):
-    """`helm template` of the chart as a list of manifests (dicts)."""
+def render(variant="default", *sets, json_sets=()):
+    """`helm template` of the chart as a list of manifests (dicts), with --set and --set-json values."""
     args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, *values_args(variant)]
     for s in sets:
         args += ["--set", s]
+    for s in json_sets:
+        args += ["--set-json", s]
     result = helm(*args)
     assert result.returncode == 0, f"helm template failed:\n{result.stderr}"
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
@@ -263,6 +265,9 @@ def test_kubernetes_discovery_gets_endpointslice_rbac_per_namespace():
         assert binding["subjects"][0]["namespace"] == NAMESPACE  # the gateway's own service account
     docs = render("vllm", "config.discovery.kubernetes.namespaces=null")
     assert rendered_config(docs)[1]["discovery"]["kubernetes"]["namespaces"] == [NAMESPACE]
+    assert [r["metadata"]["namespace"] for r in of_kind(docs, "Role")] == [NAMESPACE]
+    docs = render("default", json_sets=["config.discovery.kubernetes={}"])  # every key at its default
+    assert rendered_config(docs)[1]["discovery"] == {"kubernetes": {"namespaces": [NAMESPACE]}}
     assert [r["metadata"]["namespace"] for r in of_kind(docs, "Role")] == [NAMESPACE]
 
 

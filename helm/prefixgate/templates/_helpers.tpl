@@ -140,11 +140,11 @@ place. Refused: probes that cannot reach the health listener, and an admin liste
 {{- end }}
 
 {{/*
-"true" when config.discovery.kubernetes is set: the gateway then watches EndpointSlices (replacing the file
+"true" when config.discovery.kubernetes is set, even to {} (every key at its default): the gateway then watches EndpointSlices (replacing the file
 discovery the defaults set up), so the pods get a service account token and the RBAC of rbac.yaml.
 */}}
 {{- define "prefixgate.kubernetesDiscovery" -}}
-{{- if dig "discovery" "kubernetes" nil .Values.config }}true{{ end }}
+{{- if hasKey (default dict .Values.config.discovery) "kubernetes" }}true{{ end }}
 {{- end }}
 
 {{/*
