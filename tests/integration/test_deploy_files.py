@@ -151,10 +151,10 @@ def runtime_packages(stage):
 # Helm chart: metadata and values
 # ---------------------------------------------------------------------------------------------------------------
 def test_chart_yaml_has_required_fields(chart):
-    """Chart.yaml parses and declares a Helm 3 (apiVersion v2) application chart named prefixgate, 0.1.0."""
+    """Chart.yaml parses and declares a Helm 3 (apiVersion v2) application chart named prefixgate, 0.2.0 (app 0.1.0)."""
     assert chart["apiVersion"] == "v2"
     assert chart["name"] == "prefixgate" == CHART.name
-    assert chart["version"] == "0.1.0"
+    assert chart["version"] == "0.2.0"
     assert chart["appVersion"] == "0.1.0" and isinstance(chart["appVersion"], str)
     assert chart.get("type", "application") == "application"
     assert chart.get("description")
