@@ -3,6 +3,8 @@
 #   release  RelWithDebInfo in build/ (default)
 #   asan     AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/
 #   tsan     ThreadSanitizer in build-tsan/ (RelWithDebInfo: -O2 -g keeps the instrumented tests fast enough)
+# PREFIXGATE_CMAKE_ARGS adds CMake options (split on spaces), e.g. the image build's (docker/Dockerfile), so that
+# every build goes through this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${1:-release}
@@ -17,5 +19,6 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/prefixgate-ccache}
 export CCACHE_NOHASHDIR=1
 # Relative paths in the hash let a fresh clone in another folder (as CI makes) reuse the cache.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
-cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
+read -r -a extra <<<"${PREFIXGATE_CMAKE_ARGS:-}"
+cmake -S . -B "$dir" -G Ninja "${flags[@]}" "${extra[@]}" >/dev/null
 ninja -C "$dir" "$@"

@@ -36,4 +36,8 @@ fi
 if [[ -x scripts/fetch_tiktoken.sh ]]; then
   scripts/fetch_tiktoken.sh >/dev/null
 fi
+# helm (not a Debian package) for the chart's tests; the image build needs none (PREFIXGATE_SETUP_NO_HELM=1).
+if [[ -x scripts/fetch_helm.sh && -z "${PREFIXGATE_SETUP_NO_HELM:-}" ]]; then
+  scripts/fetch_helm.sh >/dev/null
+fi
 echo "setup: all build and test dependencies are present"

@@ -1,14 +1,18 @@
-"""Static checks of the deployment files: the container image (docker/) and the Helm chart (helm/prefixgate/).
+"""Static checks of the deployment files: the container image (docker/) and the Helm chart's values (helm/prefixgate/).
 
-Neither Docker nor Helm is available on the development machine, so these tests read the files instead of building
-or rendering them: they parse what can be parsed, cross-check names and paths against the sources, and run the
-real gateway's `--check` on the configuration the chart and the image ship. Tests that need the gateway binary
+No Docker engine runs on the development machine, so the image is checked by reading docker/Dockerfile: stages,
+paths, that it builds only through scripts/setup.sh and scripts/build.sh, that its runtime packages cover what the
+locally built binaries link, that its HEALTHCHECK script answers against a real gateway, and that the configuration
+it ships passes the real gateway's `--check`. The chart is rendered by a real helm in test_helm_chart.py; here its
+values are cross-checked against the gateway (env names, `--check`). Tests that need the gateway binary
 (PREFIXGATE_BIN, default <repo>/build/prefixgate) are skipped with a reason when it has not been built.
 """
+import json
 import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -86,12 +90,6 @@ def get_path(mapping, dotted):
     return node, True
 
 
-def helm_port(hostport):
-    m = re.search(r"([0-9]+)$", str(hostport))
-    assert m, f"expected HOST:PORT, got {hostport!r}"
-    return int(m.group(1))
-
-
 def dockerfile_stages():
     """The Dockerfile as stages: [{"image", "name", "instructions": [(KEYWORD, args)]}], continuations joined."""
     lines, pending = [], ""
@@ -153,10 +151,10 @@ def runtime_packages(stage):
 # Helm chart: metadata and values
 # ---------------------------------------------------------------------------------------------------------------
 def test_chart_yaml_has_required_fields(chart):
-    """Chart.yaml parses and declares a Helm 3 (apiVersion v2) application chart named prefixgate, 0.1.0."""
+    """Chart.yaml parses and declares a Helm 3 (apiVersion v2) application chart named prefixgate, 0.2.0 (app 0.1.0)."""
     assert chart["apiVersion"] == "v2"
     assert chart["name"] == "prefixgate" == CHART.name
-    assert chart["version"] == "0.1.0"
+    assert chart["version"] == "0.2.0"
     assert chart["appVersion"] == "0.1.0" and isinstance(chart["appVersion"], str)
     assert chart.get("type", "application") == "application"
     assert chart.get("description")
@@ -187,15 +185,9 @@ def test_values_yaml_has_required_fields(values):
     assert isinstance(values["serviceAccount"]["create"], bool)
 
 
-def test_chart_default_config_passes_gateway_check(values, tmp_path):
-    """The chart's default `config:` with its `pods:` list as the pods file, under the chart's `env:`, is accepted by
-    the real gateway's `--check`: the chart ships a configuration the gateway starts with."""
-    result = gateway_check(values["config"], values["pods"], tmp_path, env=values["env"])
-    assert result.returncode == 0, f"prefixgate --check failed:\n{result.stdout}{result.stderr}"
-
-
 def test_gateway_check_rejects_a_broken_chart_config(values, tmp_path):
-    """The check above is not vacuous: the same configuration with an unknown key, or a bad env value, fails."""
+    """`--check` of the chart's `config:` is not vacuous: with an unknown key, or under a bad `env:` value, it fails
+    naming them (test_helm_chart.py checks the rendered configuration the same way)."""
     broken = dict(values["config"], no_such_key=1)
     result = gateway_check(broken, values["pods"], tmp_path, env=values["env"])
     assert result.returncode != 0 and "no_such_key" in result.stdout + result.stderr
@@ -231,144 +223,9 @@ def test_env_names_are_honoured_and_agree_with_config(values):
             assert value == str(configured), f"env.{name}={value} but config.{known[name]}={configured}"
 
 
-def test_probes_use_the_health_listener_and_the_admin_listener_stays_on_loopback(values):
-    """The kubelet's probes hit /healthz and /readyz on the health listener (all addresses, its own port), while the
-    admin listener binds loopback by default and reaches the pod's ports and the Service only with metrics.enabled;
-    the helpers refuse a loopback or missing health_listen and a non-loopback admin_listen without a token."""
-    config = values["config"]
-    assert config["admin_listen"].rsplit(":", 1)[0] == "127.0.0.1"
-    assert config["health_listen"].rsplit(":", 1)[0] in ("0.0.0.0", "[::]", "::")
-    assert helm_port(config["listen"]) == values["service"]["port"]
-    assert helm_port(config["admin_listen"]) == values["service"]["adminPort"]
-    assert len({helm_port(config[k]) for k in ("listen", "admin_listen", "health_listen")}) == 3
-    deployment = (TEMPLATES / "deployment.yaml").read_text(encoding="utf-8")
-    assert re.search(r"livenessProbe:\s*\n\s*httpGet:\s*\n\s*path: /healthz\s*\n\s*port: health", deployment)
-    assert re.search(r"readinessProbe:\s*\n\s*httpGet:\s*\n\s*path: /readyz\s*\n\s*port: health", deployment)
-    assert 'include "prefixgate.port" .Values.config.health_listen' in deployment
-    assert 'include "prefixgate.port" .Values.config.listen' in deployment
-    assert re.search(r"\{\{- if \.Values\.metrics\.enabled \}\}\s*\n\s*- name: admin\s*\n\s*containerPort: "
-                     r"\{\{ include \"prefixgate\.port\" \.Values\.config\.admin_listen \}\}", deployment)
-    service = (TEMPLATES / "service.yaml").read_text(encoding="utf-8")
-    assert re.search(r"\{\{- if \.Values\.metrics\.enabled \}\}\s*\n\s*- name: metrics\s*\n\s*port: "
-                     r"\{\{ \.Values\.service\.adminPort \}\}\s*\n\s*targetPort: admin", service)
-    assert re.search(r"- name: http\s*\n\s*port: \{\{ \.Values\.service\.port \}\}\s*\n\s*targetPort: http", service)
-    helpers = (TEMPLATES / "_helpers.tpl").read_text(encoding="utf-8")
-    assert 'fail "config.health_listen must be set and not loopback' in helpers
-    assert ('else if and (not (include "prefixgate.isLoopback" $config.admin_listen)) '
-            '(not (dig "auth" "admin_token_file" "" $config))') in helpers
-
-
-def chart_config_with_metrics(values, token_file):
-    """`config:` as the prefixgate.config helper renders it with metrics.enabled (admin on all addresses, the
-    Secret's file as auth.admin_token_file); the test below checks that the helper does exactly these two things."""
-    config = yaml.safe_load(yaml.safe_dump(values["config"]))
-    config["admin_listen"] = f"0.0.0.0:{helm_port(config['admin_listen'])}"
-    config.setdefault("auth", {})["admin_token_file"] = str(token_file)
-    return config
-
-
-def test_metrics_opens_the_admin_listener_only_behind_the_secrets_token(values, tmp_path):
-    """metrics.enabled requires a token Secret, mounts it where auth.admin_token_file points, binds the admin
-    listener on all addresses, and the ServiceMonitor sends the same Secret's token (apiKeys.secretName is mounted
-    and named the same way); the gateway accepts the resulting configuration and refuses an empty token."""
-    helpers = (TEMPLATES / "_helpers.tpl").read_text(encoding="utf-8")
-    assert re.search(r"\{\{- if not \.Values\.metrics\.adminTokenSecret\.name \}\}\s*\n\{\{- fail ", helpers)
-    assert 'set $config "admin_listen" (printf "0.0.0.0:%s" (include "prefixgate.port" $config.admin_listen))' in helpers
-    assert ('set $auth "admin_token_file" (printf "%s/%s" (include "prefixgate.adminTokenDir" .) '
-            '.Values.metrics.adminTokenSecret.key)') in helpers
-    deployment = (TEMPLATES / "deployment.yaml").read_text(encoding="utf-8")
-    assert re.search(r"- name: admin-token\s*\n\s*mountPath: \{\{ include \"prefixgate\.adminTokenDir\" \. \}\}\s*\n"
-                     r"\s*readOnly: true", deployment)
-    assert re.search(r"- name: admin-token\s*\n\s*secret:\s*\n\s*secretName: "
-                     r"\{\{ \.Values\.metrics\.adminTokenSecret\.name \}\}", deployment)
-    monitor = (TEMPLATES / "servicemonitor.yaml").read_text(encoding="utf-8")
-    assert "{{- if and .Values.metrics.enabled .Values.metrics.serviceMonitor.enabled }}" in monitor
-    assert re.search(r"- port: metrics\s*\n\s*path: /metrics", monitor)
-    assert re.search(r"authorization:\s*\n\s*type: Bearer\s*\n\s*credentials:\s*\n"
-                     r"\s*name: \{\{ \.Values\.metrics\.adminTokenSecret\.name \}\}\s*\n"
-                     r"\s*key: \{\{ \.Values\.metrics\.adminTokenSecret\.key \}\}", monitor)
-    assert re.search(r'\{\{- if \.Values\.apiKeys\.secretName \}\}\s*\n.*\n\{\{- \$_ := set \$auth "api_keys_file" '
-                     r'\(printf "%s/%s" \(include "prefixgate\.apiKeysDir" \.\) \.Values\.apiKeys\.key\) \}\}', helpers)
-    assert re.search(r"- name: api-keys\s*\n\s*mountPath: \{\{ include \"prefixgate\.apiKeysDir\" \. \}\}", deployment)
-    assert re.search(r"- name: api-keys\s*\n\s*secret:\s*\n\s*secretName: \{\{ \.Values\.apiKeys\.secretName \}\}",
-                     deployment)
-    token = tmp_path / "token"
-    token.write_text("a-token\n")
-    result = gateway_check(chart_config_with_metrics(values, token), values["pods"], tmp_path, env=values["env"])
-    assert result.returncode == 0, f"prefixgate --check failed:\n{result.stdout}{result.stderr}"
-    token.write_text("")
-    result = gateway_check(chart_config_with_metrics(values, token), values["pods"], tmp_path, env=values["env"])
-    assert result.returncode != 0 and "admin token file is empty" in result.stderr
-
-
-def test_termination_grace_covers_drain(values):
-    """terminationGracePeriodSeconds outlasts the preStop sleep plus shutdown_grace_ms, so draining requests finish
-    before Kubernetes sends SIGKILL; and the deployment uses both values."""
-    grace_s = values["terminationGracePeriodSeconds"]
-    drain_ms = values["config"].get("shutdown_grace_ms", 30000)
-    assert grace_s == 40
-    assert grace_s * 1000 > values.get("preStopSleepSeconds", 0) * 1000 + drain_ms
-    deployment = (TEMPLATES / "deployment.yaml").read_text(encoding="utf-8")
-    assert "terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds }}" in deployment
-    assert ".Values.preStopSleepSeconds" in deployment
-
-
-def test_configmap_and_mount_match_config_paths(values):
-    """The ConfigMap holds prefixgate.yaml and the pods file that config.discovery.file names, it is mounted at
-    /etc/prefixgate (a folder, so updates reach the pods), the container is started with that config file, and
-    the checksum/config annotation rolls pods when the configuration changes."""
-    discovery_file = values["config"]["discovery"]["file"]
-    assert discovery_file in ("pods.yaml", f"{CONFIG_DIR}/pods.yaml")
-    configmap = (TEMPLATES / "configmap.yaml").read_text(encoding="utf-8")
-    assert re.search(r"^  prefixgate\.yaml: \|\s*\n\s*\{\{- include \"prefixgate\.config\" \. \| nindent 4 \}\}",
-                     configmap, re.M)
-    assert re.search(r"^  pods\.yaml: \|\s*\n.*\.Values\.pods.*nindent 4", configmap, re.M)
-    deployment = (TEMPLATES / "deployment.yaml").read_text(encoding="utf-8")
-    assert f'args: ["--config", "{CONFIG_DIR}/prefixgate.yaml"]' in deployment
-    assert re.search(rf"mountPath: {CONFIG_DIR}\s*\n", deployment), "the ConfigMap must be mounted as a folder"
-    assert "subPath" not in deployment, "subPath mounts never receive ConfigMap updates"
-    assert re.search(r"checksum/config: \{\{ include \"prefixgate\.config\" \. \| sha256sum \}\}", deployment)
-
-
 # ---------------------------------------------------------------------------------------------------------------
-# Helm chart: template syntax
+# Helm chart: templates (test_helm_chart.py lints and renders them with a real helm)
 # ---------------------------------------------------------------------------------------------------------------
-def test_template_includes_are_defined():
-    """Every name used with {{ include "..." }} or {{ template "..." }} in the templates is defined in _helpers.tpl."""
-    helpers = (TEMPLATES / "_helpers.tpl").read_text(encoding="utf-8")
-    defined = set(re.findall(r'\{\{-?\s*define\s+"([^"]+)"', helpers))
-    assert defined, "_helpers.tpl defines nothing"
-    used = {}
-    for path in templates():
-        for name in re.findall(r'\b(?:include|template)\s+"([^"]+)"', path.read_text(encoding="utf-8")):
-            used.setdefault(name, set()).add(path.name)
-    assert used
-    undefined = {name: sorted(files) for name, files in used.items() if name not in defined}
-    assert not undefined, f"used but not defined in _helpers.tpl: {undefined}"
-
-
-@pytest.mark.parametrize("path", templates(), ids=lambda p: p.name)
-def test_template_braces_balance(path):
-    """In each template, every {{ is closed by a }} before the next {{ opens, and nothing is left open."""
-    text = path.read_text(encoding="utf-8")
-    depth, line = 0, 1
-    for m in re.finditer(r"\{\{|\}\}|\n", text):
-        token = m.group(0)
-        if token == "\n":
-            line += 1
-        elif token == "{{":
-            assert depth == 0, f"{path.name}:{line}: '{{{{' inside an open action"
-            depth = 1
-        else:
-            assert depth == 1, f"{path.name}:{line}: '}}}}' without an open action"
-            depth = 0
-    assert depth == 0, f"{path.name}: an action is never closed"
-    # Block actions pair up too: if/range/with/define each need an end.
-    opens = len(re.findall(r"\{\{-?\s*(?:if|range|with|define|block)\b", text))
-    ends = len(re.findall(r"\{\{-?\s*end\s*-?\}\}", text))
-    assert opens == ends, f"{path.name}: {opens} block actions but {ends} ends"
-
-
 def test_template_values_references_exist(values):
     """Every .Values.a.b path the templates read exists in values.yaml (a typo would render as empty)."""
     missing = []
@@ -378,14 +235,6 @@ def test_template_values_references_exist(values):
             if not present:
                 missing.append(f"{path.name}: .Values{ref}")
     assert not missing, "not in values.yaml: " + ", ".join(sorted(set(missing)))
-
-
-def test_templates_are_the_expected_set():
-    """The chart has the conventional templates: helpers, ConfigMap, Deployment, Service, ServiceAccount, NOTES, and
-    the ServiceMonitor of metrics.serviceMonitor."""
-    names = {p.name for p in templates()}
-    assert names >= {"_helpers.tpl", "configmap.yaml", "deployment.yaml", "service.yaml", "serviceaccount.yaml",
-                     "servicemonitor.yaml", "NOTES.txt"}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -400,16 +249,33 @@ def test_dockerfile_stages():
 
 
 def test_dockerfile_builds_with_the_repository_scripts():
-    """The build stage runs scripts/setup.sh and then scripts/build.sh for both binaries, with the files they need
-    copied in first; the scripts and targets it names exist."""
+    """The build stage installs with scripts/setup.sh and builds both binaries with `scripts/build.sh release`, and
+    never runs CMake, Ninja or a compiler itself, so the image cannot drift from the developers' and CI's build; the
+    options it adds through PREFIXGATE_CMAKE_ARGS are options of CMakeLists.txt, and build.sh's release flavour
+    builds in build/, where the runtime stage takes the binaries from."""
     build = dockerfile_stages()[0]
     runs = [args for keyword, args in build["instructions"] if keyword == "RUN"]
     setup = next(i for i, r in enumerate(runs) if "scripts/setup.sh" in r)
     build_run = next(i for i, r in enumerate(runs) if "scripts/build.sh" in r)
     assert setup < build_run
-    assert re.search(r"scripts/build\.sh release\b.*\bprefixgate\b.*\bprefixgate-engine-sim\b", runs[build_run])
-    assert (REPO / "scripts" / "setup.sh").is_file() and (REPO / "scripts" / "build.sh").is_file()
-    assert re.search(r"add_executable\(prefixgate\s", (REPO / "CMakeLists.txt").read_text(encoding="utf-8"))
+    assert re.search(r"scripts/build\.sh release prefixgate prefixgate-engine-sim\b", runs[build_run])
+    for run in runs:
+        for command in re.split(r"&&|;|\|\|", run):
+            words = shlex.split(command)
+            while words and re.match(r"--|[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+                words.pop(0)  # RUN's --mount flags, VAR=value prefixes
+            assert not words or words[0] not in ("cmake", "ninja", "make", "c++", "g++", "clang++"), (
+                f"the build stage runs {words[0]} outside scripts/build.sh: {command.strip()}")
+    cmake_args = re.search(r'PREFIXGATE_CMAKE_ARGS="([^"]*)"', runs[build_run])
+    assert cmake_args, "the image's CMake options must go through PREFIXGATE_CMAKE_ARGS"
+    cmakelists = (REPO / "CMakeLists.txt").read_text(encoding="utf-8")
+    for option in re.findall(r"-D([A-Z_]+)=", cmake_args.group(1)):
+        assert re.search(rf"\b{option}\b", cmakelists), f"-D{option} is not an option of CMakeLists.txt"
+    build_sh = (REPO / "scripts" / "build.sh").read_text(encoding="utf-8")
+    assert re.search(r"^\s*release\) dir=build;", build_sh, re.M), "scripts/build.sh release no longer builds in build/"
+    assert '"${PREFIXGATE_CMAKE_ARGS:-}"' in build_sh and '"${extra[@]}"' in build_sh
+    assert "PREFIXGATE_SETUP_NO_HELM" in (REPO / "scripts" / "setup.sh").read_text(encoding="utf-8")
+    assert re.search(r"add_executable\(prefixgate\s", cmakelists)
     assert "add_executable(prefixgate-engine-sim" in (REPO / "loadtest" / "CMakeLists.txt").read_text(encoding="utf-8")
 
 
@@ -521,3 +387,29 @@ def test_docker_default_config_passes_gateway_check(tmp_path):
     result = subprocess.run([require_gateway(), "--config", str(tmp_path / "prefixgate.yaml"), "--check"],
                             env=clean_env(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, f"prefixgate --check failed:\n{result.stdout}{result.stderr}"
+
+
+def test_dockerfile_healthcheck_probes_a_real_gateway(sims, gateway_factory, tmp_path):
+    """The image's HEALTHCHECK runs docker/healthcheck.sh (copied in as the command it names) against the admin
+    listener of the configuration the image ships; run here against a real gateway (with an admin token, which the
+    probes do not need), it succeeds on the admin port and fails on the API port (404) and on a closed port."""
+    runtime = dockerfile_stages()[-1]
+    (healthcheck,) = [args for keyword, args in runtime["instructions"] if keyword == "HEALTHCHECK"]
+    command = json.loads(healthcheck.split("CMD", 1)[1])
+    found = {dest: sources for _, sources, dest in copies(runtime)}
+    assert found.get(f"/usr/local/bin/{command[0]}") == ["docker/healthcheck.sh"]
+    admin_listen = load_yaml(REPO / "conf" / "prefixgate.yaml")["admin_listen"]
+    assert command[1:] == [admin_listen], "HEALTHCHECK must probe the shipped admin_listen"
+    script = REPO / "docker" / "healthcheck.sh"
+    (tmp_path / "admin-token").write_text("a-token\n")
+    gateway = gateway_factory(sims[:1], config={"auth": {"admin_token_file": "admin-token"}})
+
+    def probe(port):
+        return subprocess.run([str(script), f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30)
+
+    assert probe(gateway.admin_port).returncode == 0
+    assert probe(gateway.port).returncode != 0
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed_port = unused.getsockname()[1]
+    assert probe(closed_port).returncode != 0
