@@ -107,8 +107,12 @@ std::vector<PodSpec> SliceSet::pods() const {
   for (const auto& [ns, slices] : slices_)
     for (const auto& [name, pods] : slices)
       for (const PodSpec& pod : pods) {
-        auto [it, added] = by_name.emplace(pod.name, pod);
-        if (added) continue;
+        const std::string key = qualify_names_ ? ns + "/" + pod.name : pod.name;
+        auto [it, added] = by_name.emplace(key, pod);
+        if (added) {
+          if (qualify_names_) it->second.name = key;
+          continue;
+        }
         for (const std::string& model : pod.models)
           if (std::find(it->second.models.begin(), it->second.models.end(), model) == it->second.models.end())
             it->second.models.push_back(model);

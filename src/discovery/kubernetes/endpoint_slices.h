@@ -24,15 +24,19 @@ std::vector<PodSpec> slicePods(const nlohmann::json& slice, const config::Kubern
 // The slices seen by the list and watch of each namespace, by namespace then slice name.
 class SliceSet {
  public:
+  // With several namespaces watched, pods are named "<namespace>/<pod>": two pods of one name in different
+  // namespaces are different pods (pod names are unique only within a namespace).
+  explicit SliceSet(bool qualify_names = false) : qualify_names_(qualify_names) {}
   void put(const std::string& ns, const std::string& name, std::vector<PodSpec> pods);
   void erase(const std::string& ns, const std::string& name);
   // A relist: the namespace's slices become exactly `slices`.
   void replace(const std::string& ns, std::map<std::string, std::vector<PodSpec>> slices);
-  // Every pod once, by name: a pod in several slices (one per address family) keeps the address of the first slice
-  // in (namespace, slice name) order and the union of their models. Sorted by name.
+  // Every pod once, by namespace and name: a pod in several slices (one per address family) keeps the address of
+  // the first slice in slice name order and the union of their models. Sorted by (qualified) name.
   std::vector<PodSpec> pods() const;
 
  private:
+  bool qualify_names_;
   std::map<std::string, std::map<std::string, std::vector<PodSpec>>> slices_;
 };
 

@@ -47,6 +47,7 @@ KubernetesPodSource::KubernetesPodSource(asio::io_context& io, config::Kubernete
     : io_(io),
       config_(std::move(config)),
       registry_(registry),
+      slices_(config_.namespaces.size() > 1),
       events_(prometheus::BuildCounter()
                   .Name("prefixgate_discovery_events_total")
                   .Help("Discovery events, by source and type (list, relist, added, modified, deleted, bookmark, error)")

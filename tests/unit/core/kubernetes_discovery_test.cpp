@@ -112,21 +112,31 @@ PodSpec pod(const std::string& name, const std::string& address, const std::stri
 
 // A pod in two slices (IPv4 and IPv6) appears once, with the first slice's address and both models; erase and
 // replace change only their own slices.
-TEST(SliceSet, MergesPodsByNameAcrossSlicesAndNamespaces) {
+TEST(SliceSet, MergesAPodsSlices) {
   SliceSet set;
   set.put("default", "llama-ipv4", {pod("a", "10.0.0.1:8000", "llama"), pod("b", "10.0.0.2:8000", "llama")});
   set.put("default", "llama-ipv6", {pod("a", "[fd00::1]:8000", "llama")});
-  set.put("team", "qwen", {pod("a", "10.0.0.1:8000", "qwen")});
+  set.put("default", "qwen", {pod("a", "10.0.0.1:8000", "qwen")});
   auto pods = set.pods();
   EXPECT_EQ(names(pods), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(pods[0].address, "10.0.0.1:8000");
   EXPECT_EQ(pods[0].models, (std::vector<std::string>{"llama", "qwen"}));
   set.erase("default", "llama-ipv4");
   EXPECT_EQ(set.pods()[0].address, "[fd00::1]:8000");
-  set.replace("default", {});
+  set.replace("default", {{"qwen", {pod("a", "10.0.0.1:8000", "qwen")}}});
   EXPECT_EQ(set.pods()[0].models, (std::vector<std::string>{"qwen"}));
-  set.erase("team", "qwen");
+  set.erase("default", "qwen");
   EXPECT_TRUE(set.pods().empty());
+}
+
+// With several namespaces watched, pods of one name in two namespaces are two pods, named "<namespace>/<pod>".
+TEST(SliceSet, SameNameInTwoNamespacesIsTwoPods) {
+  SliceSet set(true);
+  set.put("default", "llama", {pod("a", "10.0.0.1:8000", "llama")});
+  set.put("team", "llama", {pod("a", "10.0.1.1:8000", "llama")});
+  auto pods = set.pods();
+  EXPECT_EQ(names(pods), (std::vector<std::string>{"default/a", "team/a"}));
+  EXPECT_EQ(pods[1].address, "10.0.1.1:8000");
 }
 
 // Each watch event type, with the object's name and resourceVersion; an ERROR carries its Status code.
