@@ -225,7 +225,9 @@ def test_rotated_token_is_read_again_after_a_401(tmp_path, kube):
         os.replace(tmp, kube.token_file)
         put_sims(kube, sims[1:])
         wait_until(lambda: pod_names(gw) == ["engine-0", "engine-1"], timeout=20, what="the pod set with the new token")
-        assert kube.seen(lambda r: r["token"] == "token-2" and r["watch"] and r.get("status") == 200)
+        # The relist is what published engine-1; the watch with the new token follows it.
+        wait_until(lambda: kube.seen(lambda r: r["token"] == "token-2" and r["watch"] and r.get("status") == 200),
+                   timeout=10, what="a watch with the new token")
         assert "token refused" in gw.read_log()
     finally:
         gw.stop()
