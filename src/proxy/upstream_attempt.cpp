@@ -19,7 +19,6 @@ using boost::system::error_code;
 
 namespace {
 
-constexpr uint32_t kMaxResponseHeaderBytes = 64 * 1024;
 constexpr auto kAwait = asio::use_awaitable;
 
 bool isTimeout(const error_code& ec) { return ec == beast::error::timeout; }

@@ -14,6 +14,9 @@
 
 namespace prefixgate::proxy {
 
+// The largest engine response head the relay reads (the fuzz target of the response parser uses it too).
+inline constexpr uint32_t kMaxResponseHeaderBytes = 64 * 1024;
+
 // Watches the client socket while the engine works: when the client hangs up, the upstream connection is closed
 // at once so the engine stops generating. `upstream` always points at the live stream of the exchange (or is
 // null): whoever replaces or gives away that stream updates it first.

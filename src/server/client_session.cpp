@@ -167,7 +167,7 @@ class ClientSession {
       co_return false;
     }
     bool keep_alive = head.keep_alive() && !gateway_.draining();
-    head_fields_ = std::distance(head.begin(), head.end());
+    if (parser.chunked()) head_fields_ = std::distance(head.begin(), head.end());  // trailers come after these
     Route route = routeOf(head.method(), head.target());
     ClientAuth auth(gateway_, outcome);
     if (route.kind == Route::kProxy || route.kind == Route::kModels) {
@@ -239,7 +239,7 @@ class ClientSession {
     stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
     co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
     if (!ec) {
-      dropTrailers(head);
+      if (parser.chunked()) dropTrailers(head);
       co_return true;
     }
     if (ec == http::error::body_limit) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "fuzz_input.h"
+#include "proxy/upstream_attempt.h"
 #include "proxy/usage_scanner.h"
 
 namespace {
@@ -18,9 +19,9 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using prefixgate::fuzz::check;
 
-// relay.cpp's kMaxResponseHeaderBytes and kRelayBufferBytes (private to it); the buffer is smaller here so that
-// seeds of a few KiB already fill it and exercise need_buffer.
-constexpr uint32_t kMaxResponseHeaderBytes = 64 * 1024;
+// The relay's head limit (proxy::kMaxResponseHeaderBytes); its body buffer (16 KiB in relay.cpp) is smaller here so
+// that seeds of a few KiB already fill it and exercise need_buffer.
+using prefixgate::proxy::kMaxResponseHeaderBytes;
 constexpr size_t kRelayBufferBytes = 1024;
 
 // One socket read: the next piece into the buffer; false at the end of the input (EOF).
