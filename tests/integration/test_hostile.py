@@ -84,7 +84,9 @@ def test_made_up_model_names_share_one_metric_label(gw, sims):
     log = gw.read_log()
     assert max(len(line) for line in log.splitlines()) < 4096
     assert_normal_client_served(gw, sims[0])
-    assert {s.labels["model"] for s in request_series(gw)} == {"unknown", "sim-model"}
+    # Counted just after its last byte went out: wait for it.
+    wait_until(lambda: {s.labels["model"] for s in request_series(gw)} == {"unknown", "sim-model"}, timeout=3,
+               what="the normal request counted under its model")
 
 
 @pytest.mark.parametrize("where", ["path", "strategy", "model"])

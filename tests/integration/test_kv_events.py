@@ -275,10 +275,13 @@ def test_a_burst_of_a_new_prompt_lands_together_before_any_event(tmp_path, kv_si
             t.join()
         return pods
 
-    speculative = gateway_factory(sims, config={"routing": {"strategy": "prefix-cache",
-                                                            "prefix_cache": {"kv_event_sync": True}}})
+    # One event loop: with two, the burst's first two decisions can fall in the same instant on both threads (their
+    # /tokenize answers arrive together), each before the other's record, and the burst then shares two pods. That
+    # race between event loops is a known limit (see the issue notes), not what this test is about.
+    speculative = gateway_factory(sims, config={"threads": 1, "routing": {"strategy": "prefix-cache",
+                                                                          "prefix_cache": {"kv_event_sync": True}}})
     assert len(set(burst(speculative, "burst-a"))) == 1
-    events_only = gateway_factory(sims, config=KV_MODE)
+    events_only = gateway_factory(sims, config={**KV_MODE, "threads": 1})
     assert len(set(burst(events_only, "burst-b"))) >= 3
 
 
