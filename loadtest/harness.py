@@ -171,6 +171,12 @@ class Gateway(Process):
         self.admin_port = self.ports[1]
         if wait_ready:
             wait_until(lambda: self.admin("GET", "/readyz")[0] == 200, what="gateway /readyz")
+            # /readyz needs one ready pod; a test's first request may be for another pod's model, so wait for every
+            # simulated pod it was given (where /debug/pods is open: an admin token closes it).
+            names = {s.name for s in sims if isinstance(s, Sim)}
+            if names and self.admin("GET", "/debug/pods")[0] == 200:
+                wait_until(lambda: names <= {p["name"] for p in self.debug_pods() if p["ready"]},
+                           what=f"pods {sorted(names)} ready")
 
     def call(self, method, path, body=None, headers=None, timeout=30):
         return request("127.0.0.1", self.port, method, path, body, headers, timeout)
