@@ -154,8 +154,8 @@ def _processes(shape):
     return (f"From /proc after the run: nginx master and {shape['nginx']['children']} worker(s), HAProxy "
             f"{shape['haproxy']['threads']} thread(s), prefixgate random and prefix-cache "
             f"{shape['prefixgate-random']['threads']} and {shape['prefixgate-prefix-cache']['threads']} threads (one "
-            "serves requests; the others are the main thread, the control loop: admin, health checks and scrapes of the "
-            "pods' /metrics, counted in its CPU time, and the drain thread).")
+            "serves requests; the others are the main thread, the control loop: admin, health checks and scrapes of "
+            "the pods' /metrics, counted in its CPU time, and the drain thread).")
 
 
 def _setup(results):
@@ -174,7 +174,8 @@ def _setup(results):
         "every cell is the median of the rounds with their min-max in brackets, and the raw figures of every round "
         "are in overhead.json. CPU us/request: user + system CPU time of the proxy process (nginx: master and worker; "
         "for direct: the upstream nginx) over the run, from /proc, divided by the requests. "
-        f"{_processes(results['processes'])} Wall time {results['wall_s']:.0f} s; highest 1-minute load average during the run {load['max_1m']:.2f}.", ""]
+        f"{_processes(results['processes'])} Wall time {results['wall_s']:.0f} s; highest 1-minute load average "
+        f"during the run {load['max_1m']:.2f}.", ""]
 
 
 def write_report(out_dir, results, command):
