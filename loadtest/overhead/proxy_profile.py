@@ -21,14 +21,14 @@ def _perf_report(perf, data, *options):
                      if line.strip() and not line.startswith("#"))
 
 
-def perf_profile(fleet, wrk, body, out_dir, seconds=5, connections=32):
+def perf_profile(fleet, wrk, body_file, out_dir, seconds=5, connections=32):
     """Text of the perf reports for the prefix-cache gateway under wrk (or why there is none)."""
     perf = shutil.which("perf")
     if perf is None:
         return "perf is not installed (Debian: linux-perf): no CPU profile."
     data = Path(out_dir) / "perf.data"
     target = "prefixgate-prefix-cache"
-    load = threading.Thread(target=wrk.run, args=(fleet.url(target, "static"), body, connections, seconds + 2))
+    load = threading.Thread(target=wrk.run, args=(fleet.url(target, "static"), body_file, connections, seconds + 2))
     load.start()
     time.sleep(1)
     rec = subprocess.run([perf, "record", "-F", "999", "-g", "-p", str(fleet.pids[target]), "-o", str(data), "--",
@@ -58,7 +58,7 @@ def _parse_strace_summary(path):
     return calls
 
 
-def syscalls_per_request(fleet, wrk, body, out_dir, seconds=3, connections=8):
+def syscalls_per_request(fleet, wrk, body_file, out_dir, seconds=3, connections=8):
     """{target: {syscall: calls per request}} for each proxy under wrk, the whole wrk run traced."""
     strace = shutil.which("strace")
     if strace is None:
@@ -71,7 +71,7 @@ def syscalls_per_request(fleet, wrk, body, out_dir, seconds=3, connections=8):
             args += ["-p", str(pid)]
         tracer = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)   # attached before the first request
-        result = wrk.run(fleet.url(target, "static"), body, connections, seconds)
+        result = wrk.run(fleet.url(target, "static"), body_file, connections, seconds)
         tracer.send_signal(2)
         tracer.wait(10)
         requests = max(1, result["requests"])
@@ -93,10 +93,11 @@ def syscall_table(per_request):
     return lines
 
 
-def profile(fleet, wrk, body, out_dir):
-    """Runs both; writes overhead-profile.txt; returns {"perf": text, "syscalls": {...} or None}."""
-    perf_text = perf_profile(fleet, wrk, body, out_dir)
-    syscalls = syscalls_per_request(fleet, wrk, body, out_dir)
+def profile(fleet, wrk, body_file, out_dir):
+    """Runs both with the bodies in `body_file`; writes overhead-profile.txt; returns {"perf": text, "syscalls":
+    {...} or None}."""
+    perf_text = perf_profile(fleet, wrk, body_file, out_dir)
+    syscalls = syscalls_per_request(fleet, wrk, body_file, out_dir)
     text = perf_text
     if syscalls:
         text += "\n\n--- system calls per request (strace -c -f, wrk -c8)\n" + "\n".join(syscall_table(syscalls))

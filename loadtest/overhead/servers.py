@@ -2,9 +2,12 @@
 proxies in front of them (nginx, HAProxy, prefixgate with each strategy), all on loopback.
 
 Two upstream routes:
-- static: nginx answering every POST with one fixed, small chat completion (`return 200`): the fastest upstream
-  there is, so the proxy in front is what is measured;
+- static: one nginx (one worker) answering every POST with one fixed, small chat completion (`return 200`): the
+  fastest upstream there is, so the proxy in front is what is measured. It listens on PODS ports, the simulated
+  pods: nginx and HAProxy balance over them round robin, prefixgate has them in its pods file;
 - stream: sse_probe.py serve: 500 SSE events one --stream-gap-ms apart, each carrying the time it was written.
+
+Every proxy gets one event loop: nginx `worker_processes 1`, HAProxy `nbthread 1`, prefixgate `threads: 1`.
 """
 import json
 import os
@@ -18,10 +21,15 @@ from string import Template
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from harness import Gateway, Process  # noqa: E402
+from harness import Gateway, Process, wait_until  # noqa: E402
 
 ROUTES = ("static", "stream")
 MODEL = "sim-model"
+PODS = 8
+# usage.prompt_tokens of the static completion. It also carries prompt_tokens_details.cached_tokens (0), so
+# prefixgate's prediction audit counts every prefix-cache response: predicted tokens / (responses x this) is the
+# mean share of the prompt the router matched.
+PROMPT_TOKENS = 1000
 
 
 def find_tool(name):
@@ -84,13 +92,26 @@ def cpu_seconds(pid):
     return sum((_stat(p) or (0, 0.0))[1] for p in [pid, *child_pids(pid)])
 
 
-def static_completion(prompt_tokens=512):
+def process_shape(pid):
+    """{"children", "threads"} of a process from /proc: its direct children (nginx's workers) and the threads of
+    it and them, to show in the report that each proxy ran as configured."""
+    children = child_pids(pid)
+    threads = 0
+    for p in [pid, *children]:
+        for line in Path(f"/proc/{p}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                threads += int(line.split()[1])
+    return {"children": len(children), "threads": threads}
+
+
+def static_completion(prompt_tokens=PROMPT_TOKENS):
     """The fixed chat completion body the static upstream returns (no single quotes: it sits in nginx's '...')."""
     return json.dumps({
         "id": "chatcmpl-static", "object": "chat.completion", "created": 0, "model": MODEL,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "The static upstream answers at once."},
                      "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 8, "total_tokens": prompt_tokens + 8},
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 8, "total_tokens": prompt_tokens + 8,
+                  "prompt_tokens_details": {"cached_tokens": 0}},
     }, separators=(",", ":"))
 
 
@@ -127,11 +148,12 @@ class Daemon:
 
 
 class Fleet:
-    """Starts every upstream and proxy; `url(target, route)` is where to send; `stop()` ends them all."""
+    """Starts every upstream and proxy; `url(target, route)` is where to send; `gateways[target]` is prefixgate's
+    static-route gateway (its /metrics); `stop()` ends them all."""
 
-    def __init__(self, work_dir, gateway_threads=2, stream_gap_ms=1.0):
+    def __init__(self, work_dir, gateway_threads=1, stream_gap_ms=1.0):
         self.dir = Path(work_dir)
-        self.started, self.ports, self.pids = [], {}, {}
+        self.started, self.ports, self.pids, self.gateways = [], {}, {}, {}
         try:
             self._start(gateway_threads, stream_gap_ms)
         except BaseException:
@@ -146,11 +168,13 @@ class Fleet:
         for sub in ("upstream-body", "proxy-body", "proxy-temp"):
             (d / sub).mkdir(parents=True, exist_ok=True)
         nginx, haproxy = find_tool("nginx"), find_tool("haproxy")
-        static_port = free_port()
+        pod_ports = [free_port() for _ in range(PODS)]
+        static_port = pod_ports[0]   # direct goes to the first pod
+        listens = "\n".join(f"        listen 127.0.0.1:{port} backlog=4096;" for port in pod_ports)
         upstream = Daemon("nginx (static upstream)", [nginx, "-p", str(d), "-c", str(d / "upstream.conf"),
                                                       "-g", "daemon off;"],
                           "nginx_upstream.conf", d / "upstream.conf",
-                          {"dir": d, "port": static_port, "body": static_completion()}, [static_port])
+                          {"dir": d, "listens": listens, "body": static_completion()}, pod_ports)
         self.started.append(upstream)
         stream = Process([sys.executable, str(HERE / "sse_probe.py"), "serve", "--port", "0", "--gap-ms",
                           f"{stream_gap_ms:g}"], d / "stream-upstream.log")
@@ -159,10 +183,16 @@ class Fleet:
         upstreams = {"static": static_port, "stream": stream.port}
         self.ports["direct"] = dict(upstreams)
         self.pids["direct"] = upstream.pid
-        values = {"dir": d, "static_port": static_port, "stream_port": stream.port}
+        servers = {
+            "nginx": "\n".join(f"        server 127.0.0.1:{port};" for port in pod_ports),
+            "haproxy": "\n".join(f"    server pod-{i} 127.0.0.1:{port} maxconn 2000"
+                                  for i, port in enumerate(pod_ports)),
+        }
+        values = {"dir": d, "stream_port": stream.port}
         for proxy in ("nginx", "haproxy"):
             listen = {route: free_port() for route in ROUTES}
-            conf_values = {**values, **{f"listen_{route}": port for route, port in listen.items()}}
+            conf_values = {**values, "static_servers": servers[proxy],
+                           **{f"listen_{route}": port for route, port in listen.items()}}
             if proxy == "nginx":
                 daemon = Daemon("nginx (proxy)", [nginx, "-p", str(d), "-c", str(d / "proxy.conf"), "-g",
                                                   "daemon off;"], "nginx_proxy.conf", d / "proxy.conf",
@@ -176,15 +206,20 @@ class Fleet:
         for strategy in ("random", "prefix-cache"):
             target = f"prefixgate-{strategy}"
             self.ports[target] = {}
-            for route, port in upstreams.items():
-                pod = {"name": f"{route}-upstream", "address": f"127.0.0.1:{port}", "models": [MODEL]}
-                gateway = Gateway(d, [pod], name=f"{target}-{route}", config={
+            for route in ROUTES:
+                ports = pod_ports if route == "static" else [stream.port]
+                pods = [{"name": f"{route}-pod-{i}", "address": f"127.0.0.1:{port}", "models": [MODEL]}
+                        for i, port in enumerate(ports)]
+                gateway = Gateway(d, pods, name=f"{target}-{route}", config={
                     "routing": {"strategy": strategy}, "threads": gateway_threads, "log_level": "warn",
                     "health_check": {"interval_ms": 1000, "timeout_ms": 1000}})
                 self.started.append(gateway)
+                wait_until(lambda: len([p for p in gateway.debug_pods() if p["ready"]]) == len(pods),
+                           what=f"{target}-{route}: every pod ready")
                 self.ports[target][route] = gateway.port
                 if route == "static":
                     self.pids[target] = gateway.proc.pid
+                    self.gateways[target] = gateway
 
     def url(self, target, route):
         return f"http://127.0.0.1:{self.ports[target][route]}/v1/chat/completions"

@@ -92,22 +92,47 @@ def test_quality_runner_writes_a_report_with_seeds_oracle_stages_and_provenance(
 
 @pytest.mark.skipif(bool(missing_tools()),
                     reason=f"the overhead benchmark needs nginx, haproxy and wrk; missing: {', '.join(missing_tools())}")
-def test_overhead_benchmark_reports_ratios_to_nginx(tmp_path):
-    """Ensures the overhead benchmark drives every target through wrk and reports ratios to nginx, with its
-    provenance."""
-    run(["loadtest/overhead/overhead.py", "--tiny", "--phases", "throughput,fixed-rate", "--out", str(tmp_path)])
+def test_overhead_benchmark_runs_one_loop_proxies_and_prefix_cache_matches_over_eight_pods(tmp_path):
+    """Ensures the overhead benchmark drives every target through wrk in every phase with one worker / thread per
+    proxy, reports per-round figures and ratios to nginx, and that on the rotating conversation families
+    prefix-cache really matched prefixes (its own /metrics) while spreading the families over the 8 pods."""
+    run(["loadtest/overhead/overhead.py", "--tiny", "--out", str(tmp_path)])
     results = json.loads((tmp_path / "overhead.json").read_text())
     targets = ["direct", "nginx", "haproxy", "prefixgate-random", "prefixgate-prefix-cache"]
-    (row,) = results["throughput"]
+    assert results["processes"]["nginx"]["children"] == 1 and results["processes"]["haproxy"]["threads"] == 1
+    for phase in ("throughput", "families", "long-prompt"):
+        (row,) = results[phase]["rows"]
+        for target in targets:
+            cell = row["targets"][target]
+            assert len(cell["rounds"]) == 1 and cell["errors"] == 0, (phase, target)
+            assert cell["rps"]["min"] == cell["rps"]["median"] == cell["rps"]["max"] > 0, (phase, target)
+            assert cell["p99_us"]["median"] >= cell["p50_us"]["median"] > 0, (phase, target)
+            assert cell["cpu_us_per_request"]["median"] > 0, (phase, target)
+        assert row["targets"]["nginx"]["rps_vs_nginx"] == pytest.approx(1.0)
+        for gateway in ("prefixgate-random", "prefixgate-prefix-cache"):
+            routing, served = row["routing"][gateway], row["targets"][gateway]["rounds"][0]["requests"]
+            # The gateway's count covers wrk's answered requests and at most one cut off per connection.
+            assert served <= routing["requests"] <= served + row["connections"], (phase, gateway)
+        assert row["routing"]["prefixgate-random"]["mean_match_share"] is None, phase   # no prediction: no audit
+        prefix = row["routing"]["prefixgate-prefix-cache"]
+        served = row["targets"]["prefixgate-prefix-cache"]["rounds"][0]["requests"]
+        assert served <= prefix["audited"] <= prefix["requests"], phase   # every answered response was audited
+        if phase != "throughput":
+            assert prefix["mean_match_share"] > 0.5 and prefix["decisions"]["76-100"] > 0, (phase, prefix)
+            # --tiny has no warm-up: the first body seen of each family matched nothing, so every family was sent.
+            assert prefix["decisions"]["0"] >= results[phase]["families"], (phase, prefix)
+    families = results["families"]["rows"][0]["routing"]
+    assert families["prefixgate-prefix-cache"]["pods_used"] == families["prefixgate-random"]["pods_used"] == 8
+    assert results["long-prompt"]["rows"][0]["routing"]["prefixgate-prefix-cache"]["pods_used"] > 1
     for target in targets:
-        assert row[target]["rps"] > 0, target
-        assert row[target]["rps_vs_nginx"] > 0, target
-        assert row[target]["errors"] == 0, target
-    assert row["nginx"]["rps_vs_nginx"] == pytest.approx(1.0)
-    fixed = results["fixed-rate"]
-    for target in targets:
-        assert fixed[target]["requests"] > 0 and fixed[target]["p99_us"] >= fixed[target]["p50_us"] > 0, target
-        assert "added_p99_vs_nginx" in fixed[target], target
+        fixed, stream = results["fixed-rate"][target], results["streaming"][target]
+        assert fixed["rounds"][0]["requests"] > 0 and fixed["p99_us"]["median"] >= fixed["p50_us"]["median"] > 0
+        assert "added_p99_vs_nginx" in fixed, target
+        assert stream["events"] == 2 * 500 and stream["stray_last_chunks"] == 0, target
     report = (tmp_path / "overhead.md").read_text()
-    assert "## Throughput" in report and "## Against the target" in report
+    against = report.split("## Against the targets", 1)[1].split("\n## ", 1)[0]
+    for line in ("2 KiB, one fixed body", "2 KiB, conversation families", "256 KiB, conversation families",
+                 "SSE delay added per event"):
+        assert line in against, line
+    assert "8 of 8 pods used" in against
     assert results["provenance"]["git"]["commit"] and "**Provenance**: commit" in report
