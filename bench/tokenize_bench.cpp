@@ -167,6 +167,35 @@ void BM_TiktokenMixed(benchmark::State& state) {
 }
 BENCHMARK(BM_TiktokenMixed)->Arg(8 << 10)->Arg(256 << 10)->Arg(1 << 20)->Unit(benchmark::kMicrosecond);
 
+// With the segment cache (64 MiB, the default): a 256 KiB conversation (ASCII-heavy or multilingual) resent with a
+// new ~1 KiB turn each time, as a chat client does; MB/s counts the whole text.
+const TiktokenTokenizer* cachedCl100k() {
+  static const TiktokenTokenizer::LoadResult loaded = [] {
+    auto result = TiktokenTokenizer::load(cl100kPath());
+    if (result.tokenizer) result.tokenizer->enableSegmentCache((size_t{64} << 20) / kTokenIdBytes);
+    return result;
+  }();
+  return loaded.tokenizer.get();
+}
+
+void BM_TiktokenResentConversation(benchmark::State& state) {
+  if (!ready(state, true)) return;
+  const std::string conversation(head(state.range(0) == 0 ? benchText() : mixedText(), 256 << 10));
+  const std::string_view turns = head(state.range(0) == 0 ? mixedText() : benchText(), 1 << 20);
+  std::vector<uint8_t> out;
+  std::string text;
+  size_t turn = 0;
+  for (auto _ : state) {
+    text = conversation;
+    (text += "\nuser: ") += turns.substr((turn++ * 1024) % (turns.size() - 2048), 1024);
+    out.clear();
+    cachedCl100k()->encode(text, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
+}
+BENCHMARK(BM_TiktokenResentConversation)->ArgName("mixed")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
 void BM_CharacterEncode(benchmark::State& state) {
   if (!ready(state, false)) return;
   CharacterTokenizer tokenizer;
