@@ -28,6 +28,7 @@ void readPrefixCache(YamlReader r, PrefixCacheConfig& c) {
   r.read("silent_publisher_ms", c.silent_publisher_ms);
   r.read("cpu_block_credit", c.cpu_block_credit);
   r.read("tiktoken_file", c.tiktoken_file);
+  r.read("tokenizer_cache_mb", c.tokenizer_cache_mb);
   r.finish();
 }
 

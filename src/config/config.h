@@ -38,6 +38,7 @@ struct PrefixCacheConfig {
   // KV event sync: a block the engine holds in CPU memory (offloaded) counts this much of a GPU block.
   double cpu_block_credit = 0.5;
   std::string tiktoken_file;          // cl100k_base.json; empty = the copy fetched by scripts/setup.sh
+  uint32_t tokenizer_cache_mb = 64;   // tiktoken: token ids of resent prompt segments kept; 0 = off
 };
 
 struct BlendConfig {

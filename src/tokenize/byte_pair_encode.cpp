@@ -20,14 +20,18 @@ constexpr uint32_t kJoined = 0xFFFFFFFF;
 void mergeSmall(const BpeRanks& ranks, const uint8_t* p, size_t n, std::vector<uint8_t>& out) {
   // part i covers bytes [start[i], start[i + 1]); rank[i] is the rank of part i joined with part i + 1. The last
   // entry is a sentinel holding the end of the piece, as in tiktoken.
+  // token[i] is part i's own rank (its token id), kept so that the output needs no lookups.
   uint32_t start[kSmallPieceBytes + 1];
   Rank rank[kSmallPieceBytes + 1];
+  Rank token[kSmallPieceBytes + 1];
   for (size_t i = 0; i + 1 < n; ++i) {
     start[i] = static_cast<uint32_t>(i);
     rank[i] = ranks.pairRank(p[i], p[i + 1]);
+    token[i] = ranks.byteRank(p[i]);
   }
   start[n - 1] = static_cast<uint32_t>(n - 1);
   rank[n - 1] = kNoRank;
+  token[n - 1] = ranks.byteRank(p[n - 1]);
   start[n] = static_cast<uint32_t>(n);
   rank[n] = kNoRank;
   size_t count = n + 1;
@@ -49,14 +53,13 @@ void mergeSmall(const BpeRanks& ranks, const uint8_t* p, size_t n, std::vector<u
     if (best == kNoRank) break;
     if (at > 0) rank[at - 1] = joinedRank(at - 1);
     rank[at] = joinedRank(at);
+    token[at] = best;
     std::copy(start + at + 2, start + count, start + at + 1);
     std::copy(rank + at + 2, rank + count, rank + at + 1);
+    std::copy(token + at + 2, token + count, token + at + 1);
     --count;
   }
-  for (size_t i = 0; i + 1 < count; ++i) {
-    const uint32_t length = start[i + 1] - start[i];
-    appendTokenId(length == 1 ? ranks.byteRank(p[start[i]]) : ranks.find(p + start[i], length), out);
-  }
+  for (size_t i = 0; i + 1 < count; ++i) appendTokenId(token[i], out);
 }
 
 // Per-thread scratch for long pieces, reused so that a steady stream of requests allocates nothing here (and
@@ -65,6 +68,7 @@ struct LongPieceScratch {
   std::vector<uint32_t> next;   // next[i]: start of the part after the part starting at i, or kJoined
   std::vector<uint32_t> prev;   // prev[i]: start of the part before it (unused for i == 0)
   std::vector<Rank> pair_rank;  // pair_rank[i]: rank of the part at i joined with its next part
+  std::vector<Rank> token;      // token[i]: rank of the part at i itself (its token id)
   std::vector<uint64_t> heap;   // (rank << 32 | start): a min-heap orders by rank, then leftmost
 };
 
@@ -73,12 +77,14 @@ void mergeLong(const BpeRanks& ranks, const uint8_t* p, size_t n, std::vector<ui
   s.next.resize(n);
   s.prev.resize(n);
   s.pair_rank.resize(n);
+  s.token.resize(n);
   s.heap.clear();
   const uint32_t end = static_cast<uint32_t>(n);
   for (uint32_t i = 0; i < end; ++i) {
     s.next[i] = i + 1;
     s.prev[i] = i - 1;
     s.pair_rank[i] = i + 1 < end ? ranks.pairRank(p[i], p[i + 1]) : kNoRank;
+    s.token[i] = ranks.byteRank(p[i]);
     if (s.pair_rank[i] != kNoRank) s.heap.push_back((uint64_t{s.pair_rank[i]} << 32) | i);
   }
   const auto later = std::greater<uint64_t>();
@@ -102,6 +108,7 @@ void mergeLong(const BpeRanks& ranks, const uint8_t* p, size_t n, std::vector<ui
     const uint32_t k = s.next[j];
     s.next[j] = kJoined;
     s.next[i] = k;
+    s.token[i] = rank;
     if (k < end) s.prev[k] = i;
     s.pair_rank[i] = k < end ? ranks.find(p + i, s.next[k] - i) : kNoRank;
     push(i);
@@ -111,13 +118,11 @@ void mergeLong(const BpeRanks& ranks, const uint8_t* p, size_t n, std::vector<ui
       push(h);
     }
   }
-  for (uint32_t i = 0; i < end; i = s.next[i]) {
-    const uint32_t length = s.next[i] - i;
-    appendTokenId(length == 1 ? ranks.byteRank(p[i]) : ranks.find(p + i, length), out);
-  }
+  for (uint32_t i = 0; i < end; i = s.next[i]) appendTokenId(s.token[i], out);
   util::releaseIfLarge(s.next);
   util::releaseIfLarge(s.prev);
   util::releaseIfLarge(s.pair_rank);
+  util::releaseIfLarge(s.token);
   util::releaseIfLarge(s.heap);
 }
 
@@ -131,7 +136,7 @@ void bytePairEncode(const BpeRanks& ranks, std::string_view piece, std::vector<u
     appendTokenId(ranks.byteRank(p[0]), out);
     return;
   }
-  const Rank whole = ranks.find(p, n);
+  const Rank whole = n == 2 ? ranks.pairRank(p[0], p[1]) : ranks.find(p, n);
   if (whole != kNoRank) {
     appendTokenId(whole, out);
     return;

@@ -1,6 +1,7 @@
 #include "tokenize/cl100k_splitter.h"
 
 #include <cstdint>
+#include <cstring>
 
 #include "tokenize/unicode_class.h"
 
@@ -132,6 +133,18 @@ bool Cl100kSplitter::next(std::string_view& piece) {
   piece = text_.substr(pos_, static_cast<size_t>(stop - start));
   pos_ = static_cast<size_t>(stop - base);
   return true;
+}
+
+size_t nextSafeCut(std::string_view text, size_t from) {
+  const auto* base = reinterpret_cast<const uint8_t*>(text.data());
+  const uint8_t* end = base + text.size();
+  for (size_t at = from == 0 ? 0 : from - 1; at + 1 < text.size(); ++at) {
+    const void* found = std::memchr(base + at, '\n', text.size() - 1 - at);
+    if (found == nullptr) break;
+    at = static_cast<size_t>(static_cast<const uint8_t*>(found) - base);
+    if (peek(base + at + 1, end).char_class != CharClass::kSpace) return at + 1;
+  }
+  return text.size();
 }
 
 std::vector<std::string_view> splitCl100k(std::string_view text) {

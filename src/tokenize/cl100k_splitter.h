@@ -30,6 +30,15 @@ class Cl100kSplitter {
   size_t pos_ = 0;
 };
 
+// The first position p >= from, 0 < p < text.size(), where the text can be cut so that splitting text[0, p) and
+// text[p, end) apart gives exactly the pieces of the whole: just after a '\n' that is followed by a code point that
+// is not white space. Returns text.size() when there is none. Why it is safe: a piece that holds that '\n' is
+// either punctuation with trailing newlines or a white-space run holding a newline, and both end at the run's last
+// newline, so a piece ends there in the whole text and in the cut prefix alike; every earlier piece looks at most
+// one code point past its end, which the prefix still holds; and the pattern has no look-behind, so the suffix's
+// pieces start afresh exactly as in the whole text.
+size_t nextSafeCut(std::string_view text, size_t from);
+
 // All pieces of text, for tests and tools; the encoder uses Cl100kSplitter directly.
 std::vector<std::string_view> splitCl100k(std::string_view text);
 

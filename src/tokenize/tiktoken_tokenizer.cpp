@@ -10,7 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <random>
+
 #include "tokenize/cl100k_splitter.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 namespace prefixgate::tokenize {
 namespace {
@@ -160,9 +165,54 @@ void TiktokenTokenizer::encode(std::string_view text, std::vector<uint8_t>& out)
   // Prose averages about 4 bytes per token, i.e. one output byte per input byte; reserving that up front
   // saves the vector's repeated doubling on long prompts.
   out.reserve(out.size() + text.size());
+  if (segments_ && text.size() > kSegmentBytes) {
+    encodeSegments(text, out);
+  } else {
+    encodeText(text, out);
+  }
+}
+
+void TiktokenTokenizer::encodeText(std::string_view text, std::vector<uint8_t>& out) const {
   Cl100kSplitter splitter(text);
   std::string_view piece;
   while (splitter.next(piece)) bytePairEncode(ranks_, piece, out);
+}
+
+void TiktokenTokenizer::enableSegmentCache(size_t max_tokens) {
+  if (max_tokens == 0) {
+    segments_.reset();
+    return;
+  }
+  // A segment of kSegmentBytes holds at least kSegmentBytes / 128 tokens (cl100k's longest token), so this entry
+  // bound never binds before the token bound does; it only sizes the tables.
+  segments_ = std::make_unique<TokenCache>(std::max<size_t>(1, max_tokens / (kSegmentBytes / 128)),
+                                           TokenCache::kDefaultShards, max_tokens);
+  segment_seed_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+}
+
+void TiktokenTokenizer::encodeSegments(std::string_view text, std::vector<uint8_t>& out) const {
+  uint64_t chain = segment_seed_;
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t end = nextSafeCut(text, begin + kSegmentBytes);
+    const std::string_view segment = text.substr(begin, end - begin);
+    begin = end;
+    chain = XXH3_64bits_withSeed(segment.data(), segment.size(), chain);
+    if (const TokenCache::Tokens hit = segments_->find(chain)) {
+      segment_hits_.fetch_add(1, std::memory_order_relaxed);
+      packTokenIds(*hit, out);
+      continue;
+    }
+    segment_misses_.fetch_add(1, std::memory_order_relaxed);
+    const size_t first = out.size();
+    encodeText(segment, out);
+    auto ids = std::make_shared<std::vector<uint32_t>>();
+    ids->reserve((out.size() - first) / kTokenIdBytes);
+    for (size_t i = first; i < out.size(); i += kTokenIdBytes) {
+      ids->push_back((uint32_t{out[i]} << 24) | (uint32_t{out[i + 1]} << 16) | (uint32_t{out[i + 2]} << 8) |
+                     uint32_t{out[i + 3]});
+    }
+    segments_->insert(chain, std::move(ids));
+  }
 }
 
 }  // namespace prefixgate::tokenize

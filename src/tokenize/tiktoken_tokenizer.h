@@ -6,11 +6,13 @@
 // Special tokens such as <|endoftext|> are encoded as the ordinary text they are spelled with, never as their
 // special ids: prompts are user text, and a user typing "<|endoftext|>" must not be able to change how the
 // prompt hashes relative to what it says (this is also what tiktoken's encode_ordinary does).
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "tokenize/bpe_ranks.h"
+#include "tokenize/token_cache.h"
 #include "tokenize/tokenizer.h"
 
 namespace prefixgate::tokenize {
@@ -35,10 +37,34 @@ class TiktokenTokenizer final : public Tokenizer {
 
   size_t vocabularySize() const { return ranks_.size(); }
 
+  // Texts longer than one segment are then cut into segments of at least kSegmentBytes at safe points
+  // (nextSafeCut), and each segment's tokens are kept in an LRU bounded to max_tokens tokens in all, keyed by a
+  // hash of the segment chained with every segment before it: the prefix a conversation resends is looked up, and
+  // only the text after its last cut is encoded again. The output is the same with or without it. The hash is
+  // seeded at random per process, so nobody can craft texts whose keys collide. 0 turns it off. Call once, before
+  // the tokenizer is shared.
+  void enableSegmentCache(size_t max_tokens);
+  static constexpr size_t kSegmentBytes = 4096;
+
+  struct SegmentCacheStats {
+    uint64_t hits = 0;    // segments whose tokens came from the cache
+    uint64_t misses = 0;  // segments encoded (and then cached)
+  };
+  SegmentCacheStats segmentCacheStats() const {
+    return {segment_hits_.load(std::memory_order_relaxed), segment_misses_.load(std::memory_order_relaxed)};
+  }
+
  private:
   TiktokenTokenizer() = default;
 
+  void encodeText(std::string_view text, std::vector<uint8_t>& out) const;
+  void encodeSegments(std::string_view text, std::vector<uint8_t>& out) const;
+
   BpeRanks ranks_;
+  std::unique_ptr<TokenCache> segments_;  // null when off
+  uint64_t segment_seed_ = 0;
+  mutable std::atomic<uint64_t> segment_hits_{0};
+  mutable std::atomic<uint64_t> segment_misses_{0};
 };
 
 }  // namespace prefixgate::tokenize

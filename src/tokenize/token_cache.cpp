@@ -4,11 +4,13 @@
 
 namespace prefixgate::tokenize {
 
-TokenCache::TokenCache(size_t max_entries, size_t shards) : capacity_(std::max<size_t>(1, max_entries)) {
+TokenCache::TokenCache(size_t max_entries, size_t shards, size_t max_tokens)
+    : capacity_(std::max<size_t>(1, max_entries)) {
   const size_t n = std::clamp<size_t>(shards, 1, capacity_);
   for (size_t i = 0; i < n; ++i) {
     auto shard = std::make_unique<Shard>();
     shard->capacity = capacity_ / n + (i < capacity_ % n ? 1 : 0);
+    shard->token_capacity = max_tokens == SIZE_MAX ? SIZE_MAX : max_tokens / n + (i < max_tokens % n ? 1 : 0);
     shard->entries.reserve(shard->capacity);
     shards_.push_back(std::move(shard));
   }
@@ -25,20 +27,26 @@ TokenCache::Tokens TokenCache::find(uint64_t key) {
 
 void TokenCache::insert(uint64_t key, Tokens tokens) {
   Shard& shard = shardOf(key);
-  Tokens evicted;  // released after the lock: freeing a large token list is not done while others wait
+  const size_t count = tokens ? tokens->size() : 0;
+  if (count > shard.token_capacity) return;
+  // Released after the lock: freeing large token lists is not done while others wait.
+  std::vector<Tokens> evicted;
   std::lock_guard lock(shard.mutex);
   if (auto it = shard.entries.find(key); it != shard.entries.end()) {
-    evicted = std::move(it->second->second);
-    it->second->second = std::move(tokens);
-    shard.lru.splice(shard.lru.begin(), shard.lru, it->second);
-    return;
+    shard.tokens -= it->second->second ? it->second->second->size() : 0;
+    evicted.push_back(std::move(it->second->second));
+    shard.lru.erase(it->second);
+    shard.entries.erase(it);
   }
-  if (shard.entries.size() >= shard.capacity) {
+  while (!shard.lru.empty() &&
+         (shard.entries.size() >= shard.capacity || shard.tokens + count > shard.token_capacity)) {
     auto& oldest = shard.lru.back();
-    evicted = std::move(oldest.second);
+    shard.tokens -= oldest.second ? oldest.second->size() : 0;
+    evicted.push_back(std::move(oldest.second));
     shard.entries.erase(oldest.first);
     shard.lru.pop_back();
   }
+  shard.tokens += count;
   shard.lru.emplace_front(key, std::move(tokens));
   shard.entries.emplace(key, shard.lru.begin());
 }

@@ -1,7 +1,9 @@
 #pragma once
-// The remote tokenizer's answers, kept by a 64-bit key of the request (tokenizeCacheKey): a least-recently-used
-// cache bounded by entries, shared by every event-loop thread. Sharded, one mutex per shard, so threads that look
+// Token lists kept by a 64-bit key: the remote tokenizer's answers (keyed by tokenizeCacheKey) and the tiktoken
+// tokenizer's text segments (TiktokenTokenizer::enableSegmentCache). A least-recently-used cache bounded by entries
+// and by tokens in all, shared by every event-loop thread. Sharded, one mutex per shard, so threads that look
 // up different prompts rarely meet; a hit is a hash lookup, a list splice and a reference-count increment.
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -16,14 +18,15 @@ class TokenCache {
   using Tokens = std::shared_ptr<const std::vector<uint32_t>>;
   static constexpr size_t kDefaultShards = 16;
 
-  // `max_entries` > 0 bounds the whole cache. The shard count is clamped to [1, max_entries]; the shards' bounds
-  // add up to max_entries, and least-recently-used order holds within a shard (exactly, with one shard).
-  explicit TokenCache(size_t max_entries, size_t shards = kDefaultShards);
+  // `max_entries` > 0 bounds the whole cache, and `max_tokens` the tokens of all its entries. The shard count is
+  // clamped to [1, max_entries]; the shards' bounds add up to the two bounds, and least-recently-used order holds
+  // within a shard (exactly, with one shard).
+  explicit TokenCache(size_t max_entries, size_t shards = kDefaultShards, size_t max_tokens = SIZE_MAX);
 
   // The tokens cached under `key`, now the most recently used of its shard; null when absent. Thread-safe.
   Tokens find(uint64_t key);
-  // Caches `tokens` under `key` (replacing what was there), dropping the shard's least recently used entry when
-  // it is full. Thread-safe.
+  // Caches `tokens` under `key` (replacing what was there), dropping the shard's least recently used entries
+  // while it is over either bound; a list longer than a shard's token bound is not kept. Thread-safe.
   void insert(uint64_t key, Tokens tokens);
 
   size_t size() const;
@@ -33,6 +36,8 @@ class TokenCache {
   struct Shard {
     std::mutex mutex;
     size_t capacity = 0;
+    size_t token_capacity = 0;
+    size_t tokens = 0;  // in all entries
     std::list<std::pair<uint64_t, Tokens>> lru;  // most recently used first
     std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Tokens>>::iterator> entries;
   };

@@ -4,8 +4,9 @@
 
 namespace prefixgate::tokenize {
 namespace detail {
+namespace {
 
-CharClass classifyNonAscii(char32_t cp) {
+CharClass searchRanges(char32_t cp) {
   const CodePointRange* begin = kCodePointRanges;
   const CodePointRange* end = kCodePointRanges + kCodePointRangeCount;
   // The first range that ends at or after cp is the only one that can hold it.
@@ -13,6 +14,21 @@ CharClass classifyNonAscii(char32_t cp) {
       std::lower_bound(begin, end, cp, [](const CodePointRange& r, char32_t v) { return r.last < v; });
   return (it != end && it->first <= cp) ? it->char_class : CharClass::kOther;
 }
+
+// The Basic Multilingual Plane (CJK, Hangul, kana, Cyrillic, ...: nearly all non-ASCII text) as a flat table, so
+// that its code points cost one load instead of a binary search over the ranges. Built during static
+// initialisation, which may read kCodePointRanges: it is constant-initialised, hence ready before any of that.
+struct BmpClasses {
+  CharClass classes[0x10000];
+  BmpClasses() {
+    for (char32_t cp = 0; cp < 0x10000; ++cp) classes[cp] = searchRanges(cp);
+  }
+};
+const BmpClasses kBmp;
+
+}  // namespace
+
+CharClass classifyNonAscii(char32_t cp) { return cp < 0x10000 ? kBmp.classes[cp] : searchRanges(cp); }
 
 }  // namespace detail
 

@@ -39,6 +39,7 @@ std::unique_ptr<PrefixServices> PrefixServices::create(const config::Config& con
       error = "routing.prefix_cache.tiktoken_file: " + loaded.error;
       return nullptr;
     }
+    loaded.tokenizer->enableSegmentCache((size_t{pc.tokenizer_cache_mb} << 20) / tokenize::kTokenIdBytes);
     tokenizer = std::move(loaded.tokenizer);
   } else {
     tokenizer = std::make_unique<tokenize::CharacterTokenizer>();
