@@ -37,6 +37,7 @@ bool BpeRanks::build(const std::vector<Entry>& entries, std::string& error) {
   arena_.reserve(long_bytes);
   std::fill(std::begin(byte_ranks_), std::end(byte_ranks_), kNoRank);
   pair_ranks_.assign(size_t{1} << 16, kNoRank);
+  filter_.assign((size_t{1} << kFilterBits) / 64, 0);
   size_ = 0;
 
   for (const Entry& e : entries) {
@@ -80,6 +81,7 @@ bool BpeRanks::insert(std::string_view bytes, Rank rank) {
       if (slot.key == key) return false;
       if (slot.key == 0) {
         slot = {key, rank};
+        addToFilter(key * kFilterMultiplier);
         ++size_;
         return true;
       }
@@ -93,6 +95,7 @@ bool BpeRanks::insert(std::string_view bytes, Rank rank) {
     if (slot.length == 0) {
       slot = {hash, static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(bytes.size()), rank};
       arena_.append(bytes);
+      addToFilter(hash);
       ++size_;
       return true;
     }
@@ -112,6 +115,7 @@ Rank BpeRanks::findPacked(uint64_t key) const {
 Rank BpeRanks::findLong(const uint8_t* bytes, size_t length) const {
   if (long_.empty()) return kNoRank;
   const uint64_t hash = longHash(bytes, length);
+  if (!mayContain(hash)) return kNoRank;
   const size_t mask = long_.size() - 1;
   for (size_t i = hash & mask;; i = (i + 1) & mask) {
     const LongSlot& slot = long_[i];
