@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "util/scratch.h"
+
 namespace prefixgate::index {
 namespace {
 
@@ -139,8 +141,7 @@ Tick PrefixIndex::nowTick() const {
 PrefixIndex::Shard& PrefixIndex::shardFor(uint64_t mixed) const { return shards_[mixed & (shard_count_ - 1)]; }
 
 template <class Fn>
-size_t PrefixIndex::forEachBlock(ModelKey model, std::span<const BlockHash> hashes, size_t first, bool reverse,
-                                 Fn&& fn) const {
+size_t PrefixIndex::forEachBlock(ModelKey model, std::span<const BlockHash> hashes, size_t first, Fn&& fn) const {
   // Two-stage prefetch: the table slot kSlotLead blocks ahead, then the node kNodeLead blocks ahead (by then
   // its slot is cached), so a long prompt keeps several cache misses in flight instead of one at a time.
   constexpr size_t kNodeLead = kPrefetchDistance;
@@ -151,7 +152,7 @@ size_t PrefixIndex::forEachBlock(ModelKey model, std::span<const BlockHash> hash
   const size_t n = hashes.size();
   if (first >= n) return n;
   const size_t steps = n - first;
-  auto blockAt = [&](size_t step) { return reverse ? n - 1 - step : first + step; };
+  auto blockAt = [&](size_t step) { return first + step; };
   auto stageSlot = [&](size_t step) {
     const uint64_t m = mixBlockKey(hashes[blockAt(step)].value, model);
     mixed[step % kRing] = m;
@@ -290,7 +291,7 @@ uint32_t PrefixIndex::matchFew(ModelKey model, std::span<const BlockHash> hashes
   size_t stop = hashes.size();
   for (size_t from = firstUnproven(); from < hashes.size();) {
     bool jumped = false;
-    stop = forEachBlock(model, hashes, from, false, [&](size_t block, const Shard& shard, const BlockKey& key) {
+    stop = forEachBlock(model, hashes, from, [&](size_t block, const Shard& shard, const BlockKey& key) {
       uint32_t holding = 0;
       uint32_t unproven = 0;
       for (uint32_t bits = alive; bits != 0; bits &= bits - 1) {
@@ -406,7 +407,7 @@ uint32_t PrefixIndex::walkMany(ModelKey model, std::span<const BlockHash> hashes
   }
   if (alive_count == 0) return 0;
 
-  const size_t stop = forEachBlock(model, hashes, 0, false, [&](size_t block, const Shard& shard, const BlockKey& key) {
+  const size_t stop = forEachBlock(model, hashes, 0, [&](size_t block, const Shard& shard, const BlockKey& key) {
     uint32_t next_count = 0;
     {
       std::lock_guard lock(shard.mutex);
@@ -456,7 +457,7 @@ size_t PrefixIndex::remove(std::string_view model, std::span<const BlockHash> ha
   if (!model_key) return 0;
   size_t removed = 0;
   const Liveness live = liveness();
-  forEachBlock(*model_key, hashes, 0, false, [&](size_t, Shard& shard, const BlockKey& key) {
+  forEachBlock(*model_key, hashes, 0, [&](size_t, Shard& shard, const BlockKey& key) {
     std::lock_guard lock(shard.mutex);
     removed += shard.store->remove(key, pod.value, live) ? 1 : 0;
     return true;
@@ -480,19 +481,55 @@ bool PrefixIndex::record(std::string_view model, std::span<const BlockHash> hash
   };
   const size_t unchanged =
       chains_provable_ && !hashes.empty() && current(0) ? 1 + lastHeld(0, hashes.size(), current) : 0;
-  // Last block first: see the header, a prompt's head must outlive its tail in the LRU.
-  auto write = [&](size_t from, size_t to) {
-    forEachBlock(*model_key, hashes.first(to), from, true, [&](size_t, Shard& shard, const BlockKey& key) {
-      std::lock_guard lock(shard.mutex);
-      shard.store->record(key, pod.value, live);
-      return true;
-    });
-  };
-  write(unchanged, hashes.size());
+  writeBlocks(*model_key, hashes.subspan(unchanged), pod.value, live);
   // Those writes may have evicted one of the unchanged blocks (then noted as a removal of this tick): write them
   // too, as a record that skips nothing would have rewritten them at this point.
-  if (unchanged > 0 && !removals_.newerThanRemovals(pod.value, live.now)) write(0, unchanged);
+  if (unchanged > 0 && !removals_.newerThanRemovals(pod.value, live.now))
+    writeBlocks(*model_key, hashes.first(unchanged), pod.value, live);
   return true;
+}
+
+void PrefixIndex::writeBlocks(ModelKey model, std::span<const BlockHash> hashes, uint32_t pod, const Liveness& live) {
+  // Last block first within each shard (see the header: a prompt's head must outlive its tail in the LRU). Each
+  // shard's LRU sees only its own blocks, so going shard by shard gives the same result as going block by block
+  // over the whole prompt, with one lock per shard instead of one per block, and with each block's LRU
+  // neighbours (the same prompt's blocks in that shard, from its previous record) the blocks just written.
+  thread_local std::vector<uint64_t> mixed;
+  thread_local std::vector<uint32_t> order;   // block positions, grouped by shard, last first within a shard
+  thread_local std::vector<uint32_t> bounds;  // shard s's blocks are order[bounds[s], bounds[s + 1])
+  const size_t n = hashes.size();
+  mixed.resize(n);
+  order.resize(n);
+  bounds.assign(shard_count_ + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    mixed[i] = mixBlockKey(hashes[i].value, model);
+    ++bounds[(mixed[i] & (shard_count_ - 1)) + 1];
+  }
+  for (size_t s = 0; s < shard_count_; ++s) bounds[s + 1] += bounds[s];
+  for (size_t i = n; i-- > 0;) order[bounds[mixed[i] & (shard_count_ - 1)]++] = static_cast<uint32_t>(i);
+  // The fill advanced each shard's start to its end, which is the next shard's start: shift back by one.
+  for (size_t s = shard_count_; s > 0; --s) bounds[s] = bounds[s - 1];
+  bounds[0] = 0;
+  for (size_t s = 0; s < shard_count_; ++s) {
+    const uint32_t begin = bounds[s];
+    const uint32_t end = bounds[s + 1];
+    if (begin == end) continue;
+    BlockStore& store = *shards_[s].store;
+    // Prefetch as forEachBlock does: the slot kSlotLead blocks ahead, the node kNodeLead ahead.
+    constexpr uint32_t kNodeLead = kPrefetchDistance;
+    constexpr uint32_t kSlotLead = 2 * kPrefetchDistance;
+    for (uint32_t p = begin; p < std::min(end, begin + kSlotLead); ++p) store.prefetchSlot(mixed[order[p]]);
+    for (uint32_t p = begin; p < std::min(end, begin + kNodeLead); ++p) store.prefetchNode(mixed[order[p]]);
+    std::lock_guard lock(shards_[s].mutex);
+    for (uint32_t p = begin; p < end; ++p) {
+      if (p + kSlotLead < end) store.prefetchSlot(mixed[order[p + kSlotLead]]);
+      if (p + kNodeLead < end) store.prefetchNode(mixed[order[p + kNodeLead]]);
+      const uint32_t i = order[p];
+      store.record(BlockKey{hashes[i].value, mixed[i], model}, pod, live);
+    }
+  }
+  util::releaseIfLarge(mixed);
+  util::releaseIfLarge(order);
 }
 
 void PrefixIndex::removePod(PodId pod) { removed_.add(pod); }

@@ -95,8 +95,8 @@ class PrefixIndex {
   // options.chained, the leading blocks the pod provably holds from this very tick (as match proves them) are
   // found by a search and left as they are: a hot prefix routed many times per tick is written once per tick,
   // not once per request (dead entries of other pods on those blocks wait for a later refresh or the sweep).
-  // Each call also reclaims a bounded number of expired or removed entries in the shards it writes (never a
-  // full scan).
+  // Writes go shard by shard, each shard's lock taken once for all its blocks of the prompt. Each call also
+  // reclaims a bounded number of expired or removed entries in the shards it writes (never a full scan).
   // Returns false, storing nothing, when `pod` was removed or the model registry is full
   // (ModelRegistry::kMaxModels). Only the first maxBlocksPerRecord() blocks are recorded: one prompt larger than
   // the index would otherwise evict every model's blocks. Thread-safe.
@@ -139,12 +139,12 @@ class PrefixIndex {
   struct MatchBuffers;
   struct FirstBlock;
 
-  // Visits blocks [first, size) in order (or, with `reverse`, from the last down to `first`), prefetching the
-  // table slots and nodes of the blocks ahead; fn(index, shard, key) does its own locking and returns false to
-  // stop. Returns the index where it stopped, or hashes.size() after the last block. Shards are handed out
-  // mutable (they are owned through a pointer); only record() writes through them.
+  // Visits blocks [first, size) in order, prefetching the table slots and nodes of the blocks ahead; fn(index,
+  // shard, key) does its own locking and returns false to stop. Returns the index where it stopped, or
+  // hashes.size() after the last block. Shards are handed out mutable (they are owned through a pointer); only
+  // remove() writes through them.
   template <class Fn>
-  size_t forEachBlock(ModelKey model, std::span<const BlockHash> hashes, size_t first, bool reverse, Fn&& fn) const;
+  size_t forEachBlock(ModelKey model, std::span<const BlockHash> hashes, size_t first, Fn&& fn) const;
   // The two ways match() walks: with the few (<= kFewHolders) pods that hold the first block as a list, or,
   // when the first block is widely held, with a bitset over all candidates.
   uint32_t matchFew(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
@@ -159,6 +159,8 @@ class PrefixIndex {
   // in an entry touched at `first_touch` (0 when that entry proves nothing).
   size_t provenBlocks(ModelKey model, std::span<const BlockHash> hashes, uint32_t pod, Tick first_touch,
                       const Liveness& live) const;
+  // record()'s writes: marks `pod` as holding each block of `hashes`, shard by shard.
+  void writeBlocks(ModelKey model, std::span<const BlockHash> hashes, uint32_t pod, const Liveness& live);
   Tick nowTick() const;
   Liveness liveness() const { return Liveness{nowTick(), expiry_ticks_, &removed_}; }
   Liveness liveness(std::optional<std::chrono::nanoseconds> max_age) const;
