@@ -48,7 +48,7 @@ cp "$build_dir/bench/prefixgate_bench" "$snapshot/prefixgate_bench"
 mkdir -p "$out"
 filter='^(BM_RouterChoose|BM_ParseChatRequest|BM_JsonDepthScan|BM_RouteStep)/'
 [[ -n "$baseline" ]] &&
-  filter='^(BM_RouterChoose/character/[a-z]+/[0-9]+KiB/(8|1000)pods|BM_ParseChatRequest|BM_JsonDepthScan|BM_RouteStep)/'
+  filter='^(BM_RouterChoose/character/[a-z]+/[0-9]+KiB/(8|1000)pods$|(BM_ParseChatRequest|BM_JsonDepthScan|BM_RouteStep)/)'
 report=(/usr/bin/python3 tools/route_bench_report.py)
 if [[ -z "$baseline" ]]; then
   bench=("$snapshot/prefixgate_bench" "--benchmark_filter=$filter"

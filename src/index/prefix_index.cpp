@@ -496,7 +496,7 @@ void PrefixIndex::writeBlocks(ModelKey model, std::span<const BlockHash> hashes,
   // neighbours (the same prompt's blocks in that shard, from its previous record) the blocks just written.
   thread_local std::vector<uint64_t> mixed;
   thread_local std::vector<uint32_t> order;   // block positions, grouped by shard, last first within a shard
-  thread_local std::vector<uint32_t> bounds;  // shard s's blocks are order[bounds[s], bounds[s + 1])
+  thread_local std::vector<uint32_t> bounds;  // counting sort by shard: shard s's blocks start at bounds[s]
   const size_t n = hashes.size();
   mixed.resize(n);
   order.resize(n);
@@ -507,26 +507,24 @@ void PrefixIndex::writeBlocks(ModelKey model, std::span<const BlockHash> hashes,
   }
   for (size_t s = 0; s < shard_count_; ++s) bounds[s + 1] += bounds[s];
   for (size_t i = n; i-- > 0;) order[bounds[mixed[i] & (shard_count_ - 1)]++] = static_cast<uint32_t>(i);
-  // The fill advanced each shard's start to its end, which is the next shard's start: shift back by one.
-  for (size_t s = shard_count_; s > 0; --s) bounds[s] = bounds[s - 1];
-  bounds[0] = 0;
-  for (size_t s = 0; s < shard_count_; ++s) {
-    const uint32_t begin = bounds[s];
-    const uint32_t end = bounds[s + 1];
-    if (begin == end) continue;
-    BlockStore& store = *shards_[s].store;
-    // Prefetch as forEachBlock does: the slot kSlotLead blocks ahead, the node kNodeLead ahead.
-    constexpr uint32_t kNodeLead = kPrefetchDistance;
-    constexpr uint32_t kSlotLead = 2 * kPrefetchDistance;
-    for (uint32_t p = begin; p < std::min(end, begin + kSlotLead); ++p) store.prefetchSlot(mixed[order[p]]);
-    for (uint32_t p = begin; p < std::min(end, begin + kNodeLead); ++p) store.prefetchNode(mixed[order[p]]);
-    std::lock_guard lock(shards_[s].mutex);
-    for (uint32_t p = begin; p < end; ++p) {
-      if (p + kSlotLead < end) store.prefetchSlot(mixed[order[p + kSlotLead]]);
-      if (p + kNodeLead < end) store.prefetchNode(mixed[order[p + kNodeLead]]);
-      const uint32_t i = order[p];
-      store.record(BlockKey{hashes[i].value, mixed[i], model}, pod, live);
+  // One pass over all shards' blocks, prefetching as forEachBlock does (the slot kSlotLead blocks ahead, the
+  // node kNodeLead ahead) across the shards' boundaries, and holding each shard's lock while on its blocks.
+  constexpr size_t kNodeLead = kPrefetchDistance;
+  constexpr size_t kSlotLead = 2 * kPrefetchDistance;
+  auto storeOf = [&](size_t p) -> BlockStore& { return *shardFor(mixed[order[p]]).store; };
+  for (size_t p = 0; p < std::min(n, kSlotLead); ++p) storeOf(p).prefetchSlot(mixed[order[p]]);
+  for (size_t p = 0; p < std::min(n, kNodeLead); ++p) storeOf(p).prefetchNode(mixed[order[p]]);
+  std::unique_lock<std::mutex> lock;
+  for (size_t p = 0; p < n; ++p) {
+    if (p + kSlotLead < n) storeOf(p + kSlotLead).prefetchSlot(mixed[order[p + kSlotLead]]);
+    if (p + kNodeLead < n) storeOf(p + kNodeLead).prefetchNode(mixed[order[p + kNodeLead]]);
+    const uint32_t i = order[p];
+    Shard& shard = shardFor(mixed[i]);
+    if (lock.mutex() != &shard.mutex) {  // one shard's lock at a time
+      if (lock) lock.unlock();
+      lock = std::unique_lock(shard.mutex);
     }
+    shard.store->record(BlockKey{hashes[i].value, mixed[i], model}, pod, live);
   }
   util::releaseIfLarge(mixed);
   util::releaseIfLarge(order);
