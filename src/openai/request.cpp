@@ -132,8 +132,9 @@ ParseError readPrompt(od::value prompt, RequestView& out) {
 
 // It runs on every body, so it jumps: to the next quote or bracket with strcspn (vectorized in glibc; the
 // string's terminating NUL bounds it, and a NUL inside the body is stepped over), and over a string's contents
-// with memchr. About 2 us for a 256 KiB chat body, 10 us for 256 KiB of token ids. Malformed text is left to the
-// parser (an unterminated string ends the scan).
+// with memchr. About 2 us for a 256 KiB chat body, 10 us for 256 KiB of token ids (BM_JsonDepthScan; a 256 KiB
+// chat parse takes about 24 us in all). Malformed text is left to the parser (an unterminated string ends the
+// scan).
 bool nestedDeeperThan(const std::string& json, uint32_t max_depth) {
   uint32_t depth = 0;
   const char* p = json.c_str();
