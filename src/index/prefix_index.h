@@ -129,6 +129,8 @@ class PrefixIndex {
   double bytesPerEntryEstimate() const;
 
   size_t shardCount() const { return shard_count_; }
+  // Whether match() and record() search chains (options.chained with an expiry under 2^31 ticks).
+  bool searchesChains() const { return chains_provable_; }
   size_t blockCapacity() const { return block_capacity_; }
   // Half the capacity (at least 1): the most blocks one record() stores.
   size_t maxBlocksPerRecord() const { return std::max<size_t>(1, block_capacity_ / 2); }
