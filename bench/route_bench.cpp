@@ -5,11 +5,18 @@
 // pick, record the blocks for the chosen pod (not a dry run), update the aibrix_prefix_cache_* metrics, and release
 // the in-flight guard when the Decision dies. Nothing is mocked; the only clock is the steady clock the gateway uses.
 //
-// The stream: kGroups groups, each with its own system prompt of S bytes (8 KiB, 128 KiB, 1 MiB of English-like
+// The stream: kGroups groups, each with its own system prompt of S bytes (8 KiB, 256 KiB, 1 MiB of English-like
 // words) and a new kSuffixBytes user message on every request, groups in turn. Each group's request body is parsed
 // once by the real parser (openai::parseRequest); per iteration the user message's bytes at the end of the parsed
 // prompt_text are rewritten in place with a fresh numbered question (the text the parser would give for that
-// body), so every request has a suffix never seen before. BM_ParseChatRequest measures the parse on its own.
+// body), so every request has a suffix never seen before. BM_ParseChatRequest measures the parse on its own,
+// BM_JsonDepthScan the depth check inside it (limits.max_json_depth), on a chat body and on token ids.
+//
+// BM_RouteStep/<step>/<index>/<size>: the prefix-cache strategy's index work one step at a time, on the same
+// stream and fixture (character tokenizer, 8 pods): each iteration hashes the prompt (PrefixServices::hashPrompt),
+// matches it over every pod (PrefixServices::match) and records it for the pod with the longest match
+// (PrefixServices::recordRouted), and reports the time of one step (manual time, steady clock). Routing without
+// tokenization = hash + match + record (+ parse); the tokenizer's own cost is in BM_RouterChoose/tiktoken.
 //
 // Index states:
 //   cold  block_number = a quarter of the groups' prompt blocks, empty at start: once the first round has filled
@@ -25,6 +32,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -51,6 +59,7 @@ constexpr size_t kSuffixPoolBytes = 1 << 16;  // words the user messages are cut
 constexpr uint64_t kRandomSeed = 20261201;    // random_seed of the benchmark's config: prompts, hash seed, ties
 constexpr size_t kDefaultBlockNumber = 200000;
 constexpr size_t kBackgroundChainBlocks = 64;  // the warm pre-fill records other prompts of this many blocks
+constexpr size_t kSizesKib[] = {8, 256, 1024};  // system prompt sizes
 
 enum class TokenizerKind { kCharacter, kTiktoken };
 enum class IndexState { kCold, kWarm };
@@ -159,6 +168,7 @@ class RouteFixture {
     router_ = std::make_unique<routing::Router>(routing::StrategyRegistry::builtin(),
                                                 routing::StrategyDeps{config_, services_.get(), metrics_.get()}, pods_,
                                                 routing::steadyNowMs);
+    for (const auto& pod : pods_.snapshot()->pods()) candidates_.push_back(routing::Candidate{pod.get(), pod->id()});
     rng_.seed(config::streamSeed(kRandomSeed, config::SeedPurpose::kRouting, 0));
     if (p.index == IndexState::kWarm) prefill();
   }
@@ -180,6 +190,9 @@ class RouteFixture {
   }
 
   size_t indexBlocks() const { return services_->index().size(); }
+  routing::PrefixServices& services() { return *services_; }
+  // Every pod, as the Router lists candidates (scores and loads are not used by the index steps).
+  const std::vector<routing::Candidate>& candidates() const { return candidates_; }
   const Params& params() const { return params_; }
 
  private:
@@ -204,6 +217,7 @@ class RouteFixture {
   discovery::PodRegistry pods_;
   std::unique_ptr<routing::Router> router_;
   std::vector<openai::RequestView> requests_;
+  std::vector<routing::Candidate> candidates_;
   std::string suffix_pool_;
   std::mt19937_64 rng_;
   uint64_t sent_ = 0;
@@ -281,10 +295,76 @@ void parseChatRequest(benchmark::State& state, size_t prompt_kib) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
 }
 
+enum class Step { kHash, kMatch, kRecord };
+
+// One step of the index work of a decision (see the header), timed alone while the others run around it.
+void routeStep(benchmark::State& state, Params p, Step step) {
+  RouteFixture* f = nullptr;
+  try {
+    f = &fixtureFor(p);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  routing::PrefixServices& services = f->services();
+  const std::vector<routing::Candidate>& candidates = f->candidates();
+  routing::PromptBlocks prompt;
+  std::vector<PodId> pods;
+  std::vector<uint32_t> matched;
+  uint64_t matched_blocks = 0;
+  uint64_t blocks = 0;
+  for (auto _ : state) {
+    const openai::RequestView& request = f->next();
+    const auto t0 = std::chrono::steady_clock::now();
+    services.hashPrompt(request, prompt);
+    const auto t1 = std::chrono::steady_clock::now();
+    matched.assign(candidates.size(), 0);
+    services.match(kModel, prompt.hashes, candidates, pods, matched);
+    const auto t2 = std::chrono::steady_clock::now();
+    const size_t chosen = static_cast<size_t>(std::max_element(matched.begin(), matched.end()) - matched.begin());
+    if (!services.recordRouted(kModel, prompt.hashes, *candidates[chosen].pod)) {
+      state.SkipWithError("the index refused the record");
+      return;
+    }
+    const auto t3 = std::chrono::steady_clock::now();
+    const auto took = step == Step::kHash ? t1 - t0 : step == Step::kMatch ? t2 - t1 : t3 - t2;
+    state.SetIterationTime(std::chrono::duration<double>(took).count());
+    matched_blocks += matched[chosen];
+    blocks += prompt.hashes.size();
+  }
+  const double n = static_cast<double>(std::max<int64_t>(state.iterations(), 1));
+  state.counters["blocks"] = static_cast<double>(blocks) / n;
+  state.counters["matched_blocks"] = static_cast<double>(matched_blocks) / n;
+}
+
+// The depth check of every body (openai::nestedDeeperThan, limits.max_json_depth) alone: on the chat body of
+// BM_ParseChatRequest, or on a completions body of token ids of the same size (a bracket scan that cannot jump
+// over strings).
+void jsonDepthScan(benchmark::State& state, size_t prompt_kib, bool token_ids) {
+  std::mt19937_64 rng(kRandomSeed);
+  std::string body;
+  if (token_ids) {
+    body = fmt::format(R"({{"model": "{}", "prompt": [)", kModel);
+    while (body.size() < prompt_kib * 1024) body += fmt::format("{}, ", rng() % 100000);
+    body += "1]}";
+  } else {
+    body = chatBody(words(rng, prompt_kib * 1024), words(rng, kSuffixBytes));
+  }
+  const uint32_t max_depth = config::LimitsConfig{}.max_json_depth;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(body.data());
+    if (openai::nestedDeeperThan(body, max_depth)) {
+      state.SkipWithError("the body nests too deep");
+      return;
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
+}
+
 [[maybe_unused]] const bool kRegistered = [] {
   for (TokenizerKind tokenizer : {TokenizerKind::kCharacter, TokenizerKind::kTiktoken}) {
     for (IndexState index : {IndexState::kCold, IndexState::kWarm}) {
-      for (size_t kib : {8, 128, 1024}) {
+      for (size_t kib : kSizesKib) {
         for (size_t pods : {8, 64, 1000}) {
           const std::string name =
               fmt::format("BM_RouterChoose/{}/{}/{}KiB/{}pods", tokenizer == TokenizerKind::kTiktoken ? "tiktoken" : "character",
@@ -295,9 +375,29 @@ void parseChatRequest(benchmark::State& state, size_t prompt_kib) {
       }
     }
   }
-  for (size_t kib : {8, 128, 1024})
+  for (size_t kib : kSizesKib) {
     benchmark::RegisterBenchmark(fmt::format("BM_ParseChatRequest/{}KiB", kib).c_str(), parseChatRequest, kib)
         ->Unit(benchmark::kMicrosecond);
+    for (bool ids : {false, true})
+      benchmark::RegisterBenchmark(fmt::format("BM_JsonDepthScan/{}/{}KiB", ids ? "token_ids" : "chat", kib).c_str(),
+                                   jsonDepthScan, kib, ids)
+          ->Unit(benchmark::kMicrosecond);
+  }
+  // Iterations fixed by size: the untimed steps around the timed one would make a time-based count run long.
+  constexpr std::pair<Step, std::string_view> kSteps[] = {{Step::kHash, "hash"}, {Step::kMatch, "match"},
+                                                          {Step::kRecord, "record"}};
+  for (IndexState index : {IndexState::kCold, IndexState::kWarm}) {
+    for (size_t kib : kSizesKib) {
+      for (const auto& [step, step_name] : kSteps) {
+        const std::string name = fmt::format("BM_RouteStep/{}/{}/{}KiB", step_name,
+                                             index == IndexState::kWarm ? "warm" : "cold", kib);
+        benchmark::RegisterBenchmark(name.c_str(), routeStep, Params{TokenizerKind::kCharacter, index, kib, 8}, step)
+            ->UseManualTime()
+            ->Iterations(static_cast<int64_t>(std::max<size_t>(16 * kGroups, 32 * 1024 / kib)))
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
   return true;
 }();
 

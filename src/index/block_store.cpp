@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <new>
 
 namespace prefixgate::index {
@@ -30,8 +31,9 @@ inline uint32_t makeSlot(uint32_t index, uint32_t dist, uint32_t tag) {
 
 }  // namespace
 
-BlockStore::BlockStore(uint32_t block_budget)
+BlockStore::BlockStore(uint32_t block_budget, RemovalTicks* removals)
     : budget_(std::clamp<uint32_t>(block_budget, 1, kMaxBlocks)),
+      removals_(removals),
       home_count_(std::max(kMinHomeSlots, static_cast<size_t>(budget_) * kHomeSlotsNum / kHomeSlotsDen)),
       // kMaxDist + 1 slots past the last home slot: probes never wrap, and the very last slot stays empty as a
       // sentinel for the backward shift.
@@ -141,8 +143,19 @@ uint32_t BlockStore::allocNode() {
   return used_++;
 }
 
-void BlockStore::freeNode(uint32_t index) {
+void BlockStore::noteRemoved(const TouchEntry& e, const Liveness& live) {
+  // An expired entry's chain has expired with it (its later blocks were touched no later): nothing to note.
+  // Signed age: an entry touched by another thread after this one read the clock is not expired.
+  const bool expired = live.expiry_ticks <= static_cast<Tick>(std::numeric_limits<int32_t>::max()) &&
+                       static_cast<int32_t>(live.now - e.touch) > static_cast<int32_t>(live.expiry_ticks);
+  if (removals_ && !expired) removals_->note(e.pod, e.touch);
+}
+
+void BlockStore::freeNode(uint32_t index, const Liveness& live) {
   Node& n = node(index);
+  if (removals_) {
+    for (uint32_t i = 0; i < entryCount(n); ++i) noteRemoved(entryAt(n, i), live);
+  }
   tableErase(slotOfNode(index));
   lruUnlink(index);
   entries_ -= entryCount(n);
@@ -207,7 +220,8 @@ void BlockStore::appendEntry(Node& n, TouchEntry e) {
   spills_[n.entries[2].pod].push_back(e);
 }
 
-void BlockStore::removeEntryAt(Node& n, uint32_t i) {
+void BlockStore::removeEntryAt(Node& n, uint32_t i, const Liveness& live) {
+  noteRemoved(entryAt(n, i), live);
   --entries_;
   if (n.state != kSpilled) {
     n.entries[i] = n.entries[n.state - 1];
@@ -254,7 +268,7 @@ void BlockStore::refresh(uint32_t index, uint32_t pod, const Liveness& live) {
       e.touch = live.now;
       found = true;
     } else if (!live.live(e)) {
-      removeEntryAt(n, i);  // we are on this node anyway: drop what can no longer match
+      removeEntryAt(n, i, live);  // we are on this node anyway: drop what can no longer match
       continue;
     } else {
       newest_age = std::min<Tick>(newest_age, live.now - e.touch);
@@ -274,13 +288,13 @@ bool BlockStore::prune(uint32_t index, const Liveness& live) {
   Node& n = node(index);
   for (uint32_t i = 0; i < entryCount(n);) {
     if (!live.live(entryAt(n, i))) {
-      removeEntryAt(n, i);
+      removeEntryAt(n, i, live);
     } else {
       ++i;
     }
   }
   if (entryCount(n) != 0) return false;
-  freeNode(index);
+  freeNode(index, live);
   return true;
 }
 
@@ -291,9 +305,10 @@ bool BlockStore::record(const BlockKey& key, uint32_t pod, const Liveness& live)
     if (++refreshes_ % kRefreshesPerReclaim == 0) reclaim(live, kTailChecksPerWrite, kSweepNodesPerWrite);
     return true;
   }
-  if (blocks_ >= budget_) freeNode(lru_tail_);  // full: the least recently updated block makes room
+  if (blocks_ >= budget_) freeNode(lru_tail_, live);  // full: the least recently updated block makes room
   const uint32_t index = allocNode();
   if (!tableInsert(key.mixed, index)) {
+    if (removals_) removals_->note(pod, live.now);  // as if stored and removed at once: its chain is broken
     Node& n = node(index);
     n.state = kFree;
     n.next = free_head_;
@@ -312,15 +327,15 @@ bool BlockStore::record(const BlockKey& key, uint32_t pod, const Liveness& live)
   return true;
 }
 
-bool BlockStore::remove(const BlockKey& key, uint32_t pod) {
+bool BlockStore::remove(const BlockKey& key, uint32_t pod, const Liveness& live) {
   size_t pos;
   if (!findSlot(key, pos)) return false;
   const uint32_t index = slotIndex(slots_[pos]);
   Node& n = node(index);
   for (uint32_t i = 0; i < entryCount(n); ++i) {
     if (entryAt(n, i).pod != pod) continue;
-    removeEntryAt(n, i);
-    if (entryCount(n) == 0) freeNode(index);
+    removeEntryAt(n, i, live);
+    if (entryCount(n) == 0) freeNode(index, live);
     return true;
   }
   return false;
@@ -344,7 +359,7 @@ void BlockStore::reclaim(const Liveness& live, uint32_t tail_checks, uint32_t sw
   // The tail is the oldest update: once it is still fresh, everything ahead of it is newer.
   for (uint32_t i = 0; i < tail_checks && lru_tail_ != kNil; ++i) {
     if (!expired(node(lru_tail_), live)) break;
-    freeNode(lru_tail_);
+    freeNode(lru_tail_, live);
   }
   sweep(live, sweep_nodes);
 }

@@ -21,14 +21,11 @@
 
 #include "index/model_registry.h"
 #include "index/pod_tombstones.h"
+#include "index/removal_ticks.h"
 #include "prefixgate/types.h"
 
 namespace prefixgate::index {
 
-// Time in units of PrefixIndex's touch tick since the index was built. Arithmetic wraps; only differences
-// (ages) are compared, which is exact for any age under 2^32 ticks (~497 days at 10 ms). An entry would need to
-// escape every refresh, tail check and sweep for that long (an index with no writes at all) to look young again.
-using Tick = uint32_t;
 
 struct TouchEntry {
   uint32_t pod;  // PodId::value
@@ -77,7 +74,8 @@ class BlockStore {
   static constexpr size_t kNodeBytes = 40;
 
   // Holds at most `block_budget` blocks (1..kMaxBlocks); allocates the table now and nodes as they are used.
-  explicit BlockStore(uint32_t block_budget);
+  // Entries that leave before they expire are noted in `removals` (when given; it must outlive the store).
+  explicit BlockStore(uint32_t block_budget, RemovalTicks* removals = nullptr);
   ~BlockStore();
   BlockStore(const BlockStore&) = delete;
   BlockStore& operator=(const BlockStore&) = delete;
@@ -95,7 +93,8 @@ class BlockStore {
   bool record(const BlockKey& key, uint32_t pod, const Liveness& live);
 
   // Drops `pod`'s entry of the block, freeing the block when no entry is left. Returns whether there was one.
-  bool remove(const BlockKey& key, uint32_t pod);
+  // `live` decides whether the dropped entry was still fresh (then it is noted in the removals).
+  bool remove(const BlockKey& key, uint32_t pod, const Liveness& live);
 
   // Bounded reclamation: frees up to `tail_checks` fully expired blocks at the LRU tail, and, while pods were
   // removed since the last full sweep, prunes up to `sweep_nodes` blocks at the sweep cursor (dropping the
@@ -161,14 +160,15 @@ class BlockStore {
   void tableErase(size_t pos);
 
   uint32_t allocNode();
-  void freeNode(uint32_t index);
+  void freeNode(uint32_t index, const Liveness& live);
   void lruUnlink(uint32_t index);
   void lruPushFront(uint32_t index);
 
   uint32_t entryCount(const Node& n) const;
   TouchEntry& entryAt(Node& n, uint32_t i);
   void appendEntry(Node& n, TouchEntry e);
-  void removeEntryAt(Node& n, uint32_t i);
+  void removeEntryAt(Node& n, uint32_t i, const Liveness& live);
+  void noteRemoved(const TouchEntry& e, const Liveness& live);
   uint32_t allocSpill();
   void releaseSpill(uint32_t id);
   void refresh(uint32_t index, uint32_t pod, const Liveness& live);
@@ -177,6 +177,7 @@ class BlockStore {
   void sweep(const Liveness& live, uint32_t sweep_nodes);
 
   const uint32_t budget_;
+  RemovalTicks* const removals_;
   const size_t home_count_;
   const size_t slot_count_;
   std::unique_ptr<uint32_t[], FreeDeleter> slots_;

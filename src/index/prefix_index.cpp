@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "util/scratch.h"
+
 namespace prefixgate::index {
 namespace {
 
@@ -117,13 +119,14 @@ PrefixIndex::PrefixIndex(const PrefixIndexOptions& options, const Clock& clock)
     : clock_(clock),
       epoch_(clock.now()),
       expiry_ticks_(expiryTicks(options.expiry)),
+      chains_provable_(options.chained && expiry_ticks_ <= static_cast<Tick>(std::numeric_limits<int32_t>::max())),
       block_capacity_(options.block_capacity),
       shard_count_(effectiveShards(options)),
       shards_(new Shard[shard_count_]) {
   for (size_t i = 0; i < shard_count_; ++i) {
     // Spread the remainder so the budgets add up to block_capacity exactly.
     const size_t budget = block_capacity_ / shard_count_ + (i < block_capacity_ % shard_count_ ? 1 : 0);
-    shards_[i].store.emplace(static_cast<uint32_t>(budget));
+    shards_[i].store.emplace(static_cast<uint32_t>(budget), &removals_);
   }
 }
 
@@ -138,8 +141,7 @@ Tick PrefixIndex::nowTick() const {
 PrefixIndex::Shard& PrefixIndex::shardFor(uint64_t mixed) const { return shards_[mixed & (shard_count_ - 1)]; }
 
 template <class Fn>
-size_t PrefixIndex::forEachBlock(ModelKey model, std::span<const BlockHash> hashes, size_t first, bool reverse,
-                                 Fn&& fn) const {
+size_t PrefixIndex::forEachBlock(ModelKey model, std::span<const BlockHash> hashes, size_t first, Fn&& fn) const {
   // Two-stage prefetch: the table slot kSlotLead blocks ahead, then the node kNodeLead blocks ahead (by then
   // its slot is cached), so a long prompt keeps several cache misses in flight instead of one at a time.
   constexpr size_t kNodeLead = kPrefetchDistance;
@@ -150,7 +152,7 @@ size_t PrefixIndex::forEachBlock(ModelKey model, std::span<const BlockHash> hash
   const size_t n = hashes.size();
   if (first >= n) return n;
   const size_t steps = n - first;
-  auto blockAt = [&](size_t step) { return reverse ? n - 1 - step : first + step; };
+  auto blockAt = [&](size_t step) { return first + step; };
   auto stageSlot = [&](size_t step) {
     const uint64_t m = mixBlockKey(hashes[blockAt(step)].value, model);
     mixed[step % kRing] = m;
@@ -175,6 +177,7 @@ size_t PrefixIndex::forEachBlock(ModelKey model, std::span<const BlockHash> hash
 // The fresh entries of a prompt's first block, copied out while few.
 struct PrefixIndex::FirstBlock {
   uint32_t pods[kFewHolders];
+  Tick touches[kFewHolders];
   size_t count = 0;
   bool many = false;  // more than kFewHolders fresh entries
 };
@@ -199,6 +202,7 @@ uint32_t PrefixIndex::match(std::string_view model, std::span<const BlockHash> h
     shard.store->visit(key, [&](const TouchEntry& e) {
       if (!live.fresh(e)) return;
       if (first.count < kFewHolders) {
+        first.touches[first.count] = e.touch;
         first.pods[first.count++] = e.pod;
       } else {
         first.many = true;
@@ -229,6 +233,26 @@ void forEachPositionOf(std::span<const PodId> candidates, uint32_t pod, Fn&& fn)
   }
 }
 
+// The last position of [known, n) where `holds` is true, given that it is true at `known` and that being true
+// at a position makes it true at every earlier one: galloping from `known`, then bisecting, O(log n) calls.
+template <class Pred>
+size_t lastHeld(size_t known, size_t n, Pred&& holds) {
+  size_t lo = known;  // holds(lo)
+  size_t hi = n;      // the answer is below hi
+  for (size_t step = 1; lo + step < hi; step *= 2) {
+    if (!holds(lo + step)) {
+      hi = lo + step;
+      break;
+    }
+    lo += step;
+  }
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    (holds(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 bool containsPod(std::span<const PodId> candidates, uint32_t pod) {
   bool found = false;
   forEachPositionOf(candidates, pod, [&](size_t) { found = true; });
@@ -243,35 +267,62 @@ uint32_t PrefixIndex::matchFew(ModelKey model, std::span<const BlockHash> hashes
   struct Listed {
     uint32_t pod;
     uint32_t matched;
+    size_t proven;  // blocks [0, proven) are known held: no lookup needed there
   };
   Listed listed[kFewHolders];
   uint32_t listed_count = 0;
   for (size_t i = 0; i < first.count; ++i) {
     const uint32_t pod = first.pods[i];
-    if (containsPod(candidates, pod) && !removed_.contains(PodId{pod})) listed[listed_count++] = Listed{pod, 0};
+    if (!containsPod(candidates, pod) || removed_.contains(PodId{pod})) continue;
+    const size_t proven = provenBlocks(model, hashes, pod, first.touches[i], live);
+    listed[listed_count++] = Listed{pod, 0, std::max<size_t>(1, proven)};  // the first block is held either way
   }
   if (listed_count == 0) return 0;
 
   uint32_t alive = (listed_count == 32) ? ~0u : (1u << listed_count) - 1;  // listed pods holding every block so far
-  const size_t stop = forEachBlock(model, hashes, 1, false, [&](size_t block, const Shard& shard, const BlockKey& key) {
-    uint32_t holding = 0;
-    {
-      std::lock_guard lock(shard.mutex);
-      shard.store->visit(key, [&](const TouchEntry& e) {
-        if (!live.fresh(e)) return;
-        for (uint32_t bits = alive; bits != 0; bits &= bits - 1) {
-          const int j = std::countr_zero(bits);
-          if (listed[j].pod == e.pod) holding |= 1u << j;
-        }
-      });
-    }
-    if (holding == 0) return false;
-    for (uint32_t dropped = alive & ~holding; dropped != 0; dropped &= dropped - 1) {
-      listed[std::countr_zero(dropped)].matched = static_cast<uint32_t>(block);
-    }
-    alive = holding;
-    return true;
-  });
+  auto firstUnproven = [&] {
+    size_t from = hashes.size();
+    for (uint32_t bits = alive; bits != 0; bits &= bits - 1)
+      from = std::min(from, listed[std::countr_zero(bits)].proven);
+    return from;
+  };
+  // Block by block from the first block some pod still alive has not proven; a run of blocks every alive pod has
+  // proven is jumped over (the walk restarts after it).
+  size_t stop = hashes.size();
+  for (size_t from = firstUnproven(); from < hashes.size();) {
+    bool jumped = false;
+    stop = forEachBlock(model, hashes, from, [&](size_t block, const Shard& shard, const BlockKey& key) {
+      uint32_t holding = 0;
+      uint32_t unproven = 0;
+      for (uint32_t bits = alive; bits != 0; bits &= bits - 1) {
+        const int j = std::countr_zero(bits);
+        (block < listed[j].proven ? holding : unproven) |= 1u << j;
+      }
+      if (unproven == 0) {
+        jumped = true;
+        return false;
+      }
+      {
+        std::lock_guard lock(shard.mutex);
+        shard.store->visit(key, [&](const TouchEntry& e) {
+          if (!live.fresh(e)) return;
+          for (uint32_t bits = unproven; bits != 0; bits &= bits - 1) {
+            const int j = std::countr_zero(bits);
+            if (listed[j].pod == e.pod) holding |= 1u << j;
+          }
+        });
+      }
+      if (holding == 0) return false;
+      for (uint32_t dropped = alive & ~holding; dropped != 0; dropped &= dropped - 1) {
+        listed[std::countr_zero(dropped)].matched = static_cast<uint32_t>(block);
+      }
+      alive = holding;
+      return true;
+    });
+    if (!jumped) break;
+    from = firstUnproven();
+    stop = hashes.size();
+  }
   for (uint32_t bits = alive; bits != 0; bits &= bits - 1)
     listed[std::countr_zero(bits)].matched = static_cast<uint32_t>(stop);
   // Every position of a listed pod gets its count, so a repeated candidate gets the same one.
@@ -279,6 +330,37 @@ uint32_t PrefixIndex::matchFew(ModelKey model, std::span<const BlockHash> hashes
     forEachPositionOf(candidates, listed[j].pod, [&](size_t i) { matched[i] = listed[j].matched; });
   }
   return static_cast<uint32_t>(stop);
+}
+
+bool PrefixIndex::freshEntry(ModelKey model, BlockHash block, uint32_t pod, const Liveness& live, Tick& touch) const {
+  const BlockKey key = makeBlockKey(block, model);
+  const Shard& shard = shardFor(key.mixed);
+  bool found = false;
+  std::lock_guard lock(shard.mutex);
+  shard.store->visit(key, [&](const TouchEntry& e) {
+    if (e.pod != pod || !live.fresh(e)) return;
+    found = true;
+    touch = e.touch;
+  });
+  return found;
+}
+
+size_t PrefixIndex::provenBlocks(ModelKey model, std::span<const BlockHash> hashes, uint32_t pod, Tick first_touch,
+                                 const Liveness& live) const {
+  if (!chains_provable_ || !removals_.newerThanRemovals(pod, first_touch)) return 0;
+  // Proven at a block = held there in an entry newer than the pod's removals; that proves every earlier block
+  // (RemovalTicks), so "proven" is true on a prefix of the blocks and can be bisected.
+  return 1 + lastHeld(0, hashes.size(), [&](size_t k) {
+           Tick touch = 0;
+           return freshEntry(model, hashes[k], pod, live, touch) && removals_.newerThanRemovals(pod, touch);
+         });
+}
+
+bool PrefixIndex::holds(std::string_view model, BlockHash block, PodId pod,
+                        std::optional<std::chrono::nanoseconds> max_age) const {
+  const std::optional<ModelKey> model_key = models_.find(model);
+  Tick touch = 0;
+  return model_key && !removed_.contains(pod) && freshEntry(*model_key, block, pod.value, liveness(max_age), touch);
 }
 
 uint32_t PrefixIndex::matchMany(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
@@ -325,7 +407,7 @@ uint32_t PrefixIndex::walkMany(ModelKey model, std::span<const BlockHash> hashes
   }
   if (alive_count == 0) return 0;
 
-  const size_t stop = forEachBlock(model, hashes, 0, false, [&](size_t block, const Shard& shard, const BlockKey& key) {
+  const size_t stop = forEachBlock(model, hashes, 0, [&](size_t block, const Shard& shard, const BlockKey& key) {
     uint32_t next_count = 0;
     {
       std::lock_guard lock(shard.mutex);
@@ -374,9 +456,10 @@ size_t PrefixIndex::remove(std::string_view model, std::span<const BlockHash> ha
   const std::optional<ModelKey> model_key = models_.find(model);
   if (!model_key) return 0;
   size_t removed = 0;
-  forEachBlock(*model_key, hashes, 0, false, [&](size_t, Shard& shard, const BlockKey& key) {
+  const Liveness live = liveness();
+  forEachBlock(*model_key, hashes, 0, [&](size_t, Shard& shard, const BlockKey& key) {
     std::lock_guard lock(shard.mutex);
-    removed += shard.store->remove(key, pod.value) ? 1 : 0;
+    removed += shard.store->remove(key, pod.value, live) ? 1 : 0;
     return true;
   });
   return removed;
@@ -389,13 +472,62 @@ bool PrefixIndex::record(std::string_view model, std::span<const BlockHash> hash
   // One prompt never takes more than half the index: a huge prompt keeps its head and cannot flush every model.
   hashes = hashes.first(std::min(hashes.size(), maxBlocksPerRecord()));
   const Liveness live = liveness();
-  // Last block first: see the header, a prompt's head must outlive its tail in the LRU.
-  forEachBlock(*model_key, hashes, 0, true, [&](size_t, Shard& shard, const BlockKey& key) {
-    std::lock_guard lock(shard.mutex);
-    shard.store->record(key, pod.value, live);
-    return true;
-  });
+  // The blocks the pod provably holds from this tick need nothing: their entries already say "now", and their
+  // places in the LRU were taken this tick (a refresh within the tick does not move a block).
+  auto current = [&](size_t k) {
+    Tick touch = 0;
+    return freshEntry(*model_key, hashes[k], pod.value, live, touch) && touch == live.now &&
+           removals_.newerThanRemovals(pod.value, touch);
+  };
+  const size_t unchanged =
+      chains_provable_ && !hashes.empty() && current(0) ? 1 + lastHeld(0, hashes.size(), current) : 0;
+  writeBlocks(*model_key, hashes.subspan(unchanged), pod.value, live);
+  // Those writes may have evicted one of the unchanged blocks (then noted as a removal of this tick): write them
+  // too, as a record that skips nothing would have rewritten them at this point.
+  if (unchanged > 0 && !removals_.newerThanRemovals(pod.value, live.now))
+    writeBlocks(*model_key, hashes.first(unchanged), pod.value, live);
   return true;
+}
+
+void PrefixIndex::writeBlocks(ModelKey model, std::span<const BlockHash> hashes, uint32_t pod, const Liveness& live) {
+  // Last block first within each shard (see the header: a prompt's head must outlive its tail in the LRU). Each
+  // shard's LRU sees only its own blocks, so going shard by shard gives the same result as going block by block
+  // over the whole prompt, with one lock per shard instead of one per block, and with each block's LRU
+  // neighbours (the same prompt's blocks in that shard, from its previous record) the blocks just written.
+  thread_local std::vector<uint64_t> mixed;
+  thread_local std::vector<uint32_t> order;   // block positions, grouped by shard, last first within a shard
+  thread_local std::vector<uint32_t> bounds;  // counting sort by shard: shard s's blocks start at bounds[s]
+  const size_t n = hashes.size();
+  mixed.resize(n);
+  order.resize(n);
+  bounds.assign(shard_count_ + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    mixed[i] = mixBlockKey(hashes[i].value, model);
+    ++bounds[(mixed[i] & (shard_count_ - 1)) + 1];
+  }
+  for (size_t s = 0; s < shard_count_; ++s) bounds[s + 1] += bounds[s];
+  for (size_t i = n; i-- > 0;) order[bounds[mixed[i] & (shard_count_ - 1)]++] = static_cast<uint32_t>(i);
+  // One pass over all shards' blocks, prefetching as forEachBlock does (the slot kSlotLead blocks ahead, the
+  // node kNodeLead ahead) across the shards' boundaries, and holding each shard's lock while on its blocks.
+  constexpr size_t kNodeLead = kPrefetchDistance;
+  constexpr size_t kSlotLead = 2 * kPrefetchDistance;
+  auto storeOf = [&](size_t p) -> BlockStore& { return *shardFor(mixed[order[p]]).store; };
+  for (size_t p = 0; p < std::min(n, kSlotLead); ++p) storeOf(p).prefetchSlot(mixed[order[p]]);
+  for (size_t p = 0; p < std::min(n, kNodeLead); ++p) storeOf(p).prefetchNode(mixed[order[p]]);
+  std::unique_lock<std::mutex> lock;
+  for (size_t p = 0; p < n; ++p) {
+    if (p + kSlotLead < n) storeOf(p + kSlotLead).prefetchSlot(mixed[order[p + kSlotLead]]);
+    if (p + kNodeLead < n) storeOf(p + kNodeLead).prefetchNode(mixed[order[p + kNodeLead]]);
+    const uint32_t i = order[p];
+    Shard& shard = shardFor(mixed[i]);
+    if (lock.mutex() != &shard.mutex) {  // one shard's lock at a time
+      if (lock) lock.unlock();
+      lock = std::unique_lock(shard.mutex);
+    }
+    shard.store->record(BlockKey{hashes[i].value, mixed[i], model}, pod, live);
+  }
+  util::releaseIfLarge(mixed);
+  util::releaseIfLarge(order);
 }
 
 void PrefixIndex::removePod(PodId pod) { removed_.add(pod); }

@@ -19,6 +19,7 @@
 #include "index/block_store.h"
 #include "index/model_registry.h"
 #include "index/pod_tombstones.h"
+#include "index/removal_ticks.h"
 #include "prefixgate/types.h"
 
 namespace prefixgate::index {
@@ -35,6 +36,11 @@ struct PrefixIndexOptions {
   // kMinBlocksPerShard blocks (small indexes get one shard and an exact LRU), raised when a shard would exceed
   // BlockStore::kMaxBlocks.
   size_t shards = 64;
+  // The hashes given to match() and record() are chains: each block hash covers every block before it, as
+  // index::hashBlocks makes them, so one hash always stands at the same position behind the same blocks. Lets
+  // match() and record() prove a held prefix from its last block (see match) instead of visiting every block;
+  // off, they visit every block (any list of hashes then gets the block-by-block answer).
+  bool chained = false;
 };
 
 class PrefixIndex {
@@ -62,14 +68,21 @@ class PrefixIndex {
   PrefixIndex& operator=(const PrefixIndex&) = delete;
 
   // For each candidate pod, writes to matched_out[i] how many of `hashes` it holds from the start (its prefix
-  // match in blocks). Walks the blocks in order keeping the candidates that hold every block so far, and stops
-  // at the first block none of them holds. Expired entries, removed pods and unknown models match nothing.
-  // Returns the longest match. Candidates should be distinct (a repeated pod gets the same count);
-  // matched_out must have candidates.size() elements (extra candidates are ignored, extra outputs untouched).
+  // match in blocks). Expired entries, removed pods and unknown models match nothing. Returns the longest match.
+  // Candidates should be distinct (a repeated pod gets the same count); matched_out must have candidates.size()
+  // elements (extra candidates are ignored, extra outputs untouched).
+  // How, with options.chained: when at most kFewHolders pods hold the first block (the common case), each is
+  // searched on its own, galloping then bisecting for the last block it holds in an entry newer than its noted
+  // removals (RemovalTicks: such an entry proves every block before it held), then walking on from there block
+  // by block while an unproven entry may still extend it. A prompt recorded for a pod and matched again costs
+  // O(log blocks) lookups per holder. Otherwise (and always without options.chained) it walks the blocks in
+  // order keeping the candidates that hold every block so far, stopping at the first block none of them holds:
+  // O(blocks walked x pods per block). Either way the answer is the block-by-block one, holds() asked of every
+  // block (tests/unit/index/prefix_index_search_test.cpp checks it).
   // Thread-safe; a pure read: refreshes nothing. Allocates nothing, except once per thread for its first call
   // with more than kInlineCandidates candidates and a first block held by more than kFewHolders pods. Takes each
-  // touched shard's lock briefly, one block at a time. Cost: O(blocks walked x pods per block) plus
-  // O(candidates x kFewHolders), or O(candidates) when the first block is widely held.
+  // touched shard's lock briefly, one block at a time. Under concurrent records a match may count a block that
+  // a record in progress has not yet written (it writes last to first) as held.
   // `max_age` (when shorter than the expiry) counts only entries touched within it: KV-event mode trusts the
   // gateway's own recent records for a moment, until the engine's events confirm them.
   uint32_t match(std::string_view model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
@@ -78,8 +91,12 @@ class PrefixIndex {
 
   // Marks `pod` as holding every block of `hashes` under `model`, touched now: new blocks are inserted (evicting
   // the least recently updated block of a full shard), known ones refreshed. Blocks are written last to first,
-  // so a prompt's first blocks are its most recently updated and are evicted after its tail. Each call also
-  // reclaims a bounded number of expired or removed entries in the shards it visits (never a full scan).
+  // so a prompt's first blocks are its most recently updated and are evicted after its tail. With
+  // options.chained, the leading blocks the pod provably holds from this very tick (as match proves them) are
+  // found by a search and left as they are: a hot prefix routed many times per tick is written once per tick,
+  // not once per request (dead entries of other pods on those blocks wait for a later refresh or the sweep).
+  // Writes go shard by shard, each shard's lock taken once for all its blocks of the prompt. Each call also
+  // reclaims a bounded number of expired or removed entries in the shards it writes (never a full scan).
   // Returns false, storing nothing, when `pod` was removed or the model registry is full
   // (ModelRegistry::kMaxModels). Only the first maxBlocksPerRecord() blocks are recorded: one prompt larger than
   // the index would otherwise evict every model's blocks. Thread-safe.
@@ -96,6 +113,12 @@ class PrefixIndex {
   void removePod(PodId pod);
   bool isRemoved(PodId pod) const { return removed_.contains(pod); }
 
+  // Whether `pod` (not removed) holds `block` of `model` in an entry that has not expired (nor is older than
+  // `max_age`, as in match): one block, one lookup. match() answers as if it asked this of every block in turn.
+  // Thread-safe.
+  bool holds(std::string_view model, BlockHash block, PodId pod,
+             std::optional<std::chrono::nanoseconds> max_age = std::nullopt) const;
+
   // Blocks stored now, over all models. Includes expired blocks not yet reclaimed. Locks each shard in turn.
   size_t size() const;
   // (block, pod) entries stored now, including dead ones not yet reclaimed. Locks each shard in turn.
@@ -106,6 +129,8 @@ class PrefixIndex {
   double bytesPerEntryEstimate() const;
 
   size_t shardCount() const { return shard_count_; }
+  // Whether match() and record() search chains (options.chained with an expiry under 2^31 ticks).
+  bool searchesChains() const { return chains_provable_; }
   size_t blockCapacity() const { return block_capacity_; }
   // Half the capacity (at least 1): the most blocks one record() stores.
   size_t maxBlocksPerRecord() const { return std::max<size_t>(1, block_capacity_ / 2); }
@@ -116,12 +141,12 @@ class PrefixIndex {
   struct MatchBuffers;
   struct FirstBlock;
 
-  // Visits blocks [first, size) in order (or, with `reverse`, from the last down to `first`), prefetching the
-  // table slots and nodes of the blocks ahead; fn(index, shard, key) does its own locking and returns false to
-  // stop. Returns the index where it stopped, or hashes.size() after the last block. Shards are handed out
-  // mutable (they are owned through a pointer); only record() writes through them.
+  // Visits blocks [first, size) in order, prefetching the table slots and nodes of the blocks ahead; fn(index,
+  // shard, key) does its own locking and returns false to stop. Returns the index where it stopped, or
+  // hashes.size() after the last block. Shards are handed out mutable (they are owned through a pointer); only
+  // remove() writes through them.
   template <class Fn>
-  size_t forEachBlock(ModelKey model, std::span<const BlockHash> hashes, size_t first, bool reverse, Fn&& fn) const;
+  size_t forEachBlock(ModelKey model, std::span<const BlockHash> hashes, size_t first, Fn&& fn) const;
   // The two ways match() walks: with the few (<= kFewHolders) pods that hold the first block as a list, or,
   // when the first block is widely held, with a bitset over all candidates.
   uint32_t matchFew(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
@@ -130,6 +155,14 @@ class PrefixIndex {
                      std::span<uint32_t> matched, const Liveness& live) const;
   uint32_t walkMany(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
                     std::span<uint32_t> matched, const Liveness& live, const MatchBuffers& buffers) const;
+  // Whether `pod` holds the block in an entry fresh by `live`; its touch in `touch`. Locks the block's shard.
+  bool freshEntry(ModelKey model, BlockHash block, uint32_t pod, const Liveness& live, Tick& touch) const;
+  // The number of blocks at the start of `hashes` that `pod` provably holds, given that it holds the first one
+  // in an entry touched at `first_touch` (0 when that entry proves nothing).
+  size_t provenBlocks(ModelKey model, std::span<const BlockHash> hashes, uint32_t pod, Tick first_touch,
+                      const Liveness& live) const;
+  // record()'s writes: marks `pod` as holding each block of `hashes`, shard by shard.
+  void writeBlocks(ModelKey model, std::span<const BlockHash> hashes, uint32_t pod, const Liveness& live);
   Tick nowTick() const;
   Liveness liveness() const { return Liveness{nowTick(), expiry_ticks_, &removed_}; }
   Liveness liveness(std::optional<std::chrono::nanoseconds> max_age) const;
@@ -138,11 +171,15 @@ class PrefixIndex {
   const Clock& clock_;
   const SteadyTime epoch_;
   const Tick expiry_ticks_;
+  // options.chained, and an expiry under 2^31 ticks: removal ticks prove chains only while the ticks of fresh
+  // entries compare exactly.
+  const bool chains_provable_;
   const size_t block_capacity_;
   const size_t shard_count_;
   std::unique_ptr<Shard[]> shards_;
   ModelRegistry models_;
   PodTombstones removed_;
+  RemovalTicks removals_;
 };
 
 }  // namespace prefixgate::index

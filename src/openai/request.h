@@ -51,6 +51,11 @@ struct ParseError {
 // Bytes of slack simdjson needs after the body; reserve them before reading a body into a string.
 size_t paddingBytes();
 
+// Whether `json` nests arrays and objects deeper than max_depth, anywhere (strings and malformed text aside). The
+// on-demand parser skips unread values without looking at their depth, so parseRequest runs this first. Its cost
+// is measured on its own by bench/route_bench.cpp (BM_JsonDepthScan).
+bool nestedDeeperThan(const std::string& json, uint32_t max_depth);
+
 // Parses `body` (whose capacity should exceed its size by paddingBytes(); if not, it is grown once).
 // include_tools: put the chat request's `tools` in front of the message text.
 // max_json_depth: a body whose arrays and objects nest deeper than this anywhere is refused (400), even in fields

@@ -66,13 +66,21 @@ std::unique_ptr<PrefixServices> PrefixServices::create(const config::Config& con
   return services;
 }
 
+namespace {
+// Every index here is fed hashBlocks' chains, which lets it search a prompt's blocks instead of walking them.
+index::PrefixIndexOptions chainedOptions(index::PrefixIndexOptions options) {
+  options.chained = true;
+  return options;
+}
+}  // namespace
+
 PrefixServices::PrefixServices(std::unique_ptr<tokenize::Tokenizer> tokenizer, uint32_t block_size, uint64_t seed,
                                const index::PrefixIndexOptions& options, const Clock* clock)
     : clock_(clock ? clock : &system_clock_),
       tokenizer_(std::move(tokenizer)),
       block_size_(block_size),
       seed_(seed),
-      index_(std::make_unique<index::PrefixIndex>(options, clock ? *clock : system_clock_)) {}
+      index_(std::make_unique<index::PrefixIndex>(chainedOptions(options), clock ? *clock : system_clock_)) {}
 
 size_t PrefixServices::capacityBlocks(const discovery::PodState& pod) const {
   uint64_t tokens = pod.spec().kv_capacity_tokens;
@@ -171,7 +179,7 @@ void PrefixServices::enableKvEvents(std::unique_ptr<KvEventIndex> index, KvModeO
   remote_tokens_ = true;
   // Holds are released when requests begin; the expiry only bounds entries of a hold that was somehow lost.
   pending_ = std::make_unique<index::PrefixIndex>(
-      index::PrefixIndexOptions{index_->blockCapacity(), std::chrono::minutes(10), index_->shardCount()}, *clock_);
+      chainedOptions({index_->blockCapacity(), std::chrono::minutes(10), index_->shardCount()}), *clock_);
 }
 
 namespace {

@@ -59,6 +59,17 @@ class PrefixCacheTest : public ::testing::Test {
   std::mt19937_64 rng_{7};
 };
 
+// Ensures the gateway's prefix index is built chained (its hashes come from hashBlocks), so that routing searches a
+// long prompt's blocks instead of visiting each one, whatever options the caller passed.
+TEST_F(PrefixCacheTest, IndexSearchesChains) {
+  EXPECT_TRUE(services_->index().searchesChains());
+  std::string error;
+  config_.routing.prefix_cache.tokenizer = "character";
+  auto created = PrefixServices::create(config_, error);
+  ASSERT_TRUE(created) << error;
+  EXPECT_TRUE(created->index().searchesChains());
+}
+
 // A request sharing a recorded prefix goes to the pod that holds it, with its match percent reported.
 TEST_F(PrefixCacheTest, FollowsTheRecordedPrefix) {
   Decision first = route("aaaabbbbccccdddd");
