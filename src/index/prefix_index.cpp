@@ -101,6 +101,16 @@ Tick expiryTicks(std::chrono::nanoseconds expiry) {
   return static_cast<Tick>(ticks);
 }
 
+Tick refreshTicks(const PrefixIndexOptions& options, Tick expiry_ticks) {
+  const auto tick = std::chrono::duration_cast<std::chrono::nanoseconds>(PrefixIndex::kTouchTick);
+  const std::chrono::nanoseconds interval = options.refresh_interval;
+  if (interval < std::chrono::nanoseconds::zero() || (interval > std::chrono::nanoseconds::zero() &&
+                                                      static_cast<uint64_t>(interval / tick) >= expiry_ticks)) {
+    invalid("refresh_interval", std::to_string(interval.count()) + "ns", "must be 0 or shorter than the expiry");
+  }
+  return static_cast<Tick>(interval / tick);
+}
+
 }  // namespace
 
 // One shard on its own cache lines, so that threads locking neighbouring shards do not contend on one line.
@@ -119,6 +129,7 @@ PrefixIndex::PrefixIndex(const PrefixIndexOptions& options, const Clock& clock)
     : clock_(clock),
       epoch_(clock.now()),
       expiry_ticks_(expiryTicks(options.expiry)),
+      refresh_ticks_(refreshTicks(options, expiry_ticks_)),
       chains_provable_(options.chained && expiry_ticks_ <= static_cast<Tick>(std::numeric_limits<int32_t>::max())),
       block_capacity_(options.block_capacity),
       shard_count_(effectiveShards(options)),
@@ -472,19 +483,24 @@ bool PrefixIndex::record(std::string_view model, std::span<const BlockHash> hash
   // One prompt never takes more than half the index: a huge prompt keeps its head and cannot flush every model.
   hashes = hashes.first(std::min(hashes.size(), maxBlocksPerRecord()));
   const Liveness live = liveness();
-  // The blocks the pod provably holds from this tick need nothing: their entries already say "now", and their
-  // places in the LRU were taken this tick (a refresh within the tick does not move a block).
-  auto current = [&](size_t k) {
-    Tick touch = 0;
-    return freshEntry(*model_key, hashes[k], pod.value, live, touch) && touch == live.now &&
-           removals_.newerThanRemovals(pod.value, touch);
+  // The blocks the pod provably holds from a touch within the refresh interval are left as they are (with an
+  // interval of 0, their entries already say "now" and their LRU places were taken this tick). Proven at block k
+  // with touch t means every earlier block was touched at t or later (RemovalTicks), so "current" holds on a
+  // prefix of the blocks and can be bisected; the last current block has the oldest touch of them.
+  auto current = [&](size_t k, Tick& touch) {
+    return freshEntry(*model_key, hashes[k], pod.value, live, touch) &&
+           static_cast<Tick>(live.now - touch) <= refresh_ticks_ && removals_.newerThanRemovals(pod.value, touch);
   };
-  const size_t unchanged =
-      chains_provable_ && !hashes.empty() && current(0) ? 1 + lastHeld(0, hashes.size(), current) : 0;
+  Tick oldest = 0;
+  size_t unchanged = 0;
+  if (chains_provable_ && !hashes.empty() && current(0, oldest)) {
+    unchanged = 1 + lastHeld(0, hashes.size(), [&](size_t k) { Tick t = 0; return current(k, t); });
+    if (unchanged > 1) current(unchanged - 1, oldest);
+  }
   writeBlocks(*model_key, hashes.subspan(unchanged), pod.value, live);
-  // Those writes may have evicted one of the unchanged blocks (then noted as a removal of this tick): write them
-  // too, as a record that skips nothing would have rewritten them at this point.
-  if (unchanged > 0 && !removals_.newerThanRemovals(pod.value, live.now))
+  // Those writes may have evicted one of the unchanged blocks (noted as a removal of a touch at least `oldest`):
+  // write them too, as a record that skips nothing would have rewritten them at this point.
+  if (unchanged > 0 && !removals_.newerThanRemovals(pod.value, oldest))
     writeBlocks(*model_key, hashes.first(unchanged), pod.value, live);
   return true;
 }

@@ -41,6 +41,11 @@ struct PrefixIndexOptions {
   // match() and record() prove a held prefix from its last block (see match) instead of visiting every block;
   // off, they visit every block (any list of hashes then gets the block-by-block answer).
   bool chained = false;
+  // With `chained`: record() leaves alone the leading blocks the pod provably holds from a touch at most this old
+  // (0: from the current tick only), so a hot prefix resent every few milliseconds is written once per interval
+  // rather than once per request. The price: an entry may expire up to this much earlier than its last record
+  // plus `expiry`, and keeps an LRU place up to this old. Must be shorter than `expiry`.
+  std::chrono::nanoseconds refresh_interval{0};
 };
 
 class PrefixIndex {
@@ -92,9 +97,10 @@ class PrefixIndex {
   // Marks `pod` as holding every block of `hashes` under `model`, touched now: new blocks are inserted (evicting
   // the least recently updated block of a full shard), known ones refreshed. Blocks are written last to first,
   // so a prompt's first blocks are its most recently updated and are evicted after its tail. With
-  // options.chained, the leading blocks the pod provably holds from this very tick (as match proves them) are
-  // found by a search and left as they are: a hot prefix routed many times per tick is written once per tick,
-  // not once per request (dead entries of other pods on those blocks wait for a later refresh or the sweep).
+  // options.chained, the leading blocks the pod provably holds from a touch within options.refresh_interval (this
+  // very tick when 0; as match proves them) are found by a search and left as they are: a hot prefix routed many
+  // times per interval is written once per interval, not once per request (dead entries of other pods on those
+  // blocks wait for a later refresh or the sweep).
   // Writes go shard by shard, each shard's lock taken once for all its blocks of the prompt. Each call also
   // reclaims a bounded number of expired or removed entries in the shards it writes (never a full scan).
   // Returns false, storing nothing, when `pod` was removed or the model registry is full
@@ -131,6 +137,8 @@ class PrefixIndex {
   size_t shardCount() const { return shard_count_; }
   // Whether match() and record() search chains (options.chained with an expiry under 2^31 ticks).
   bool searchesChains() const { return chains_provable_; }
+  // options.refresh_interval, in whole touch ticks.
+  std::chrono::nanoseconds refreshInterval() const { return kTouchTick * refresh_ticks_; }
   size_t blockCapacity() const { return block_capacity_; }
   // Half the capacity (at least 1): the most blocks one record() stores.
   size_t maxBlocksPerRecord() const { return std::max<size_t>(1, block_capacity_ / 2); }
@@ -171,6 +179,7 @@ class PrefixIndex {
   const Clock& clock_;
   const SteadyTime epoch_;
   const Tick expiry_ticks_;
+  const Tick refresh_ticks_;  // options.refresh_interval in whole ticks (rounded down)
   // options.chained, and an expiry under 2^31 ticks: removal ticks prove chains only while the ticks of fresh
   // entries compare exactly.
   const bool chains_provable_;

@@ -72,6 +72,16 @@ index::PrefixIndexOptions chainedOptions(index::PrefixIndexOptions options) {
   options.chained = true;
   return options;
 }
+
+// The gateway's own records: a prefix resent many times a second is rewritten at most every 100 ms (a sixteenth of
+// the expiry when that is shorter), which moves its expiry and LRU place by no more than that.
+constexpr std::chrono::milliseconds kRecordRefreshInterval{100};
+index::PrefixIndexOptions recordOptions(index::PrefixIndexOptions options) {
+  options = chainedOptions(options);
+  if (options.expiry != index::PrefixIndex::kNeverExpire)
+    options.refresh_interval = std::min<std::chrono::nanoseconds>(kRecordRefreshInterval, options.expiry / 16);
+  return options;
+}
 }  // namespace
 
 PrefixServices::PrefixServices(std::unique_ptr<tokenize::Tokenizer> tokenizer, uint32_t block_size, uint64_t seed,
@@ -80,7 +90,7 @@ PrefixServices::PrefixServices(std::unique_ptr<tokenize::Tokenizer> tokenizer, u
       tokenizer_(std::move(tokenizer)),
       block_size_(block_size),
       seed_(seed),
-      index_(std::make_unique<index::PrefixIndex>(chainedOptions(options), clock ? *clock : system_clock_)) {}
+      index_(std::make_unique<index::PrefixIndex>(recordOptions(options), clock ? *clock : system_clock_)) {}
 
 size_t PrefixServices::capacityBlocks(const discovery::PodState& pod) const {
   uint64_t tokens = pod.spec().kv_capacity_tokens;

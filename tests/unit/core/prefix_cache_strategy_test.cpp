@@ -63,6 +63,7 @@ class PrefixCacheTest : public ::testing::Test {
 // long prompt's blocks instead of visiting each one, whatever options the caller passed.
 TEST_F(PrefixCacheTest, IndexSearchesChains) {
   EXPECT_TRUE(services_->index().searchesChains());
+  EXPECT_EQ(services_->index().refreshInterval(), std::chrono::milliseconds(100));
   std::string error;
   config_.routing.prefix_cache.tokenizer = "character";
   auto created = PrefixServices::create(config_, error);

@@ -137,11 +137,13 @@ class PrefixIndexSearch : public ::testing::TestWithParam<Shape> {};
 
 // Ensures a chained index's match() gives every candidate exactly the block-by-block count, whatever removals,
 // evictions and expiry did to the chains in between (8,000 steps per seed, a match checked after each).
+// Also with a refresh interval, where records leave recent blocks unwritten.
 TEST_P(PrefixIndexSearch, MatchEqualsBlockByBlock) {
   const Shape shape = GetParam();
   for (uint64_t seed : {1, 2, 3}) {
     ManualClock clock;
-    PrefixIndex index(PrefixIndexOptions{shape.capacity, kExpiry, shape.shards, true}, clock);
+    const std::chrono::nanoseconds refresh = seed == 3 ? PrefixIndex::kTouchTick * 5 : 0ns;
+    PrefixIndex index(PrefixIndexOptions{shape.capacity, kExpiry, shape.shards, true, refresh}, clock);
     Workload w(seed * 7919 + shape.capacity, shape.pods, true);
     size_t long_matches = 0;
     for (size_t step = 0; step < 8000; ++step) {
@@ -178,6 +180,71 @@ TEST_P(PrefixIndexSearch, RecordAgreesWithRefreshingEveryBlock) {
       ASSERT_EQ(got, want) << "seed " << seed << ", step " << step;
     }
   }
+}
+
+std::vector<BlockHash> chainOf(std::string_view text) {
+  return hashBlocks({reinterpret_cast<const uint8_t*>(text.data()), text.size()}, kBlockBytes, 0);
+}
+
+// Ensures a record within the refresh interval leaves the blocks as they were (their expiry still counts from the
+// earlier record), and a record after it rewrites them.
+TEST(PrefixIndexRefresh, RecordWithinTheIntervalLeavesTheBlocksAndAfterItRewritesThem) {
+  const std::vector<BlockHash> chain = chainOf("0123456789abcdefghijklmnopqrstuvwxyzABCD");  // 10 blocks
+  const std::vector<PodId> pod{PodId{1}};
+  std::vector<uint32_t> matched(1);
+  for (auto refresh : {0ms, 100ms}) {
+    ManualClock clock;
+    PrefixIndex index(PrefixIndexOptions{1000, 1s, 1, true, refresh}, clock);
+    index.record(kModel, chain, pod[0]);
+    clock.advance(50ms);
+    index.record(kModel, chain, pod[0]);  // within 100 ms of the first
+    clock.advance(960ms);                 // 1.01 s after the first record, 0.96 s after the second
+    index.match(kModel, chain, pod, matched);
+    EXPECT_EQ(matched[0], refresh == 0ms ? chain.size() : 0u) << "refresh interval " << refresh.count() << " ms";
+  }
+  ManualClock clock;
+  PrefixIndex index(PrefixIndexOptions{1000, 1s, 1, true, 100ms}, clock);
+  index.record(kModel, chain, pod[0]);
+  clock.advance(150ms);
+  index.record(kModel, chain, pod[0]);  // past the interval: rewritten
+  clock.advance(900ms);                 // 1.05 s after the first record
+  index.match(kModel, chain, pod, matched);
+  EXPECT_EQ(matched[0], chain.size());
+}
+
+// Ensures that when a record's new blocks evict blocks it left unwritten (touched a few ticks ago, within the
+// interval), those are written again: the index ends up as one that rewrites every block.
+TEST(PrefixIndexRefresh, BlocksLeftUnwrittenButEvictedByTheRecordAreWrittenAgain) {
+  const std::string shared = "shared-prefix-24";  // 4 blocks
+  const std::vector<BlockHash> first = chainOf(shared);
+  const std::vector<BlockHash> second = chainOf(shared + "a new tail of 32 bytes, 8 blocks");
+  ASSERT_EQ(second.size(), 12u);
+  const std::vector<PodId> pod{PodId{1}};
+  std::vector<uint32_t> got(1), want(1);
+  ManualClock clock;
+  // One shard: an exact LRU of 24 blocks (a record stores at most 12).
+  PrefixIndex interval(PrefixIndexOptions{24, 1min, 1, true, 100ms}, clock);
+  PrefixIndex every(PrefixIndexOptions{24, 1min, 1, false}, clock);
+  for (PrefixIndex* index : {&interval, &every}) {
+    index->record(kModel, first, pod[0]);
+    // Two other prompts fill the index, so the shared blocks are now its least recently updated.
+    index->record(kModel, chainOf("filler number one, forty bytes long...."), PodId{2});
+    index->record(kModel, chainOf("filler number two, forty bytes long...."), PodId{2});
+  }
+  clock.advance(PrefixIndex::kTouchTick * 2);
+  // The new tail's 8 blocks evict the 4 shared blocks (then 4 of the first filler's).
+  for (PrefixIndex* index : {&interval, &every}) index->record(kModel, second, pod[0]);
+  interval.match(kModel, second, pod, got);
+  every.match(kModel, second, pod, want);
+  EXPECT_EQ(want[0], 12u);
+  EXPECT_EQ(got[0], want[0]);
+  EXPECT_EQ(interval.size(), every.size());
+}
+
+TEST(PrefixIndexRefresh, IntervalNotShorterThanTheExpiryIsRefused) {
+  ManualClock clock;
+  EXPECT_THROW(PrefixIndex(PrefixIndexOptions{1000, 1s, 1, true, 1s}, clock), std::invalid_argument);
+  EXPECT_THROW(PrefixIndex(PrefixIndexOptions{1000, 1s, 1, true, -1ms}, clock), std::invalid_argument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PrefixIndexSearch,
