@@ -1,13 +1,10 @@
 #include "proxy/upstream_attempt.h"
 
-#include <sys/socket.h>
-
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <cerrno>
 
 #include "util/log.h"
 
@@ -93,19 +90,20 @@ FailureKind exchangeFailure(const error_code& ec) {
 }  // namespace
 
 void watchClient(beast::tcp_stream& client, std::shared_ptr<ClientWatch> watch) {
-  client.socket().async_wait(asio::socket_base::wait_read, [&client, watch](error_code ec) {
-    if (watch->done || ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      char c;
-      ssize_t n = ::recv(client.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) return;  // a pipelined request, not a hang-up
-    }
-    watch->gone = true;
-    if (watch->upstream) {
-      error_code ignored;
-      watch->upstream->socket().close(ignored);
-    }
-  });
+  // A one-byte peek is an ordinary read: asio starts it without touching epoll (the socket is registered for input
+  // once, edge-triggered), where async_wait(wait_read) re-arms the descriptor with an epoll_ctl on every request.
+  // It completes with a byte (a pipelined request: not a hang-up), with eof or an error (the client is gone), or
+  // cancelled when the relay ends.
+  client.socket().async_receive(asio::buffer(watch->peek), asio::socket_base::message_peek,
+                                [watch](error_code ec, size_t) {
+                                  if (watch->done || ec == asio::error::operation_aborted) return;
+                                  if (!ec) return;  // a pipelined request, not a hang-up
+                                  watch->gone = true;
+                                  if (watch->upstream) {
+                                    error_code ignored;
+                                    watch->upstream->socket().close(ignored);
+                                  }
+                                });
 }
 
 bool isLocalError(const error_code& ec) {

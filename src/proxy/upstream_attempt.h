@@ -24,6 +24,7 @@ struct ClientWatch {
   bool done = false;
   bool gone = false;
   UpstreamStream* upstream = nullptr;
+  char peek[1];  // the watcher's peeked byte (left in the socket)
 };
 void watchClient(boost::beast::tcp_stream& client, std::shared_ptr<ClientWatch> watch);
 
