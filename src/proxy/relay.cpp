@@ -24,6 +24,7 @@ namespace {
 
 constexpr size_t kRelayBufferBytes = 16 * 1024;
 constexpr auto kAwait = asio::use_awaitable;
+using ClientResponse = http::response<http::buffer_body, Fields>;
 
 // The status the client gets when an attempt failed before any response (no head to relay).
 int statusOf(FailureKind kind) { return openai::errorInfo(errorFor(kind)).status; }
@@ -31,8 +32,8 @@ int statusOf(FailureKind kind) { return openai::errorInfo(errorFor(kind)).status
 // The response head as the client receives it: the engine's end-to-end headers plus the gateway's own, framed for
 // the client: no body for 204/304, the engine's length when known, else chunked; HTTP/1.0 clients get the body
 // delimited by the connection's close (they cannot read chunked).
-void copyResponseHead(const http::response_parser<http::buffer_body>& parser, http::response<http::buffer_body>& to,
-                      const RelayRequest& rq, const routing::Decision& d) {
+void copyResponseHead(const ResponseParser& parser, ClientResponse& to, const RelayRequest& rq,
+                      const routing::Decision& d) {
   const auto& from = parser.get();
   to.result(from.result_int());
   to.version(11);
@@ -59,9 +60,9 @@ void copyResponseHead(const http::response_parser<http::buffer_body>& parser, ht
 // After the response began, an engine failure cannot become an error status: an event stream gets a final SSE
 // error event and the end of the body (the connection then closes), so clients do not hang.
 // `mid_event`: the bytes relayed so far end inside an event, which a blank line closes first.
-asio::awaitable<void> endStreamWithError(beast::tcp_stream& client, http::response_serializer<http::buffer_body>& sr,
-                                         http::response<http::buffer_body>& res, const std::string& message,
-                                         bool mid_event) {
+asio::awaitable<void> endStreamWithError(beast::tcp_stream& client,
+                                         http::response_serializer<http::buffer_body, Fields>& sr,
+                                         ClientResponse& res, const std::string& message, bool mid_event) {
   if (res.has_content_length() || res[http::field::content_type].find("text/event-stream") == std::string_view::npos)
     co_return;
   nlohmann::json event = nlohmann::json::parse(openai::errorBody(502, message));
@@ -77,10 +78,10 @@ asio::awaitable<void> endStreamWithError(beast::tcp_stream& client, http::respon
 asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& d, Exchange& ex, ClientWatch& watch,
                                            RelayOutcome& out) {
   auto& up_head = ex.parser->get();
-  http::response<http::buffer_body> res;
+  ClientResponse res;
   copyResponseHead(*ex.parser, res, rq, d);
   out.status = static_cast<int>(up_head.result_int());
-  http::response_serializer<http::buffer_body> serializer{res};
+  http::response_serializer<http::buffer_body, Fields> serializer{res};
   rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
   res.body().data = nullptr;
   res.body().more = true;

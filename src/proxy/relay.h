@@ -16,15 +16,21 @@
 #include "proxy/failover.h"
 #include "proxy/upstream_pool.h"
 #include "routing/router.h"
+#include "util/recycling_allocator.h"
 
 namespace prefixgate::proxy {
+
+// Header fields whose blocks come from the thread's recycled ones: the request path's heads allocate nothing in the
+// steady state.
+using Fields = boost::beast::http::basic_fields<util::RecyclingAllocator<char>>;
+using ClientHead = boost::beast::http::request_header<Fields>;
 
 struct RelayRequest {
   boost::beast::tcp_stream& client;
   UpstreamPool& pool;
   const config::UpstreamConfig& config;
   HealthSink& health;  // receives each attempt's verdict (passive ejection) and the pod's delivered tokens
-  const boost::beast::http::request_header<>& head;  // the client's request head
+  const ClientHead& head;  // the client's request head
   const std::string& body;                           // passed to the engine unchanged
   const std::string& request_id;
   bool client_keep_alive = true;

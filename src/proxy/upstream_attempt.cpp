@@ -21,8 +21,8 @@ constexpr auto kAwait = asio::use_awaitable;
 bool isTimeout(const error_code& ec) { return ec == beast::error::timeout; }
 
 // The request as the engine receives it: the client's end-to-end headers, the body unchanged.
-http::request<http::buffer_body> upstreamRequest(const RelayRequest& rq, const discovery::PodSpec& pod) {
-  http::request<http::buffer_body> req{rq.head.method(), rq.head.target(), 11};
+http::request<http::buffer_body, Fields> upstreamRequest(const RelayRequest& rq, const discovery::PodSpec& pod) {
+  http::request<http::buffer_body, Fields> req{rq.head.method(), rq.head.target(), 11};
   std::string_view connection_tokens = rq.head[http::field::connection];
   for (const auto& field : rq.head) {
     std::string_view name = field.name_string();

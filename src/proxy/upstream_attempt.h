@@ -28,11 +28,14 @@ struct ClientWatch {
 };
 void watchClient(boost::beast::tcp_stream& client, std::shared_ptr<ClientWatch> watch);
 
+using ResponseParser =
+    boost::beast::http::response_parser<boost::beast::http::buffer_body, util::RecyclingAllocator<char>>;
+
 // The connection and parser of the current attempt; they outlive it when its response is relayed.
 struct Exchange {
   std::unique_ptr<UpstreamStream> stream;
   boost::beast::flat_buffer buffer;
-  std::optional<boost::beast::http::response_parser<boost::beast::http::buffer_body>> parser;
+  std::optional<ResponseParser> parser;
 };
 
 // Runs one attempt on `pod` (a pooled connection unless `fresh`). On kNone or kEngineError the exchange holds the

@@ -35,10 +35,11 @@ constexpr size_t kBufferSlackBytes = 64 * 1024;
 constexpr size_t kMaxChunkExtensionBytes = 4096;
 constexpr auto kErrorWriteTimeout = std::chrono::seconds(5);
 using openai::GatewayError;
+using RequestParser = http::request_parser<http::string_body, util::RecyclingAllocator<char>>;
 
 // Transfer-Encoding is accepted only as one final "chunked" (RFC 9112 6.1): anything else (gzip, a doubled
 // chunked, chunked not last) would leave the body's end ambiguous between the gateway and the engine.
-bool acceptableTransferEncoding(const http::request_header<>& head) {
+bool acceptableTransferEncoding(const proxy::ClientHead& head) {
   auto it = head.find(http::field::transfer_encoding);
   if (it == head.end()) return true;
   if (head.count(http::field::transfer_encoding) != 1 || head.version() != 11) return false;
@@ -133,7 +134,7 @@ class ClientSession {
         ec = http::error::bad_chunk_extension;
       }
     };
-    http::request_parser<http::string_body> parser;
+    RequestParser parser;
     parser.header_limit(limits_.max_header_bytes);
     parser.body_limit(limits_.max_body_bytes);
     parser.on_chunk_header(check_chunk);
@@ -221,7 +222,7 @@ class ClientSession {
 
   // Reads the rest of the body; answers 413/431/400 itself when it cannot. Trailer fields of a chunked body are
   // dropped: they are never forwarded to the engine as headers.
-  asio::awaitable<bool> readBody(http::request_parser<http::string_body>& parser, RequestOutcome& outcome) {
+  asio::awaitable<bool> readBody(RequestParser& parser, RequestOutcome& outcome) {
     auto& head = parser.get();
     if (auto length = parser.content_length(); length && *length > limits_.max_body_bytes) {
       co_await reject(outcome, GatewayError::kBodyTooLarge, bodyTooLarge(), false);
@@ -261,13 +262,13 @@ class ClientSession {
   }
 
   // Beast's parser appends a chunked body's trailer fields to the head's: remove every field after the head's own.
-  void dropTrailers(http::request_header<>& head) const {
+  void dropTrailers(proxy::ClientHead& head) const {
     auto it = head.begin();
     for (size_t i = 0; i < head_fields_ && it != head.end(); ++i) ++it;
     while (it != head.end()) it = head.erase(it);
   }
 
-  asio::awaitable<bool> serveLocal(const Route& route, http::request_parser<http::string_body>& parser,
+  asio::awaitable<bool> serveLocal(const Route& route, RequestParser& parser,
                                    RequestOutcome& outcome, const ClientAuth& auth, bool keep_alive) {
     if (!co_await readBody(parser, outcome)) co_return false;
     if (route.kind == Route::kModels) {
@@ -286,7 +287,7 @@ class ClientSession {
                               "unknown path '" + openai::printable(parser.get().target(), 256) + "'", keep_alive);
   }
 
-  asio::awaitable<bool> serveProxy(openai::Endpoint endpoint, http::request_parser<http::string_body>& parser,
+  asio::awaitable<bool> serveProxy(openai::Endpoint endpoint, RequestParser& parser,
                                    RequestOutcome& outcome, ClientAuth& auth, bool keep_alive) {
     if (!co_await readBody(parser, outcome)) co_return false;
     auto& head = parser.get();
