@@ -46,7 +46,4 @@ boost::asio::awaitable<Attempt> attemptOnce(const RelayRequest& request, discove
 // True for socket errors that come from this process's limits, not from the pod.
 bool isLocalError(const boost::system::error_code& ec);
 
-// True when `name` is listed in a Connection header's value (those headers are hop-by-hop too).
-bool namedByConnection(std::string_view connection_tokens, std::string_view name);
-
 }  // namespace prefixgate::proxy

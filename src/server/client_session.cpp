@@ -312,7 +312,7 @@ class ClientSession {
     auth.stripCredentials(head);
     proxy::PodHealth health{gateway_.pods(), gateway_.config().health_check, routing::steadyNowMs};
     proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, health, head, head.body(),
-                                      outcome.requestId(), keep_alive,
+                                      outcome.requestId(), relay_heads_, keep_alive,
                                       [&](std::span<const PodId> exclude) {
                                         routing::RouteQuery again = query;
                                         again.exclude = exclude;
@@ -340,6 +340,7 @@ class ClientSession {
   Framing framing_;             // the current request's HTTP version and method, for gateway-made responses
   size_t head_fields_ = 0;      // fields in the current request's head (later ones are trailers)
   bool long_extension_ = false;  // the current request's chunk-extension check fired
+  std::string relay_heads_;      // the relay's head buffer, kept from request to request (RelayRequest::head_buffer)
 };
 
 }  // namespace
