@@ -40,14 +40,17 @@ constexpr std::string_view kRemoteTokenizerOutcomes[] = {"hit", "miss", "error",
 constexpr const char* kRequestsHelp = "Client requests finished, by model, pod, HTTP status and routing strategy";
 constexpr const char* kDurationHelp =
     "Time from the request head to the last response byte, by model, pod and HTTP status";
-constexpr const char* kFirstByteHelp = "Time from the request head to the first response byte from the engine, by model";
+constexpr const char* kFirstByteHelp =
+    "Time from the request head to the first response byte from the engine, by model";
 
 std::atomic<uint64_t> next_instance{1};
 
 // A shard's numbers have one writer (its thread): a relaxed load and store, no locked read-modify-write; the
 // scraper reads them relaxed (a number can lag by the requests in progress, never tear).
-void add(std::atomic<uint64_t>& n, uint64_t v) { n.store(n.load(std::memory_order_relaxed) + v, std::memory_order_relaxed); }
-void add(std::atomic<double>& n, double v) { n.store(n.load(std::memory_order_relaxed) + v, std::memory_order_relaxed); }
+template <class T>
+void add(std::atomic<T>& n, T v) {
+  n.store(n.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+}
 
 // One thread's histogram: a count per bucket (Prometheus's le: the first bound >= the value; the last is +Inf).
 struct LocalHistogram {
@@ -56,8 +59,8 @@ struct LocalHistogram {
   void observe(double value) {
     const auto& bounds = latencyBuckets();
     const size_t i = std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin();
-    add(buckets[i], 1);
-    add(sum, value);
+    add<uint64_t>(buckets[i], 1);
+    add<double>(sum, value);
   }
 };
 
@@ -228,7 +231,7 @@ GatewayMetrics::GatewayMetrics()
 void GatewayMetrics::requestDone(const std::string& model, const std::string& pod, int status,
                                  const std::string& strategy, double seconds) {
   Shard::RequestSeries& series = shard().requestSeries(model, pod, status, strategy);
-  add(series.count, 1);
+  add<uint64_t>(series.count, 1);
   series.duration.observe(seconds);
 }
 
