@@ -3,7 +3,6 @@
 #include <array>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
@@ -12,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "net/ready_io.h"
 #include "openai/errors.h"
 #include "proxy/upstream_attempt.h"
 #include "proxy/usage_scanner.h"
@@ -100,9 +100,8 @@ class ClientWriter {
     if (framing_.chunked && !data.empty()) buffers[n++] = asio::buffer("\r\n", 2);
     if (framing_.chunked && last) buffers[n++] = asio::buffer("0\r\n\r\n", 5);
     head_sent_ = true;
-    error_code ec;
-    if (n > 0) co_await asio::async_write(client_, std::span(buffers.data(), n), asio::redirect_error(kAwait, ec));
-    co_return ec;
+    if (n == 0) co_return error_code{};
+    co_return co_await net::writeNow(client_, std::span(buffers.data(), n));
   }
   bool headSent() const { return head_sent_; }
 
@@ -149,7 +148,9 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
     ex.stream->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     error_code read_ec;
     // read_some returns as soon as any body bytes arrived, so each SSE event is forwarded without waiting for more.
-    co_await http::async_read_some(*ex.stream, ex.buffer, *ex.parser, asio::redirect_error(kAwait, read_ec));
+    // Bytes that came with the head (or with the previous read) are parsed at once.
+    if (!net::parseBuffered(*ex.parser, ex.buffer, read_ec))
+      co_await http::async_read_some(*ex.stream, ex.buffer, *ex.parser, asio::redirect_error(kAwait, read_ec));
     if (read_ec == http::error::need_buffer) read_ec = {};
     if (read_ec) {
       ec = read_ec;

@@ -4,11 +4,11 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
 
+#include "net/ready_io.h"
 #include "util/log.h"
 
 namespace prefixgate::proxy {
@@ -136,7 +136,7 @@ asio::awaitable<Attempt> attemptOnce(const RelayRequest& rq, discovery::PodState
   writeUpstreamHead(rq, spec, rq.head_buffer);
   const std::array<asio::const_buffer, 2> request{asio::buffer(rq.head_buffer), asio::buffer(rq.body)};
   ex.stream->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
-  co_await asio::async_write(*ex.stream, request, asio::redirect_error(kAwait, ec));
+  ec = co_await net::writeNow(*ex.stream, request);
   ex.buffer.clear();
   // The deadline covers every interim head too: 1xx answers (100 Continue, 103 Early Hints) are read past, never
   // relayed as the final answer (the real one would then reach the next user of this connection).

@@ -8,6 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "net/ready_io.h"
 #include "openai/request.h"
 #include "proxy/pod_health.h"
 #include "proxy/relay.h"
@@ -139,23 +140,9 @@ class ClientSession {
     parser.body_limit(limits_.max_body_bytes);
     parser.on_chunk_header(check_chunk);
     error_code ec;
-    // The head's deadline cancels the read instead of closing the socket (as the stream's own timeout would), so
-    // the client can still be told why: a 408.
+    // A head already read whole (the usual case: it came in one segment) is parsed at once, with no timer.
     stream_.expires_never();
-    head_timed_out_ = false;
-    head_timer_.expires_after(std::chrono::milliseconds(limits_.header_timeout_ms));
-    // The generation tells a wait that fired just as the head arrived (its handler already queued, so cancel()
-    // cannot stop it) from the current one: only the current one may cancel the read.
-    head_timer_.async_wait([this, generation = ++head_generation_](error_code timer_ec) {
-      if (timer_ec || generation != head_generation_) return;
-      head_timed_out_ = true;
-      error_code ignored;
-      stream_.socket().cancel(ignored);
-    });
-    co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
-    ++head_generation_;
-    head_timer_.cancel();
-    if (head_timed_out_) ec = beast::error::timeout;
+    if (!net::parseBuffered(parser, buffer_, ec)) co_await readHead(parser, ec);
     if (ec) co_return co_await headerFailed(ec, outcome);
     auto& head = parser.get();
     outcome.begin(head);
@@ -180,6 +167,26 @@ class ClientSession {
     }
     if (route.kind != Route::kProxy) co_return co_await serveLocal(route, parser, outcome, auth, keep_alive);
     co_return co_await serveProxy(route.endpoint, parser, outcome, auth, keep_alive);
+  }
+
+  // Reads the rest of the request head, within limits.header_timeout_ms.
+  asio::awaitable<void> readHead(RequestParser& parser, error_code& ec) {
+    // The head's deadline cancels the read instead of closing the socket (as the stream's own timeout would), so
+    // the client can still be told why: a 408.
+    head_timed_out_ = false;
+    head_timer_.expires_after(std::chrono::milliseconds(limits_.header_timeout_ms));
+    // The generation tells a wait that fired just as the head arrived (its handler already queued, so cancel()
+    // cannot stop it) from the current one: only the current one may cancel the read.
+    head_timer_.async_wait([this, generation = ++head_generation_](error_code timer_ec) {
+      if (timer_ec || generation != head_generation_) return;
+      head_timed_out_ = true;
+      error_code ignored;
+      stream_.socket().cancel(ignored);
+    });
+    co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
+    ++head_generation_;
+    head_timer_.cancel();
+    if (head_timed_out_) ec = beast::error::timeout;
   }
 
   // Writes a gateway error (openai/errors.h) and records it as the request's outcome; returns whether the
@@ -237,8 +244,16 @@ class ClientSession {
       if (ec) co_return false;
     }
     error_code ec;
-    stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
-    co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
+    // A body already read whole with the head is parsed at once; the rest is read under the idle timeout.
+    parser.eager(true);
+    while (!parser.is_done()) {
+      const size_t buffered = buffer_.size();
+      if (!net::parseBuffered(parser, buffer_, ec) || ec || buffer_.size() == buffered) break;
+    }
+    if (!ec && !parser.is_done()) {
+      stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
+      co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
+    }
     if (!ec) {
       if (parser.chunked()) dropTrailers(head);
       co_return true;
