@@ -28,6 +28,9 @@ namespace {
 constexpr size_t kRelayBufferBytes = 16 * 1024;
 constexpr auto kAwait = asio::use_awaitable;
 
+template <class T>
+using RecycledVector = std::vector<T, util::RecyclingAllocator<T>>;
+
 // The status the client gets when an attempt failed before any response (no head to relay).
 int statusOf(FailureKind kind) { return openai::errorInfo(errorFor(kind)).status; }
 
@@ -215,7 +218,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
 asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
   RelayOutcome out;
   const auto started = std::chrono::steady_clock::now();
-  auto watch = std::make_shared<ClientWatch>();
+  auto watch = std::allocate_shared<ClientWatch>(util::RecyclingAllocator<ClientWatch>());
   watchClient(rq.client, watch);
   Exchange ex;
   struct StopWatch {
@@ -229,9 +232,10 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     }
   } stop_watch{watch, rq.client};  // declared after `ex`: clears the watcher's pointer before the stream dies
 
-  std::vector<discovery::PodPtr> tried;  // keeps every attempted pod alive for the health report
-  std::vector<PodId> tried_ids;
-  std::vector<Attempt> attempts;
+  // Per-request bookkeeping from the thread's recycled blocks (util/recycling_allocator.h).
+  RecycledVector<discovery::PodPtr> tried;  // keeps every attempted pod alive for the health report
+  RecycledVector<PodId> tried_ids;
+  RecycledVector<Attempt> attempts;
   std::string error;
   bool fresh = false;
   for (;;) {

@@ -34,7 +34,7 @@ using ResponseParser =
 // The connection and parser of the current attempt; they outlive it when its response is relayed.
 struct Exchange {
   std::unique_ptr<UpstreamStream> stream;
-  boost::beast::flat_buffer buffer;
+  boost::beast::basic_flat_buffer<util::RecyclingAllocator<char>> buffer;
   std::optional<ResponseParser> parser;
 };
 

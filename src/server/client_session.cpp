@@ -98,7 +98,12 @@ class ClientSession {
         limits_(gateway_.config().limits),
         stream_(std::move(socket)),
         head_timer_(stream_.get_executor()),
-        buffer_(std::max<size_t>(limits_.max_header_bytes, kFirstReadBytes) + kBufferSlackBytes) {}
+        buffer_(std::max<size_t>(limits_.max_header_bytes, kFirstReadBytes) + kBufferSlackBytes) {
+    worker_.clients.emplace(&stream_, &waiting_);
+  }
+  ~ClientSession() { worker_.clients.erase(&stream_); }
+  ClientSession(const ClientSession&) = delete;
+  ClientSession& operator=(const ClientSession&) = delete;
 
   asio::awaitable<void> run() {
     while (co_await waitForRequest()) {
@@ -114,11 +119,11 @@ class ClientSession {
   asio::awaitable<bool> waitForRequest() {
     if (buffer_.size() > 0) co_return true;
     if (gateway_.draining()) co_return false;
-    worker_.idle_clients.insert(&stream_);
+    waiting_ = true;
     stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
     error_code ec;
     size_t n = co_await stream_.async_read_some(buffer_.prepare(kFirstReadBytes), asio::redirect_error(kAwait, ec));
-    worker_.idle_clients.erase(&stream_);
+    waiting_ = false;
     if (ec) co_return false;
     buffer_.commit(n);
     co_return true;
@@ -355,6 +360,7 @@ class ClientSession {
   Framing framing_;             // the current request's HTTP version and method, for gateway-made responses
   size_t head_fields_ = 0;      // fields in the current request's head (later ones are trailers)
   bool long_extension_ = false;  // the current request's chunk-extension check fired
+  bool waiting_ = false;         // waiting for the next request (Worker::clients)
   std::string relay_heads_;      // the relay's head buffer, kept from request to request (RelayRequest::head_buffer)
 };
 
@@ -409,7 +415,8 @@ void startAccepting(Worker& worker) {
 }
 
 void closeIdleClients(Worker& worker) {
-  for (beast::tcp_stream* stream : worker.idle_clients) {
+  for (auto [stream, waiting] : worker.clients) {
+    if (!*waiting) continue;
     error_code ignored;
     stream->socket().cancel(ignored);
   }
