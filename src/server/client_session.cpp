@@ -3,6 +3,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -257,7 +258,10 @@ class ClientSession {
     }
     if (!ec && !parser.is_done()) {
       stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
-      co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
+      if (auto length = parser.content_length(); length && !parser.chunked())
+        co_await readBodyRest(head.body(), *length, ec);
+      else
+        co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
     }
     if (!ec) {
       if (parser.chunked()) dropTrailers(head);
@@ -279,6 +283,19 @@ class ClientSession {
       outcome.fail(GatewayError::kMalformedHttp, "request body could not be read: " + ec.message());
     }
     co_return false;
+  }
+
+  // The rest of a Content-Length body (the parser took what the session buffer held, which is then empty), read
+  // from the socket straight into the body's string: the engine's request is written from there, so the prompt is
+  // never copied between the socket and the upstream write (Beast's parser would read it into the session buffer
+  // and copy it over). A connection that ends early is a partial message, as Beast reports it.
+  asio::awaitable<void> readBodyRest(std::string& body, uint64_t length, error_code& ec) {
+    const size_t have = body.size();
+    body.resize(length);
+    const size_t n = co_await asio::async_read(stream_, asio::buffer(body.data() + have, length - have),
+                                               asio::redirect_error(kAwait, ec));
+    if (ec == asio::error::eof) ec = http::error::partial_message;
+    if (ec) body.resize(have + n);
   }
 
   // Beast's parser appends a chunked body's trailer fields to the head's: remove every field after the head's own.
