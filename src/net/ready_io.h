@@ -13,18 +13,25 @@
 
 namespace prefixgate::net {
 
-// Writes all of `buffers`: directly while the socket takes them (it is switched to non-blocking mode, so a full
-// send buffer never blocks the thread), the rest asynchronously under the stream's timeout.
+// Sends what the socket takes of `buffers` at once (it is switched to non-blocking mode, so a full send buffer
+// never blocks the thread); returns the bytes sent, `ec` a socket error (not "would block"). A plain function, not
+// a coroutine: the usual case, all sent, costs no coroutine frame.
 template <class Buffers>
-boost::asio::awaitable<boost::system::error_code> writeNow(boost::beast::tcp_stream& stream, const Buffers& buffers) {
-  boost::system::error_code ec;
+size_t sendNow(boost::beast::tcp_stream& stream, const Buffers& buffers, boost::system::error_code& ec) {
   auto& socket = stream.socket();
   if (!socket.non_blocking()) socket.non_blocking(true, ec);
   const size_t sent = ec ? 0 : socket.send(buffers, 0, ec);
   if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) ec = {};
-  if (ec || sent == boost::asio::buffer_size(buffers)) co_return ec;
+  return sent;
+}
+
+// Writes what sendNow left of `buffers` (from byte `sent` on) under the stream's timeout.
+template <class Buffers>
+boost::asio::awaitable<boost::system::error_code> writeRest(boost::beast::tcp_stream& stream, const Buffers& buffers,
+                                                            size_t sent) {
   boost::beast::buffers_suffix<Buffers> rest(buffers);
   rest.consume(sent);
+  boost::system::error_code ec;
   co_await boost::asio::async_write(stream, rest, boost::asio::redirect_error(boost::asio::use_awaitable, ec));
   co_return ec;
 }

@@ -103,8 +103,11 @@ class ClientWriter {
     if (framing_.chunked && !data.empty()) buffers[n++] = asio::buffer("\r\n", 2);
     if (framing_.chunked && last) buffers[n++] = asio::buffer("0\r\n\r\n", 5);
     head_sent_ = true;
-    if (n == 0) co_return error_code{};
-    co_return co_await net::writeNow(client_, std::span(buffers.data(), n));
+    const std::span<const asio::const_buffer> all(buffers.data(), n);
+    error_code ec;
+    const size_t sent = net::sendNow(client_, all, ec);
+    if (!ec && sent < asio::buffer_size(all)) ec = co_await net::writeRest(client_, all, sent);
+    co_return ec;
   }
   bool headSent() const { return head_sent_; }
 

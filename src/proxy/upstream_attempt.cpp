@@ -136,7 +136,8 @@ asio::awaitable<Attempt> attemptOnce(const RelayRequest& rq, discovery::PodState
   writeUpstreamHead(rq, spec, rq.head_buffer);
   const std::array<asio::const_buffer, 2> request{asio::buffer(rq.head_buffer), asio::buffer(rq.body)};
   ex.stream->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
-  ec = co_await net::writeNow(*ex.stream, request);
+  const size_t sent = net::sendNow(*ex.stream, request, ec);
+  if (!ec && sent < asio::buffer_size(request)) ec = co_await net::writeRest(*ex.stream, request, sent);
   ex.buffer.clear();
   // The deadline covers every interim head too: 1xx answers (100 Continue, 103 Early Hints) are read past, never
   // relayed as the final answer (the real one would then reach the next user of this connection).
