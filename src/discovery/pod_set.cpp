@@ -63,7 +63,7 @@ PodSet::PodSet(std::vector<PodPtr> pods) : pods_(std::move(pods)) {
 }
 
 const std::vector<PodPtr>* PodSet::podsFor(std::string_view model) const {
-  auto it = by_model_.find(std::string(model));
+  auto it = by_model_.find(model);
   return it == by_model_.end() ? nullptr : &it->second;
 }
 
@@ -73,7 +73,34 @@ PodPtr PodSet::find(std::string_view name) const {
   return nullptr;
 }
 
-PodRegistry::PodRegistry() : current_(std::make_shared<const PodSet>(std::vector<PodPtr>{})) {}
+namespace {
+
+std::atomic<uint64_t> next_registry_instance{1};
+
+struct CachedSnapshot {
+  uint64_t instance = 0;
+  uint64_t version = 0;
+  std::shared_ptr<const PodSet> set;
+};
+thread_local CachedSnapshot cached_snapshot;
+
+}  // namespace
+
+PodRegistry::PodRegistry()
+    : current_(std::make_shared<const PodSet>(std::vector<PodPtr>{})),
+      instance_(next_registry_instance.fetch_add(1, std::memory_order_relaxed)) {}
+
+std::shared_ptr<const PodSet> PodRegistry::snapshot() const {
+  // The version is read before the pointer: a thread that sees a bump loads at least the set stored before it.
+  const uint64_t version = version_.load(std::memory_order_acquire);
+  CachedSnapshot& cached = cached_snapshot;
+  if (cached.instance != instance_ || cached.version != version || !cached.set) {
+    cached.set = current_.load(std::memory_order_acquire);
+    cached.instance = instance_;
+    cached.version = version;
+  }
+  return cached.set;
+}
 
 void PodRegistry::onRemoved(RemovedListener listener) {
   std::lock_guard lock(update_mutex_);
@@ -107,6 +134,7 @@ void PodRegistry::update(std::vector<PodSpec> specs) {
     if (!kept) removed.push_back(pod);
   }
   current_.store(std::make_shared<const PodSet>(std::move(next)), std::memory_order_release);
+  version_.fetch_add(1, std::memory_order_release);
   for (const PodPtr& pod : removed) {
     pod->markRemoved();
     for (auto& l : removed_listeners_) l(pod->id());

@@ -190,7 +190,12 @@ class PodSet {
 
  private:
   std::vector<PodPtr> pods_;
-  std::unordered_map<std::string, std::vector<PodPtr>> by_model_;
+  // Transparent: a request's model (a string_view into its body) is looked up without a copy.
+  struct ModelHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view model) const { return std::hash<std::string_view>{}(model); }
+  };
+  std::unordered_map<std::string, std::vector<PodPtr>, ModelHash, std::equal_to<>> by_model_;
   std::vector<std::string> models_;
 };
 
@@ -198,8 +203,11 @@ class PodSet {
 class PodRegistry {
  public:
   PodRegistry();
-  // Readers: lock-free acquire of the current snapshot (never null).
-  std::shared_ptr<const PodSet> snapshot() const { return current_.load(std::memory_order_acquire); }
+  // The current snapshot (never null). Each thread keeps the last one it read and reloads it only when an update
+  // bumped the version: a request reads one atomic instead of taking the shared_ptr's lock (libstdc++'s
+  // atomic<shared_ptr> is a spin lock that every thread's every request would take). A thread holds a replaced
+  // snapshot until its next read.
+  std::shared_ptr<const PodSet> snapshot() const;
 
   // Replaces the pod set. A pod whose name, address and models are unchanged keeps its state; a changed or new
   // one gets a fresh state and PodId (ids are never reused). Removed pods are marked removed (their streams
@@ -213,6 +221,8 @@ class PodRegistry {
 
  private:
   std::atomic<std::shared_ptr<const PodSet>> current_;
+  std::atomic<uint64_t> version_{0};  // bumped after each store to current_
+  const uint64_t instance_;            // tells this registry's snapshots from another's in a thread's cache
   std::mutex update_mutex_;
   uint32_t next_id_ = 1;
   std::vector<RemovedListener> removed_listeners_;

@@ -2,7 +2,13 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <limits>
+#include <map>
 #include <mutex>
+#include <thread>
 
 namespace prefixgate::metrics {
 namespace {
@@ -31,22 +37,145 @@ const prometheus::Histogram::BucketBoundaries& remoteTokenizerBuckets() {
 
 constexpr std::string_view kRemoteTokenizerOutcomes[] = {"hit", "miss", "error", "timeout", "no_pod"};
 
+constexpr const char* kRequestsHelp = "Client requests finished, by model, pod, HTTP status and routing strategy";
+constexpr const char* kDurationHelp =
+    "Time from the request head to the last response byte, by model, pod and HTTP status";
+constexpr const char* kFirstByteHelp =
+    "Time from the request head to the first response byte from the engine, by model";
+
+std::atomic<uint64_t> next_instance{1};
+
+// A shard's numbers have one writer (its thread): a relaxed load and store, no locked read-modify-write; the
+// scraper reads them relaxed (a number can lag by the requests in progress, never tear).
+template <class T>
+void add(std::atomic<T>& n, T v) {
+  n.store(n.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+}
+
+// One thread's histogram: a count per bucket (Prometheus's le: the first bound >= the value; the last is +Inf).
+struct LocalHistogram {
+  std::vector<std::atomic<uint64_t>> buckets = std::vector<std::atomic<uint64_t>>(latencyBuckets().size() + 1);
+  std::atomic<double> sum{0};
+  void observe(double value) {
+    const auto& bounds = latencyBuckets();
+    const size_t i = std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin();
+    add<uint64_t>(buckets[i], 1);
+    add<double>(sum, value);
+  }
+};
+
+// Adds `from` into the Prometheus histogram `to` (cumulative buckets, as the text format wants them).
+void mergeHistogram(const LocalHistogram& from, prometheus::ClientMetric::Histogram& to) {
+  const auto& bounds = latencyBuckets();
+  if (to.bucket.empty()) {
+    to.bucket.resize(bounds.size() + 1);
+    for (size_t i = 0; i <= bounds.size(); ++i)
+      to.bucket[i].upper_bound = i < bounds.size() ? bounds[i] : std::numeric_limits<double>::infinity();
+  }
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < from.buckets.size(); ++i) {
+    cumulative += from.buckets[i].load(std::memory_order_relaxed);
+    to.bucket[i].cumulative_count += cumulative;
+  }
+  to.sample_count += cumulative;
+  to.sample_sum += from.sum.load(std::memory_order_relaxed);
+}
+
 }  // namespace
+
+class GatewayMetrics::Shard {
+ public:
+  struct RequestSeries {
+    std::string model, pod, status, strategy;
+    std::atomic<uint64_t> count{0};
+    LocalHistogram duration;
+  };
+  const std::thread::id thread = std::this_thread::get_id();
+  // The owner thread finds without the lock (only it inserts); inserts and the scraper's reads hold it.
+  std::mutex mutex;
+  std::unordered_map<std::string, RequestSeries> requests;  // by model, pod, status, strategy
+  std::unordered_map<std::string, LocalHistogram> first_byte;  // by model
+  std::string key;  // the owner's lookup key, reused
+
+  RequestSeries& requestSeries(const std::string& model, const std::string& pod, int status,
+                               const std::string& strategy) {
+    char digits[16];
+    const std::string_view code(digits, std::to_chars(digits, digits + sizeof digits, status).ptr);
+    key.clear();
+    key.append(model).append(1, '\0').append(pod).append(1, '\0').append(code).append(1, '\0').append(strategy);
+    if (auto it = requests.find(key); it != requests.end()) return it->second;
+    std::lock_guard lock(mutex);
+    RequestSeries& series = requests.try_emplace(key).first->second;
+    series.model = model;
+    series.pod = pod;
+    series.status = code;
+    series.strategy = strategy;
+    return series;
+  }
+
+  LocalHistogram& firstByte(const std::string& model) {
+    if (auto it = first_byte.find(model); it != first_byte.end()) return it->second;
+    std::lock_guard lock(mutex);
+    return first_byte.try_emplace(model).first->second;
+  }
+};
+
+GatewayMetrics::~GatewayMetrics() = default;
+
+GatewayMetrics::Shard& GatewayMetrics::shard() {
+  // Each thread remembers its shard of the last GatewayMetrics it recorded into (the gateway has one).
+  thread_local uint64_t cached_instance = 0;
+  thread_local Shard* cached_shard = nullptr;
+  if (cached_instance == instance_) return *cached_shard;
+  std::lock_guard lock(shards_mutex_);
+  auto it = std::find_if(shards_.begin(), shards_.end(),
+                         [](const auto& s) { return s->thread == std::this_thread::get_id(); });
+  cached_shard = it != shards_.end() ? it->get() : shards_.emplace_back(std::make_unique<Shard>()).get();
+  cached_instance = instance_;
+  return *cached_shard;
+}
+
+std::vector<prometheus::MetricFamily> GatewayMetrics::mergeShards() {
+  // Series of several threads with the same labels become one; the maps keep the text's order stable.
+  std::map<std::string, prometheus::ClientMetric> requests, durations, first_bytes;
+  std::lock_guard lock(shards_mutex_);
+  for (const auto& shard : shards_) {
+    std::lock_guard shard_lock(shard->mutex);
+    for (const auto& [key, series] : shard->requests) {
+      auto& count = requests[key];
+      if (count.label.empty())
+        count.label = {{"model", series.model}, {"pod", series.pod}, {"status", series.status},
+                       {"strategy", series.strategy}};
+      count.counter.value += static_cast<double>(series.count.load(std::memory_order_relaxed));
+      auto& duration = durations[series.model + '\0' + series.pod + '\0' + series.status];
+      if (duration.label.empty())
+        duration.label = {{"model", series.model}, {"pod", series.pod}, {"status", series.status}};
+      mergeHistogram(series.duration, duration.histogram);
+    }
+    for (const auto& [model, histogram] : shard->first_byte) {
+      auto& first_byte = first_bytes[model];
+      if (first_byte.label.empty()) first_byte.label = {{"model", model}};
+      mergeHistogram(histogram, first_byte.histogram);
+    }
+  }
+  auto family = [](const char* name, const char* help, prometheus::MetricType type,
+                   std::map<std::string, prometheus::ClientMetric>& series) {
+    prometheus::MetricFamily f{name, help, type, {}};
+    for (auto& [key, metric] : series) f.metric.push_back(std::move(metric));
+    return f;
+  };
+  std::vector<prometheus::MetricFamily> families;
+  families.push_back(family("prefixgate_requests_total", kRequestsHelp, prometheus::MetricType::Counter, requests));
+  families.push_back(
+      family("prefixgate_request_duration_seconds", kDurationHelp, prometheus::MetricType::Histogram, durations));
+  families.push_back(
+      family("prefixgate_time_to_first_byte_seconds", kFirstByteHelp, prometheus::MetricType::Histogram, first_bytes));
+  return families;
+}
 
 GatewayMetrics::GatewayMetrics()
     : registry_(std::make_shared<prometheus::Registry>()),
-      requests_(prometheus::BuildCounter()
-                    .Name("prefixgate_requests_total")
-                    .Help("Client requests finished, by model, pod, HTTP status and routing strategy")
-                    .Register(*registry_)),
-      duration_(prometheus::BuildHistogram()
-                    .Name("prefixgate_request_duration_seconds")
-                    .Help("Time from the request head to the last response byte, by model, pod and HTTP status")
-                    .Register(*registry_)),
-      first_byte_(prometheus::BuildHistogram()
-                      .Name("prefixgate_time_to_first_byte_seconds")
-                      .Help("Time from the request head to the first response byte from the engine, by model")
-                      .Register(*registry_)),
+      instance_(next_instance.fetch_add(1, std::memory_order_relaxed)),
       upstream_errors_(prometheus::BuildCounter()
                            .Name("prefixgate_upstream_errors_total")
                            .Help("Failures talking to engine pods, by pod and reason")
@@ -99,47 +228,14 @@ GatewayMetrics::GatewayMetrics()
                                    .Add({}, remoteTokenizerBuckets());
 }
 
-GatewayMetrics::RequestSeries& GatewayMetrics::requestSeries(const std::string& model, const std::string& pod, int status,
-                                                             const std::string& strategy) {
-  // Looking a series up through prometheus-cpp builds label maps under its lock; this cache makes the common
-  // case one shared-lock hash lookup.
-  std::string key = model;
-  key.append(1, '\0').append(pod).append(1, '\0').append(std::to_string(status)).append(1, '\0').append(strategy);
-  {
-    std::shared_lock lock(series_mutex_);
-    if (auto it = series_.find(key); it != series_.end()) return it->second;
-  }
-  std::unique_lock lock(series_mutex_);
-  auto [it, inserted] = series_.try_emplace(std::move(key));
-  if (inserted) {
-    const std::string code = std::to_string(status);
-    it->second.count = &requests_.Add({{"model", model}, {"pod", pod}, {"status", code}, {"strategy", strategy}});
-    it->second.duration = &duration_.Add({{"model", model}, {"pod", pod}, {"status", code}}, latencyBuckets());
-  }
-  return it->second;
-}
-
 void GatewayMetrics::requestDone(const std::string& model, const std::string& pod, int status,
                                  const std::string& strategy, double seconds) {
-  RequestSeries& series = requestSeries(model, pod, status, strategy);
-  series.count->Increment();
-  series.duration->Observe(seconds);
+  Shard::RequestSeries& series = shard().requestSeries(model, pod, status, strategy);
+  add<uint64_t>(series.count, 1);
+  series.duration.observe(seconds);
 }
 
-void GatewayMetrics::firstByte(const std::string& model, double seconds) {
-  prometheus::Histogram* histogram = nullptr;
-  {
-    std::shared_lock lock(series_mutex_);
-    if (auto it = first_byte_series_.find(model); it != first_byte_series_.end()) histogram = it->second;
-  }
-  if (!histogram) {
-    std::unique_lock lock(series_mutex_);
-    auto& slot = first_byte_series_[model];
-    if (!slot) slot = &first_byte_.Add({{"model", model}}, latencyBuckets());
-    histogram = slot;
-  }
-  histogram->Observe(seconds);
-}
+void GatewayMetrics::firstByte(const std::string& model, double seconds) { shard().firstByte(model).observe(seconds); }
 
 void GatewayMetrics::upstreamError(const std::string& pod, const std::string& reason) {
   upstream_errors_.Add({{"pod", pod}, {"reason", reason}}).Increment();
@@ -201,7 +297,9 @@ std::string GatewayMetrics::serialize(const discovery::PodSet& pods, int64_t now
   }
   pods_.Add({{"state", "ready"}}).Set(ready);
   pods_.Add({{"state", "not_ready"}}).Set(not_ready);
-  return prometheus::TextSerializer().Serialize(registry_->Collect());
+  std::vector<prometheus::MetricFamily> families = mergeShards();
+  for (auto& f : registry_->Collect()) families.push_back(std::move(f));
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 }  // namespace prefixgate::metrics

@@ -7,10 +7,11 @@
 #include <prometheus/registry.h>
 
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
-#include <unordered_map>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "discovery/pod_set.h"
@@ -23,10 +24,12 @@ class GatewayMetrics {
   // The registry other parts (e.g. the prefix-cache strategy) add their families to.
   prometheus::Registry& registry() { return *registry_; }
 
-  // Every finished request, whatever its outcome: pod "" when none was chosen. Thread-safe.
+  // Every finished request, whatever its outcome: pod "" when none was chosen. Thread-safe: each thread counts
+  // into its own shard (no lock, no cache line shared with other threads); serialize() merges the shards.
   void requestDone(const std::string& model, const std::string& pod, int status, const std::string& strategy,
                    double seconds);
-  void firstByte(const std::string& model, double seconds);
+  void firstByte(const std::string& model, double seconds);  // as requestDone
+  ~GatewayMetrics();
   void upstreamError(const std::string& pod, const std::string& reason);
   void retried(const std::string& reason);
   // One request's remote tokenizer step: outcome hit, miss, error, timeout or no_pod, and its duration. Thread-safe.
@@ -40,11 +43,10 @@ class GatewayMetrics {
   std::string serialize(const discovery::PodSet& pods, int64_t now_ms);
 
  private:
-  struct RequestSeries {
-    prometheus::Counter* count = nullptr;
-    prometheus::Histogram* duration = nullptr;
-  };
-  RequestSeries& requestSeries(const std::string& model, const std::string& pod, int status, const std::string& strategy);
+  // prefixgate_requests_total, _request_duration_seconds and _time_to_first_byte_seconds, by thread.
+  class Shard;
+  Shard& shard();
+  std::vector<prometheus::MetricFamily> mergeShards();
   struct PredictionSeries {
     prometheus::Counter* responses = nullptr;
     prometheus::Counter* predicted = nullptr;
@@ -58,12 +60,10 @@ class GatewayMetrics {
   std::vector<std::pair<std::string_view, prometheus::Counter*>> remote_tokenizer_requests_;
   prometheus::Histogram* remote_tokenizer_seconds_ = nullptr;
   std::shared_mutex series_mutex_;
-  std::unordered_map<std::string, RequestSeries> series_;
-  std::unordered_map<std::string, prometheus::Histogram*> first_byte_series_;
   std::unordered_map<std::string, PredictionSeries> prediction_series_;  // by pod
-  prometheus::Family<prometheus::Counter>& requests_;
-  prometheus::Family<prometheus::Histogram>& duration_;
-  prometheus::Family<prometheus::Histogram>& first_byte_;
+  const uint64_t instance_;  // tells this object's shards from another's in a thread's cache
+  std::mutex shards_mutex_;
+  std::vector<std::unique_ptr<Shard>> shards_;
   prometheus::Family<prometheus::Counter>& upstream_errors_;
   prometheus::Family<prometheus::Counter>& retries_;
   prometheus::Family<prometheus::Gauge>& pods_;

@@ -5,10 +5,13 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <charconv>
+#include <span>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "net/ready_io.h"
 #include "openai/errors.h"
 #include "proxy/upstream_attempt.h"
 #include "proxy/usage_scanner.h"
@@ -25,75 +28,125 @@ namespace {
 constexpr size_t kRelayBufferBytes = 16 * 1024;
 constexpr auto kAwait = asio::use_awaitable;
 
+template <class T>
+using RecycledVector = std::vector<T, util::RecyclingAllocator<T>>;
+
 // The status the client gets when an attempt failed before any response (no head to relay).
 int statusOf(FailureKind kind) { return openai::errorInfo(errorFor(kind)).status; }
 
-// The response head as the client receives it: the engine's end-to-end headers plus the gateway's own, framed for
-// the client: no body for 204/304, the engine's length when known, else chunked; HTTP/1.0 clients get the body
-// delimited by the connection's close (they cannot read chunked).
-void copyResponseHead(const http::response_parser<http::buffer_body>& parser, http::response<http::buffer_body>& to,
-                      const RelayRequest& rq, const routing::Decision& d) {
+// How the client's response delimits its body: the engine's length when known, else chunked; HTTP/1.0 clients get
+// the body delimited by the connection's close (they cannot read chunked); none for 204/304.
+struct ClientFraming {
+  bool has_length = false;
+  bool chunked = false;
+  bool keep_alive = false;
+};
+
+std::string_view decimal(char (&digits)[24], uint64_t value) {
+  return {digits, std::to_chars(digits, digits + sizeof digits, value).ptr};
+}
+
+// The response head as the client receives it, written into `out`: the engine's end-to-end headers plus the
+// gateway's own, framed for the client.
+ClientFraming writeResponseHead(const ResponseParser& parser, const RelayRequest& rq, const routing::Decision& d,
+                                std::string& out) {
   const auto& from = parser.get();
-  to.result(from.result_int());
-  to.version(11);
-  std::string_view connection_tokens = from[http::field::connection];
-  for (const auto& field : from) {
-    if (isHopByHop(field.name_string()) || field.name() == http::field::content_length) continue;
-    if (namedByConnection(connection_tokens, field.name_string())) continue;
-    to.insert(field.name_string(), field.value());
-  }
-  to.set("request-id", rq.request_id);
-  to.set("routing-strategy", d.strategy);
-  to.set("target-pod", d.pod->name());
-  if (d.match_percent >= 0) to.set("x-prefix-match-percent", std::to_string(d.match_percent));
+  char digits[24];
+  out.clear();
+  out.append("HTTP/1.1 ").append(decimal(digits, from.result_int())).append(" ");
+  out.append(http::obsolete_reason(from.result())).append("\r\n");
+  const bool match_percent = d.match_percent >= 0;
+  // The gateway's own headers replace any the engine sent under the same names.
+  appendEndToEndFields(out, from, [&](const auto& field) {
+    const std::string_view name = field.name_string();
+    return beast::iequals(name, "request-id") || beast::iequals(name, "routing-strategy") ||
+           beast::iequals(name, "target-pod") || (match_percent && beast::iequals(name, "x-prefix-match-percent"));
+  });
+  appendField(out, "request-id", rq.request_id);
+  appendField(out, "routing-strategy", d.strategy);
+  appendField(out, "target-pod", d.pod->name());
+  if (match_percent) appendField(out, "x-prefix-match-percent", decimal(digits, d.match_percent));
+  ClientFraming framing;
   const bool bodiless = from.result() == http::status::no_content || from.result() == http::status::not_modified;
   if (bodiless) {
   } else if (auto length = parser.content_length()) {
-    to.content_length(*length);
+    appendField(out, "Content-Length", decimal(digits, *length));
+    framing.has_length = true;
   } else if (rq.head.version() >= 11) {
-    to.chunked(true);
+    appendField(out, "Transfer-Encoding", "chunked");
+    framing.chunked = true;
   }
-  to.keep_alive(rq.client_keep_alive && rq.head.version() >= 11);
+  framing.keep_alive = rq.client_keep_alive && rq.head.version() >= 11;
+  if (!framing.keep_alive) appendField(out, "Connection", "close");
+  out.append("\r\n");
+  return framing;
 }
+
+// Writes the response to the client in its framing: the head goes out with the first body bytes (one gathered
+// write), each later write is one chunk (or the raw bytes), and the last one ends the body.
+class ClientWriter {
+ public:
+  ClientWriter(beast::tcp_stream& client, std::string_view head, ClientFraming framing)
+      : client_(client), head_(head), framing_(framing) {}
+
+  asio::awaitable<error_code> write(std::string_view data, bool last) {
+    std::array<asio::const_buffer, 5> buffers;
+    size_t n = 0;
+    if (!head_sent_) buffers[n++] = asio::buffer(head_);
+    if (framing_.chunked && !data.empty()) {
+      char* end = std::to_chars(chunk_line_, chunk_line_ + sizeof chunk_line_ - 2, data.size(), 16).ptr;
+      *end++ = '\r';
+      *end++ = '\n';
+      buffers[n++] = asio::buffer(chunk_line_, end - chunk_line_);
+    }
+    if (!data.empty()) buffers[n++] = asio::buffer(data);
+    if (framing_.chunked && !data.empty()) buffers[n++] = asio::buffer("\r\n", 2);
+    if (framing_.chunked && last) buffers[n++] = asio::buffer("0\r\n\r\n", 5);
+    head_sent_ = true;
+    const std::span<const asio::const_buffer> all(buffers.data(), n);
+    error_code ec;
+    const size_t sent = net::sendNow(client_, all, ec);
+    if (!ec && sent < asio::buffer_size(all)) ec = co_await net::writeRest(client_, all, sent);
+    co_return ec;
+  }
+  bool headSent() const { return head_sent_; }
+
+ private:
+  beast::tcp_stream& client_;
+  std::string_view head_;
+  ClientFraming framing_;
+  bool head_sent_ = false;
+  char chunk_line_[20];
+};
 
 // After the response began, an engine failure cannot become an error status: an event stream gets a final SSE
 // error event and the end of the body (the connection then closes), so clients do not hang.
 // `mid_event`: the bytes relayed so far end inside an event, which a blank line closes first.
-asio::awaitable<void> endStreamWithError(beast::tcp_stream& client, http::response_serializer<http::buffer_body>& sr,
-                                         http::response<http::buffer_body>& res, const std::string& message,
-                                         bool mid_event) {
-  if (res.has_content_length() || res[http::field::content_type].find("text/event-stream") == std::string_view::npos)
-    co_return;
+asio::awaitable<void> endStreamWithError(ClientWriter& writer, ClientFraming framing, std::string_view content_type,
+                                         const std::string& message, bool mid_event) {
+  if (framing.has_length || content_type.find("text/event-stream") == std::string_view::npos) co_return;
   nlohmann::json event = nlohmann::json::parse(openai::errorBody(502, message));
   std::string text = (mid_event ? "\n\ndata: " : "data: ") + event.dump() + "\n\n";
-  res.body().data = text.data();
-  res.body().size = text.size();
-  res.body().more = false;
-  error_code ec;
-  co_await http::async_write(client, sr, asio::redirect_error(kAwait, ec));
+  co_await writer.write(text, true);
 }
 
 // Streams the response whose head `ex` holds to the client; returns how the body ended.
 asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& d, Exchange& ex, ClientWatch& watch,
                                            RelayOutcome& out) {
   auto& up_head = ex.parser->get();
-  http::response<http::buffer_body> res;
-  copyResponseHead(*ex.parser, res, rq, d);
+  const ClientFraming framing = writeResponseHead(*ex.parser, rq, d, rq.head_buffer);
   out.status = static_cast<int>(up_head.result_int());
-  http::response_serializer<http::buffer_body> serializer{res};
+  ClientWriter writer(rq.client, rq.head_buffer, framing);
   rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
-  res.body().data = nullptr;
-  res.body().more = true;
   error_code ec;
   // When body bytes already came with the head (typical of a small non-streamed answer), the head goes out with
   // the first body write (one send instead of two); otherwise at once, so a slow first event never delays it.
-  if (ex.buffer.size() == 0 || ex.parser->is_done())
-    co_await http::async_write_header(rq.client, serializer, asio::redirect_error(kAwait, ec));
+  if (ex.buffer.size() == 0 && !ex.parser->is_done()) ec = co_await writer.write({}, false);
   out.response_started = true;
   std::array<char, kRelayBufferBytes> buffer;
   UsageScanner usage;
   FailureKind ended = FailureKind::kNone;
-  bool body_ended = false;  // a write with more=false went out: the response to the client is complete
+  bool body_ended = false;  // the last write went out: the response to the client is complete
   bool mid_event = false;   // the last bytes written did not end with an SSE event's blank line
   while (!ec && !ex.parser->is_done()) {
     up_head.body().data = buffer.data();
@@ -101,7 +154,9 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
     ex.stream->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     error_code read_ec;
     // read_some returns as soon as any body bytes arrived, so each SSE event is forwarded without waiting for more.
-    co_await http::async_read_some(*ex.stream, ex.buffer, *ex.parser, asio::redirect_error(kAwait, read_ec));
+    // Bytes that came with the head (or with the previous read) are parsed at once.
+    if (!net::parseBuffered(*ex.parser, ex.buffer, read_ec))
+      co_await http::async_read_some(*ex.stream, ex.buffer, *ex.parser, asio::redirect_error(kAwait, read_ec));
     if (read_ec == http::error::need_buffer) read_ec = {};
     if (read_ec) {
       ec = read_ec;
@@ -113,45 +168,38 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
                       ? "pod " + d.pod->name() + "'s response is larger than upstream.max_response_bytes (" +
                             std::to_string(rq.config.max_response_bytes) + " bytes)"
                       : "pod " + d.pod->name() + " response interrupted: " + read_ec.message();
-      if (!watch.gone && !serializer.is_header_done()) {
+      if (!watch.gone && !writer.headSent()) {
         out.response_started = false;  // nothing reached the client yet: it gets a clean error status instead
         out.status = statusOf(ended);
         co_return ended;
       }
-      if (!watch.gone) co_await endStreamWithError(rq.client, serializer, res, out.error, mid_event);
+      if (!watch.gone)
+        co_await endStreamWithError(writer, framing, up_head[http::field::content_type], out.error, mid_event);
       break;
     }
-    res.body().data = buffer.data();
-    res.body().size = buffer.size() - up_head.body().size;
-    res.body().more = !ex.parser->is_done();
-    // A read that only consumed chunk framing has no body bytes: writing an empty buffer would end the chunked
-    // response to the client early, so wait for real bytes.
-    if (res.body().size == 0) {
-      if (res.body().more) continue;
-      break;  // the body ended with no bytes in this read: the final write below ends the response once
+    const size_t n = buffer.size() - up_head.body().size;
+    const bool more = !ex.parser->is_done();
+    // A read that only consumed chunk framing has no body bytes: wait for real bytes (or the end, written below).
+    if (n == 0) {
+      if (more) continue;
+      break;
     }
     // The first body bytes (a stream's first token, or a whole answer): the engine has computed the prompt.
     if (d.pending) d.pending.reset();
-    const std::string_view relayed(buffer.data(), res.body().size);
+    const std::string_view relayed(buffer.data(), n);
     usage.feed(relayed);
     mid_event = !relayed.ends_with("\n\n");
     rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
-    co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
-    if (ec == http::error::need_buffer) ec = {};
-    if (!ec && !res.body().more) body_ended = true;
+    ec = co_await writer.write(relayed, !more);
+    if (!ec && !more) body_ended = true;
     if (ec) {
       ended = FailureKind::kClientGone;
       out.error = "client write failed: " + ec.message();
     }
   }
-  if (!ec && !body_ended) {
-    // The last bytes went out with more=true (or the body ended with its head, e.g. Content-Length: 0 or a 204):
-    // one terminating write ends the response (for chunked bodies, the last chunk).
-    res.body().data = nullptr;
-    res.body().size = 0;
-    res.body().more = false;
-    co_await http::async_write(rq.client, serializer, asio::redirect_error(kAwait, ec));
-  }
+  // The body ended with no bytes in its last read (or with its head, e.g. Content-Length: 0 or a 204): one
+  // terminating write ends the response (for chunked bodies, the last chunk; with the head when not yet sent).
+  if (!ec && !body_ended) ec = co_await writer.write({}, true);
   if (watch.gone) ended = FailureKind::kClientGone;
   if (out.status == 200) rq.health.delivered(*d.pod, usage.outputTokens());
   out.output_tokens = usage.outputTokens();
@@ -159,7 +207,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
   out.cached_tokens = usage.cachedTokens();
   if (!ec && ex.parser->is_done()) {
     // A close-delimited body (HTTP/1.0 client) ends with the connection.
-    out.keep_client = res.keep_alive();
+    out.keep_client = framing.keep_alive;
     if (ex.parser->keep_alive() && ex.buffer.size() == 0) {
       watch.upstream = nullptr;
       rq.pool.give(d.pod->id(), std::move(ex.stream));
@@ -170,19 +218,10 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
 
 }  // namespace
 
-bool isHopByHop(std::string_view name) {
-  static constexpr std::array<std::string_view, 9> kHopByHop = {
-      "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "expect",
-      "proxy-authorization"};
-  for (std::string_view h : kHopByHop)
-    if (beast::iequals(name, h)) return true;
-  return false;
-}
-
 asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
   RelayOutcome out;
   const auto started = std::chrono::steady_clock::now();
-  auto watch = std::make_shared<ClientWatch>();
+  auto watch = std::allocate_shared<ClientWatch>(util::RecyclingAllocator<ClientWatch>());
   watchClient(rq.client, watch);
   Exchange ex;
   struct StopWatch {
@@ -196,9 +235,10 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     }
   } stop_watch{watch, rq.client};  // declared after `ex`: clears the watcher's pointer before the stream dies
 
-  std::vector<discovery::PodPtr> tried;  // keeps every attempted pod alive for the health report
-  std::vector<PodId> tried_ids;
-  std::vector<Attempt> attempts;
+  // Per-request bookkeeping from the thread's recycled blocks (util/recycling_allocator.h).
+  RecycledVector<discovery::PodPtr> tried;  // keeps every attempted pod alive for the health report
+  RecycledVector<PodId> tried_ids;
+  RecycledVector<Attempt> attempts;
   std::string error;
   bool fresh = false;
   for (;;) {

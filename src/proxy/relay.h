@@ -14,19 +14,29 @@
 
 #include "config/config.h"
 #include "proxy/failover.h"
+#include "proxy/head_text.h"
 #include "proxy/upstream_pool.h"
 #include "routing/router.h"
+#include "util/recycling_allocator.h"
 
 namespace prefixgate::proxy {
+
+// Header fields whose blocks come from the thread's recycled ones: the request path's heads allocate nothing in the
+// steady state.
+using Fields = boost::beast::http::basic_fields<util::RecyclingAllocator<char>>;
+using ClientHead = boost::beast::http::request_header<Fields>;
 
 struct RelayRequest {
   boost::beast::tcp_stream& client;
   UpstreamPool& pool;
   const config::UpstreamConfig& config;
   HealthSink& health;  // receives each attempt's verdict (passive ejection) and the pod's delivered tokens
-  const boost::beast::http::request_header<>& head;  // the client's request head
+  const ClientHead& head;  // the client's request head
   const std::string& body;                           // passed to the engine unchanged
   const std::string& request_id;
+  // The connection's buffer for the heads the relay writes (the engine's request, then the client's response):
+  // reused from request to request, so writing a head allocates nothing in the steady state.
+  std::string& head_buffer;
   bool client_keep_alive = true;
   // Chooses another pod (excluding those tried) when an attempt failed and failover allows a switch.
   std::function<routing::Decision(std::span<const PodId> exclude)> choose_again;
@@ -52,8 +62,5 @@ struct RelayOutcome {
 // Runs on the client's event-loop thread. `decision` may be replaced (another pod) when failover.h says so; its
 // in-flight guard always ends up on the pod that served (or last failed) the request.
 boost::asio::awaitable<RelayOutcome> relay(RelayRequest& request, routing::Decision& decision);
-
-// True for headers that describe one connection and must not be forwarded (RFC 9110 7.6.1).
-bool isHopByHop(std::string_view name);
 
 }  // namespace prefixgate::proxy

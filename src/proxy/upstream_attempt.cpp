@@ -1,14 +1,14 @@
 #include "proxy/upstream_attempt.h"
 
-#include <sys/socket.h>
-
+#include <array>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <cerrno>
+#include <charconv>
 
+#include "net/ready_io.h"
 #include "util/log.h"
 
 namespace prefixgate::proxy {
@@ -23,24 +23,19 @@ constexpr auto kAwait = asio::use_awaitable;
 
 bool isTimeout(const error_code& ec) { return ec == beast::error::timeout; }
 
-// The request as the engine receives it: the client's end-to-end headers, the body unchanged.
-http::request<http::buffer_body> upstreamRequest(const RelayRequest& rq, const discovery::PodSpec& pod) {
-  http::request<http::buffer_body> req{rq.head.method(), rq.head.target(), 11};
-  std::string_view connection_tokens = rq.head[http::field::connection];
-  for (const auto& field : rq.head) {
-    std::string_view name = field.name_string();
-    if (isHopByHop(name) || field.name() == http::field::host || field.name() == http::field::content_length) continue;
-    if (namedByConnection(connection_tokens, name)) continue;
-    req.insert(field.name_string(), field.value());
-  }
-  req.set(http::field::host, pod.address);
-  req.set("x-request-id", rq.request_id);
-  req.keep_alive(true);
-  req.content_length(rq.body.size());
-  req.body().data = const_cast<char*>(rq.body.data());  // buffer_body only reads through this pointer
-  req.body().size = rq.body.size();
-  req.body().more = false;
-  return req;
+// The request head as the engine receives it, written into `out`: the client's end-to-end headers, the gateway's
+// Host and x-request-id, the body's length (the body itself goes out unchanged from where the client's was read).
+void writeUpstreamHead(const RelayRequest& rq, const discovery::PodSpec& pod, std::string& out) {
+  out.clear();
+  out.append(rq.head.method_string()).append(" ").append(rq.head.target()).append(" HTTP/1.1\r\n");
+  appendEndToEndFields(out, rq.head, [](const auto& field) {
+    return field.name() == http::field::host || beast::iequals(field.name_string(), "x-request-id");
+  });
+  appendField(out, "Host", pod.address);
+  appendField(out, "x-request-id", rq.request_id);
+  char length[24];
+  appendField(out, "Content-Length", {length, std::to_chars(length, length + sizeof length, rq.body.size()).ptr});
+  out.append("\r\n");
 }
 
 // The pod's address: an IP literal as is, a host name from this thread's cache or else the resolver.
@@ -93,29 +88,26 @@ FailureKind exchangeFailure(const error_code& ec) {
 }  // namespace
 
 void watchClient(beast::tcp_stream& client, std::shared_ptr<ClientWatch> watch) {
-  client.socket().async_wait(asio::socket_base::wait_read, [&client, watch](error_code ec) {
-    if (watch->done || ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      char c;
-      ssize_t n = ::recv(client.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) return;  // a pipelined request, not a hang-up
-    }
-    watch->gone = true;
-    if (watch->upstream) {
-      error_code ignored;
-      watch->upstream->socket().close(ignored);
-    }
-  });
+  // A one-byte peek is an ordinary read: asio starts it without touching epoll (the socket is registered for input
+  // once, edge-triggered), where async_wait(wait_read) re-arms the descriptor with an epoll_ctl on every request.
+  // It completes with a byte (a pipelined request: not a hang-up), with eof or an error (the client is gone), or
+  // cancelled when the relay ends.
+  client.socket().async_receive(asio::buffer(watch->peek), asio::socket_base::message_peek,
+                                [watch](error_code ec, size_t) {
+                                  if (watch->done || ec == asio::error::operation_aborted) return;
+                                  if (!ec) return;  // a pipelined request, not a hang-up
+                                  watch->gone = true;
+                                  if (watch->upstream) {
+                                    error_code ignored;
+                                    watch->upstream->socket().close(ignored);
+                                  }
+                                });
 }
 
 bool isLocalError(const error_code& ec) {
   namespace errc = boost::system::errc;
   return ec == errc::too_many_files_open || ec == errc::too_many_files_open_in_system ||
          ec == errc::no_buffer_space || ec == errc::address_not_available;
-}
-
-bool namedByConnection(std::string_view connection_tokens, std::string_view name) {
-  return !connection_tokens.empty() && http::token_list(connection_tokens).exists(name);
 }
 
 asio::awaitable<Attempt> attemptOnce(const RelayRequest& rq, discovery::PodState& pod, bool fresh,
@@ -141,9 +133,11 @@ asio::awaitable<Attempt> attemptOnce(const RelayRequest& rq, discovery::PodState
     }
   }
 
-  auto req = upstreamRequest(rq, spec);
+  writeUpstreamHead(rq, spec, rq.head_buffer);
+  const std::array<asio::const_buffer, 2> request{asio::buffer(rq.head_buffer), asio::buffer(rq.body)};
   ex.stream->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
-  co_await http::async_write(*ex.stream, req, asio::redirect_error(kAwait, ec));
+  const size_t sent = net::sendNow(*ex.stream, request, ec);
+  if (!ec && sent < asio::buffer_size(request)) ec = co_await net::writeRest(*ex.stream, request, sent);
   ex.buffer.clear();
   // The deadline covers every interim head too: 1xx answers (100 Continue, 103 Early Hints) are read past, never
   // relayed as the final answer (the real one would then reach the next user of this connection).

@@ -24,14 +24,18 @@ struct ClientWatch {
   bool done = false;
   bool gone = false;
   UpstreamStream* upstream = nullptr;
+  char peek[1];  // the watcher's peeked byte (left in the socket)
 };
 void watchClient(boost::beast::tcp_stream& client, std::shared_ptr<ClientWatch> watch);
+
+using ResponseParser =
+    boost::beast::http::response_parser<boost::beast::http::buffer_body, util::RecyclingAllocator<char>>;
 
 // The connection and parser of the current attempt; they outlive it when its response is relayed.
 struct Exchange {
   std::unique_ptr<UpstreamStream> stream;
-  boost::beast::flat_buffer buffer;
-  std::optional<boost::beast::http::response_parser<boost::beast::http::buffer_body>> parser;
+  boost::beast::basic_flat_buffer<util::RecyclingAllocator<char>> buffer;
+  std::optional<ResponseParser> parser;
 };
 
 // Runs one attempt on `pod` (a pooled connection unless `fresh`). On kNone or kEngineError the exchange holds the
@@ -41,8 +45,5 @@ boost::asio::awaitable<Attempt> attemptOnce(const RelayRequest& request, discove
 
 // True for socket errors that come from this process's limits, not from the pod.
 bool isLocalError(const boost::system::error_code& ec);
-
-// True when `name` is listed in a Connection header's value (those headers are hop-by-hop too).
-bool namedByConnection(std::string_view connection_tokens, std::string_view name);
 
 }  // namespace prefixgate::proxy

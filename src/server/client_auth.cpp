@@ -17,7 +17,7 @@ ClientAuth::~ClientAuth() {
   if (key_) gateway_.apiKeyMetrics().request(key_->name, outcome_.status());
 }
 
-std::optional<auth::Refusal> ClientAuth::authenticate(const http::request_header<>& head) {
+std::optional<auth::Refusal> ClientAuth::authenticate(const proxy::ClientHead& head) {
   if (!keys_) return std::nullopt;
   auto refusal = auth::authenticate(*keys_, head[http::field::authorization], key_);
   if (refusal) gateway_.apiKeyMetrics().unauthenticated(refusal->reason == "missing_api_key" ? "missing" : "unknown");
@@ -32,7 +32,7 @@ std::optional<auth::Refusal> ClientAuth::authorize(std::string_view model) {
   return refusal;
 }
 
-void ClientAuth::stripCredentials(http::request_header<>& head) const {
+void ClientAuth::stripCredentials(proxy::ClientHead& head) const {
   if (keys_ && !gateway_.credentials().forwardAuthorization()) head.erase(http::field::authorization);
 }
 

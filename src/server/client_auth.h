@@ -25,13 +25,13 @@ class ClientAuth {
   ClientAuth& operator=(const ClientAuth&) = delete;
 
   // On the request head: the key it presents (a 401 otherwise). Records the key's name in the outcome.
-  std::optional<auth::Refusal> authenticate(const boost::beast::http::request_header<>& head);
+  std::optional<auth::Refusal> authenticate(const proxy::ClientHead& head);
   // Once the model is known: 403 outside the key's models, 429 over a limit.
   std::optional<auth::Refusal> authorize(std::string_view model);
   // Whether the key may see `model` in /v1/models.
   bool allows(std::string_view model) const { return !key_ || key_->allows(model); }
   // The engine gets the client's authorization header only without keys, or with auth.forward_authorization.
-  void stripCredentials(boost::beast::http::request_header<>& head) const;
+  void stripCredentials(proxy::ClientHead& head) const;
   // Charges the tokens of a relayed response (prompt + completion) to the key.
   void charge(const proxy::RelayOutcome& relayed);
 

@@ -3,11 +3,13 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "net/ready_io.h"
 #include "openai/request.h"
 #include "proxy/pod_health.h"
 #include "proxy/relay.h"
@@ -35,10 +37,11 @@ constexpr size_t kBufferSlackBytes = 64 * 1024;
 constexpr size_t kMaxChunkExtensionBytes = 4096;
 constexpr auto kErrorWriteTimeout = std::chrono::seconds(5);
 using openai::GatewayError;
+using RequestParser = http::request_parser<http::string_body, util::RecyclingAllocator<char>>;
 
 // Transfer-Encoding is accepted only as one final "chunked" (RFC 9112 6.1): anything else (gzip, a doubled
 // chunked, chunked not last) would leave the body's end ambiguous between the gateway and the engine.
-bool acceptableTransferEncoding(const http::request_header<>& head) {
+bool acceptableTransferEncoding(const proxy::ClientHead& head) {
   auto it = head.find(http::field::transfer_encoding);
   if (it == head.end()) return true;
   if (head.count(http::field::transfer_encoding) != 1 || head.version() != 11) return false;
@@ -96,7 +99,12 @@ class ClientSession {
         limits_(gateway_.config().limits),
         stream_(std::move(socket)),
         head_timer_(stream_.get_executor()),
-        buffer_(std::max<size_t>(limits_.max_header_bytes, kFirstReadBytes) + kBufferSlackBytes) {}
+        buffer_(std::max<size_t>(limits_.max_header_bytes, kFirstReadBytes) + kBufferSlackBytes) {
+    worker_.clients.emplace(&stream_, &waiting_);
+  }
+  ~ClientSession() { worker_.clients.erase(&stream_); }
+  ClientSession(const ClientSession&) = delete;
+  ClientSession& operator=(const ClientSession&) = delete;
 
   asio::awaitable<void> run() {
     while (co_await waitForRequest()) {
@@ -112,11 +120,11 @@ class ClientSession {
   asio::awaitable<bool> waitForRequest() {
     if (buffer_.size() > 0) co_return true;
     if (gateway_.draining()) co_return false;
-    worker_.idle_clients.insert(&stream_);
+    waiting_ = true;
     stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
     error_code ec;
     size_t n = co_await stream_.async_read_some(buffer_.prepare(kFirstReadBytes), asio::redirect_error(kAwait, ec));
-    worker_.idle_clients.erase(&stream_);
+    waiting_ = false;
     if (ec) co_return false;
     buffer_.commit(n);
     co_return true;
@@ -133,28 +141,14 @@ class ClientSession {
         ec = http::error::bad_chunk_extension;
       }
     };
-    http::request_parser<http::string_body> parser;
+    RequestParser parser;
     parser.header_limit(limits_.max_header_bytes);
     parser.body_limit(limits_.max_body_bytes);
     parser.on_chunk_header(check_chunk);
     error_code ec;
-    // The head's deadline cancels the read instead of closing the socket (as the stream's own timeout would), so
-    // the client can still be told why: a 408.
+    // A head already read whole (the usual case: it came in one segment) is parsed at once, with no timer.
     stream_.expires_never();
-    head_timed_out_ = false;
-    head_timer_.expires_after(std::chrono::milliseconds(limits_.header_timeout_ms));
-    // The generation tells a wait that fired just as the head arrived (its handler already queued, so cancel()
-    // cannot stop it) from the current one: only the current one may cancel the read.
-    head_timer_.async_wait([this, generation = ++head_generation_](error_code timer_ec) {
-      if (timer_ec || generation != head_generation_) return;
-      head_timed_out_ = true;
-      error_code ignored;
-      stream_.socket().cancel(ignored);
-    });
-    co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
-    ++head_generation_;
-    head_timer_.cancel();
-    if (head_timed_out_) ec = beast::error::timeout;
+    if (!net::parseBuffered(parser, buffer_, ec)) co_await readHead(parser, ec);
     if (ec) co_return co_await headerFailed(ec, outcome);
     auto& head = parser.get();
     outcome.begin(head);
@@ -179,6 +173,26 @@ class ClientSession {
     }
     if (route.kind != Route::kProxy) co_return co_await serveLocal(route, parser, outcome, auth, keep_alive);
     co_return co_await serveProxy(route.endpoint, parser, outcome, auth, keep_alive);
+  }
+
+  // Reads the rest of the request head, within limits.header_timeout_ms.
+  asio::awaitable<void> readHead(RequestParser& parser, error_code& ec) {
+    // The head's deadline cancels the read instead of closing the socket (as the stream's own timeout would), so
+    // the client can still be told why: a 408.
+    head_timed_out_ = false;
+    head_timer_.expires_after(std::chrono::milliseconds(limits_.header_timeout_ms));
+    // The generation tells a wait that fired just as the head arrived (its handler already queued, so cancel()
+    // cannot stop it) from the current one: only the current one may cancel the read.
+    head_timer_.async_wait([this, generation = ++head_generation_](error_code timer_ec) {
+      if (timer_ec || generation != head_generation_) return;
+      head_timed_out_ = true;
+      error_code ignored;
+      stream_.socket().cancel(ignored);
+    });
+    co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
+    ++head_generation_;
+    head_timer_.cancel();
+    if (head_timed_out_) ec = beast::error::timeout;
   }
 
   // Writes a gateway error (openai/errors.h) and records it as the request's outcome; returns whether the
@@ -221,7 +235,7 @@ class ClientSession {
 
   // Reads the rest of the body; answers 413/431/400 itself when it cannot. Trailer fields of a chunked body are
   // dropped: they are never forwarded to the engine as headers.
-  asio::awaitable<bool> readBody(http::request_parser<http::string_body>& parser, RequestOutcome& outcome) {
+  asio::awaitable<bool> readBody(RequestParser& parser, RequestOutcome& outcome) {
     auto& head = parser.get();
     if (auto length = parser.content_length(); length && *length > limits_.max_body_bytes) {
       co_await reject(outcome, GatewayError::kBodyTooLarge, bodyTooLarge(), false);
@@ -236,8 +250,19 @@ class ClientSession {
       if (ec) co_return false;
     }
     error_code ec;
-    stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
-    co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
+    // A body already read whole with the head is parsed at once; the rest is read under the idle timeout.
+    parser.eager(true);
+    while (!parser.is_done()) {
+      const size_t buffered = buffer_.size();
+      if (!net::parseBuffered(parser, buffer_, ec) || ec || buffer_.size() == buffered) break;
+    }
+    if (!ec && !parser.is_done()) {
+      stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
+      if (auto length = parser.content_length(); length && !parser.chunked())
+        co_await readBodyRest(head.body(), *length, ec);
+      else
+        co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
+    }
     if (!ec) {
       if (parser.chunked()) dropTrailers(head);
       co_return true;
@@ -260,14 +285,27 @@ class ClientSession {
     co_return false;
   }
 
+  // The rest of a Content-Length body (the parser took what the session buffer held, which is then empty), read
+  // from the socket straight into the body's string: the engine's request is written from there, so the prompt is
+  // never copied between the socket and the upstream write (Beast's parser would read it into the session buffer
+  // and copy it over). A connection that ends early is a partial message, as Beast reports it.
+  asio::awaitable<void> readBodyRest(std::string& body, uint64_t length, error_code& ec) {
+    const size_t have = body.size();
+    body.resize(length);
+    const size_t n = co_await asio::async_read(stream_, asio::buffer(body.data() + have, length - have),
+                                               asio::redirect_error(kAwait, ec));
+    if (ec == asio::error::eof) ec = http::error::partial_message;
+    if (ec) body.resize(have + n);
+  }
+
   // Beast's parser appends a chunked body's trailer fields to the head's: remove every field after the head's own.
-  void dropTrailers(http::request_header<>& head) const {
+  void dropTrailers(proxy::ClientHead& head) const {
     auto it = head.begin();
     for (size_t i = 0; i < head_fields_ && it != head.end(); ++i) ++it;
     while (it != head.end()) it = head.erase(it);
   }
 
-  asio::awaitable<bool> serveLocal(const Route& route, http::request_parser<http::string_body>& parser,
+  asio::awaitable<bool> serveLocal(const Route& route, RequestParser& parser,
                                    RequestOutcome& outcome, const ClientAuth& auth, bool keep_alive) {
     if (!co_await readBody(parser, outcome)) co_return false;
     if (route.kind == Route::kModels) {
@@ -286,7 +324,7 @@ class ClientSession {
                               "unknown path '" + openai::printable(parser.get().target(), 256) + "'", keep_alive);
   }
 
-  asio::awaitable<bool> serveProxy(openai::Endpoint endpoint, http::request_parser<http::string_body>& parser,
+  asio::awaitable<bool> serveProxy(openai::Endpoint endpoint, RequestParser& parser,
                                    RequestOutcome& outcome, ClientAuth& auth, bool keep_alive) {
     if (!co_await readBody(parser, outcome)) co_return false;
     auto& head = parser.get();
@@ -311,7 +349,7 @@ class ClientSession {
     auth.stripCredentials(head);
     proxy::PodHealth health{gateway_.pods(), gateway_.config().health_check, routing::steadyNowMs};
     proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, health, head, head.body(),
-                                      outcome.requestId(), keep_alive,
+                                      outcome.requestId(), relay_heads_, keep_alive,
                                       [&](std::span<const PodId> exclude) {
                                         routing::RouteQuery again = query;
                                         again.exclude = exclude;
@@ -339,6 +377,8 @@ class ClientSession {
   Framing framing_;             // the current request's HTTP version and method, for gateway-made responses
   size_t head_fields_ = 0;      // fields in the current request's head (later ones are trailers)
   bool long_extension_ = false;  // the current request's chunk-extension check fired
+  bool waiting_ = false;         // waiting for the next request (Worker::clients)
+  std::string relay_heads_;      // the relay's head buffer, kept from request to request (RelayRequest::head_buffer)
 };
 
 }  // namespace
@@ -392,7 +432,8 @@ void startAccepting(Worker& worker) {
 }
 
 void closeIdleClients(Worker& worker) {
-  for (beast::tcp_stream* stream : worker.idle_clients) {
+  for (auto [stream, waiting] : worker.clients) {
+    if (!*waiting) continue;
     error_code ignored;
     stream->socket().cancel(ignored);
   }

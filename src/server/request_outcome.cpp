@@ -36,7 +36,7 @@ bool usableId(std::string_view id) {
 }
 }  // namespace
 
-void RequestOutcome::begin(const http::request_header<>& head) {
+void RequestOutcome::begin(const proxy::ClientHead& head) {
   begun_ = true;
   start_ = std::chrono::steady_clock::now();
   std::string_view given = head["x-request-id"];

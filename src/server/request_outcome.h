@@ -26,7 +26,7 @@ class RequestOutcome {
   RequestOutcome& operator=(const RequestOutcome&) = delete;
 
   // The request head arrived: take (or make) its id and start the clock.
-  void begin(const boost::beast::http::request_header<>& head);
+  void begin(const proxy::ClientHead& head);
   void setRequest(const openai::RequestView& request);
   void setDecision(const routing::Decision& decision, const proxy::RelayOutcome& relayed);
   // The request ends with a gateway-made error (openai/errors.h gives its status and label).

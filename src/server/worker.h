@@ -7,7 +7,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <random>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "proxy/upstream_pool.h"
 #include "tokenize/remote_tokenizer.h"
@@ -34,14 +34,16 @@ struct Worker {
   Worker(Gateway& gateway, std::chrono::milliseconds pool_idle, uint64_t routing_seed, uint64_t request_id_seed)
       : gateway(gateway), io(1), acceptor(io), pool(io, pool_idle), rng(routing_seed), request_id_seed(request_id_seed) {}
   Gateway& gateway;
+  // Client connections, each with its flag "waiting for its next request" (those are closed at once when the
+  // gateway drains). A connection registers once, not per request. Declared before `io`: a session still in the
+  // io_context when it is destroyed unregisters from a live map.
+  std::unordered_map<boost::beast::tcp_stream*, const bool*> clients;
   boost::asio::io_context io;
   boost::asio::ip::tcp::acceptor acceptor;
   proxy::UpstreamPool pool;
   TokenizerConnections tokenizer_connections{pool};
   std::mt19937_64 rng;        // routing: ties between equal pods, the random strategy
   uint64_t request_id_seed;  // seeds this thread's request ids (seedRequestIds) when the thread starts
-  // Client connections waiting for their next request; closed at once when the gateway drains.
-  std::unordered_set<boost::beast::tcp_stream*> idle_clients;
   // Accepting pauses while the process is out of file descriptors (or socket memory), backing off from 10 ms to
   // 1 s, instead of spinning on an acceptor that stays readable.
   boost::asio::steady_timer accept_pause{io};

@@ -108,5 +108,32 @@ TEST(GatewayMetricsConcurrency, ConcurrentRecordingAndSerialize) {
   EXPECT_EQ(sumOf(text, "prefixgate_upstream_errors_total"), kRecorders * kRecordsPerThread / 10);
 }
 
+// Ensures the per-thread shards of one series merge into one sample: counts and histogram observations of all
+// threads add up under the same labels.
+TEST(GatewayMetricsConcurrency, ShardsOfOneSeriesMergeAtScrape) {
+  metrics::GatewayMetrics metrics;
+  PodRegistry registry;
+  std::vector<std::thread> recorders;
+  for (int t = 0; t < kRecorders; ++t)
+    recorders.emplace_back([&] {
+      metrics.requestDone("m", "a", 200, "random", 0.002);
+      metrics.firstByte("m", 0.5);
+    });
+  for (auto& t : recorders) t.join();
+  const std::string text = metrics.serialize(*registry.snapshot(), 0);
+  EXPECT_NE(text.find("prefixgate_requests_total{model=\"m\",pod=\"a\",status=\"200\",strategy=\"random\"} " +
+                      std::to_string(kRecorders) + "\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(sumOf(text, "prefixgate_request_duration_seconds_count"), kRecorders);
+  EXPECT_NEAR(sumOf(text, "prefixgate_request_duration_seconds_sum"), 0.002 * kRecorders, 1e-9);
+  // 0.002 lies in the le="0.0025" bucket, not in le="0.001"; 0.5 in le="0.5".
+  const std::string bucket = "prefixgate_request_duration_seconds_bucket{model=\"m\",pod=\"a\",status=\"200\",le=";
+  EXPECT_NE(text.find(bucket + "\"0.0025\"} " + std::to_string(kRecorders)), std::string::npos);
+  EXPECT_NE(text.find(bucket + "\"0.001\"} 0"), std::string::npos);
+  const std::string first_byte = "prefixgate_time_to_first_byte_seconds_bucket{model=\"m\",le=\"0.5\"} ";
+  EXPECT_NE(text.find(first_byte + std::to_string(kRecorders)), std::string::npos);
+}
+
 }  // namespace
 }  // namespace prefixgate

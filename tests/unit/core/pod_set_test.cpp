@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "discovery/file/pods_file.h"
 #include "unit/core/pod_specs.h"
 
@@ -47,6 +50,33 @@ TEST(PodRegistry, RemovedAndReAddedPodsHaveSeparateCounters) {
 }
 
 // Models map to the pods that serve them.
+// Each thread caches the snapshot it read: an update (on another thread) is seen by its next read, and two
+// registries on one thread never hand out each other's pods.
+TEST(PodRegistry, ThreadCachedSnapshotsFollowUpdatesAndRegistries) {
+  PodRegistry r;
+  PodRegistry other;
+  other.update({spec("x", 9)});
+  r.update({spec("a", 1)});
+  std::shared_ptr<const PodSet> first, second, from_other;
+  std::atomic<int> step{0};
+  std::thread reader([&] {
+    first = r.snapshot();
+    step = 1;
+    while (step.load() != 2) std::this_thread::yield();
+    second = r.snapshot();
+    from_other = other.snapshot();
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  r.update({spec("a", 1), spec("b", 2)});
+  step = 2;
+  reader.join();
+  EXPECT_EQ(first->pods().size(), 1u);
+  ASSERT_EQ(second->pods().size(), 2u);
+  EXPECT_TRUE(second->find("b"));
+  EXPECT_TRUE(from_other->find("x"));
+  EXPECT_FALSE(r.snapshot()->find("x"));
+}
+
 TEST(PodSet, IndexesByModel) {
   PodSet set({std::make_shared<PodState>(PodId{1}, spec("a", 1, {"x", "y"})),
               std::make_shared<PodState>(PodId{2}, spec("b", 2, {"y"}))});
