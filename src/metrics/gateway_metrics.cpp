@@ -276,6 +276,11 @@ void GatewayMetrics::predictionAudited(const std::string& pod, uint64_t predicte
   series.error_ratio->Observe(error_ratio);
 }
 
+void GatewayMetrics::addScrapedCounter(ScrapedCounter counter) {
+  auto& family = prometheus::BuildCounter().Name(counter.name).Help(counter.help).Register(*registry_);
+  scraped_.push_back({std::move(counter), &family});
+}
+
 std::string GatewayMetrics::serialize(const discovery::PodSet& pods, int64_t now_ms) {
   // Pod gauges mirror the current snapshot: series of pods that left are dropped.
   static std::mutex serialize_mutex;
@@ -294,6 +299,14 @@ std::string GatewayMetrics::serialize(const discovery::PodSet& pods, int64_t now
     (r ? ready : not_ready) += 1;
     pod_in_flight_.Add({{"pod", pod->name()}}).Set(pod->inFlight());
     pod_ready_.Add({{"pod", pod->name()}}).Set(r ? 1 : 0);
+  }
+  // A counter only goes up: each series takes the increase since the last scrape.
+  for (ScrapedFamily& scraped : scraped_) {
+    for (const auto& [labels, total] : scraped.source.read()) {
+      prometheus::Counter& counter = scraped.family->Add(labels);
+      const double seen = counter.Value();
+      if (static_cast<double>(total) > seen) counter.Increment(static_cast<double>(total) - seen);
+    }
   }
   pods_.Add({{"state", "ready"}}).Set(ready);
   pods_.Add({{"state", "not_ready"}}).Set(not_ready);

@@ -6,6 +6,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -39,6 +41,15 @@ class GatewayMetrics {
   void predictionAudited(const std::string& pod, uint64_t predicted_tokens, uint64_t engine_cached_tokens,
                          double error_ratio);
 
+  // Counts another part keeps itself (e.g. the tokenizer's cache), brought into the registry's counters at each
+  // scrape: `read` returns the running totals of `labels`' series of a counter family it names.
+  struct ScrapedCounter {
+    std::string name;
+    std::string help;
+    std::function<std::vector<std::pair<std::map<std::string, std::string>, uint64_t>>()> read;
+  };
+  void addScrapedCounter(ScrapedCounter counter);
+
   // Prometheus text format; pod gauges are refreshed from `pods` first.
   std::string serialize(const discovery::PodSet& pods, int64_t now_ms);
 
@@ -56,6 +67,11 @@ class GatewayMetrics {
   PredictionSeries& predictionSeries(const std::string& pod);
 
   std::shared_ptr<prometheus::Registry> registry_;
+  struct ScrapedFamily {
+    ScrapedCounter source;
+    prometheus::Family<prometheus::Counter>* family;
+  };
+  std::vector<ScrapedFamily> scraped_;  // set up before serving (read by serialize only)
   // prefixgate_remote_tokenizer_requests_total, one series per outcome, all created at start (read-only after).
   std::vector<std::pair<std::string_view, prometheus::Counter*>> remote_tokenizer_requests_;
   prometheus::Histogram* remote_tokenizer_seconds_ = nullptr;

@@ -81,6 +81,18 @@ bool Gateway::start(std::string& error) {
   prefix_ = routing::PrefixServices::create(config_, error);
   if (!prefix_) return false;
   prefix_metrics_ = std::make_unique<routing::PrefixMetrics>(metrics_.registry());
+  if (prefix_->tokenizer().cacheStats()) {
+    const tokenize::Tokenizer& tokenizer = prefix_->tokenizer();
+    metrics_.addScrapedCounter(
+        {"prefixgate_tokenizer_cache_segments_total",
+         "Prompt segments (about 4 KiB, cut where tokenization cannot cross) whose tokens the tokenizer's segment "
+         "cache had (outcome hit) or that were encoded and cached (miss); routing.prefix_cache.tokenizer_cache_mb",
+         [&tokenizer] {
+           const tokenize::Tokenizer::CacheStats stats = tokenizer.cacheStats().value_or(tokenize::Tokenizer::CacheStats{});
+           return std::vector<std::pair<std::map<std::string, std::string>, uint64_t>>{
+               {{{"outcome", "hit"}}, stats.hits}, {{{"outcome", "miss"}}, stats.misses}};
+         }});
+  }
   routing::StrategyDeps deps{config_, prefix_.get(), prefix_metrics_.get()};
   router_ = std::make_unique<routing::Router>(routing::StrategyRegistry::builtin(), deps, pods_, routing::steadyNowMs);
   if (config_.routing.prefix_cache.remoteTokenizerOn()) remote_tokenizer_ = makeRemoteTokenizer();

@@ -46,12 +46,10 @@ class TiktokenTokenizer final : public Tokenizer {
   void enableSegmentCache(size_t max_tokens);
   static constexpr size_t kSegmentBytes = 4096;
 
-  struct SegmentCacheStats {
-    uint64_t hits = 0;    // segments whose tokens came from the cache
-    uint64_t misses = 0;  // segments encoded (and then cached)
-  };
-  SegmentCacheStats segmentCacheStats() const {
-    return {segment_hits_.load(std::memory_order_relaxed), segment_misses_.load(std::memory_order_relaxed)};
+  // The segment cache's counts; nullopt while it is off.
+  std::optional<CacheStats> cacheStats() const override {
+    if (!segments_) return std::nullopt;
+    return CacheStats{segment_hits_.load(std::memory_order_relaxed), segment_misses_.load(std::memory_order_relaxed)};
   }
 
  private:

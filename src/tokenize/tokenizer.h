@@ -4,6 +4,7 @@
 // must depend on nothing but the text: same text, same bytes, on every replica and every run.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,14 @@ class Tokenizer {
     encode(text, scratch);
     return scratch;
   }
+
+  // A tokenizer that caches the encodings of prompt segments counts its hits and misses (for /metrics); others
+  // have no cache and answer nullopt.
+  struct CacheStats {
+    uint64_t hits = 0;    // segments whose encoding came from the cache
+    uint64_t misses = 0;  // segments encoded (and then cached)
+  };
+  virtual std::optional<CacheStats> cacheStats() const { return std::nullopt; }
 };
 
 // The UTF-8 bytes of the text as they are; one byte is one token. Needs no data and cannot fail to load.

@@ -150,3 +150,35 @@ def test_tiktoken_tokenizer_routes_by_prefix(sims, gateway_factory):
     holder = chat(gw, system, "one")[0]["target-pod"]
     headers, _ = chat(gw, system, "two")
     assert headers["target-pod"] == holder and int(headers["x-prefix-match-percent"]) > 90
+
+
+def segment_counts(gw):
+    """prefixgate_tokenizer_cache_segments_total by outcome ({} when the family is absent)."""
+    counts = {}
+    for family in text_string_to_metric_families(gw.metrics_text()):
+        for s in family.samples:
+            if s.name == "prefixgate_tokenizer_cache_segments_total":
+                counts[s.labels["outcome"]] = s.value
+    return counts
+
+
+def test_tiktoken_segment_cache_serves_a_resent_prefix(sims, gateway_factory):
+    """With tiktoken, a long prompt resent with a new question is tokenized only after its last cached segment:
+    /metrics counts the segments found (hit) and encoded (miss), and routing still follows the prefix. With
+    routing.prefix_cache.tokenizer_cache_mb: 0 there is no cache and no such series."""
+    env = {"AIBRIX_PREFIX_CACHE_TOKENIZER_TYPE": "tiktoken", "AIBRIX_PREFIX_CACHE_BLOCK_SIZE": "16"}
+    gw = gateway_factory(sims, config={"routing": {"strategy": "prefix-cache"}}, env=env)
+    system = "\n".join(f"Rule {i}: answer in the register of clause {i * 7} of the style guide." for i in range(500))
+    assert len(system) > 6 * 4096
+    holder = chat(gw, system, "first question")[0]["target-pod"]
+    first = segment_counts(gw)
+    assert first.get("hit", 0) == 0 and first["miss"] >= 6
+    headers, _ = chat(gw, system, "second question")
+    assert headers["target-pod"] == holder and int(headers["x-prefix-match-percent"]) > 90
+    second = segment_counts(gw)
+    assert second["hit"] >= 5, second
+    assert second["miss"] - first["miss"] <= 2, (first, second)
+    off = gateway_factory(sims, config={"routing": {"strategy": "prefix-cache", "prefix_cache": {"tokenizer_cache_mb": 0}}},
+                          env=env)
+    chat(off, system, "first question")
+    assert segment_counts(off) == {}
