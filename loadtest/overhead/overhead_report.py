@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from provenance import markdown as provenance_markdown
-from proxy_profile import syscall_table
+from proxy_profile import cpu_split_table, syscall_table
 from servers import PODS, PROMPT_TOKENS
 
 TARGETS = ["direct", "nginx", "haproxy", "prefixgate-random", "prefixgate-prefix-cache"]
@@ -92,12 +92,17 @@ def _profile(prof):
     """The profile section: system calls per request (strace) and perf's split by binary and top own symbols."""
     lines = ["## Where the time goes", "", "Full text: `overhead-profile.txt` (perf and strace, written by "
              "`--profile`).", ""]
+    if prof.get("cpu_split"):
+        lines += ["CPU time per request under wrk -c32, the fixed 2 KiB body, split into user and kernel time (from "
+                  "/proc, over one 4 s run each; the kernel's share is the TCP work on the proxy's sockets):", ""]
+        lines += cpu_split_table(prof["cpu_split"]) + [""]
     if prof.get("syscalls"):
         lines += ["System calls per request under wrk -c8, the fixed 2 KiB body (`strace -c -f`, the whole wrk run "
                   "traced; strace slows every call, so only the counts matter):", ""] + syscall_table(prof["syscalls"])
         lines += [""]
-    lines += ["CPU profile of prefixgate prefix-cache under wrk -c32, the fixed 2 KiB body (`perf record -F 999 -g`):",
-              "", "```", prof["perf"][:2500].rstrip(), "```", ""]
+    lines += ["CPU profiles of prefixgate prefix-cache, then of nginx, under wrk -c32, the fixed 2 KiB body (`perf "
+              "record -F 999 -g`; the full text is in overhead-profile.txt):", "", "```", prof["perf"][:6000].rstrip(),
+              "```", ""]
     return lines
 
 

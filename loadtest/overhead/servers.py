@@ -87,6 +87,19 @@ def child_pids(pid):
     return children
 
 
+def cpu_split(pid):
+    """(user, system) CPU seconds used so far by a process (all threads) and its direct children."""
+    user = system = 0.0
+    for p in [pid, *child_pids(pid)]:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        user += int(fields[11]) / os.sysconf("SC_CLK_TCK")
+        system += int(fields[12]) / os.sysconf("SC_CLK_TCK")
+    return user, system
+
+
 def cpu_seconds(pid):
     """User + system CPU seconds used so far by a process (all threads) and its direct children."""
     return sum((_stat(p) or (0, 0.0))[1] for p in [pid, *child_pids(pid)])
