@@ -241,14 +241,19 @@ int64_t detail(const routing::Decision& d, std::string_view key) {
   return 0;
 }
 
-void routerChoose(benchmark::State& state, Params p) {
-  RouteFixture* f = nullptr;
+// The fixture for `p`, or null with the benchmark skipped and the reason reported (e.g. no cl100k_base.json).
+RouteFixture* fixtureOrSkip(benchmark::State& state, const Params& p) {
   try {
-    f = &fixtureFor(p);
+    return &fixtureFor(p);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
-    return;
+    return nullptr;
   }
+}
+
+void routerChoose(benchmark::State& state, Params p) {
+  RouteFixture* f = fixtureOrSkip(state, p);
+  if (f == nullptr) return;
   int64_t blocks = 0;
   int64_t tokens = 0;
   int64_t match = 0;
@@ -299,13 +304,8 @@ enum class Step { kHash, kMatch, kRecord };
 
 // One step of the index work of a decision (see the header), timed alone while the others run around it.
 void routeStep(benchmark::State& state, Params p, Step step) {
-  RouteFixture* f = nullptr;
-  try {
-    f = &fixtureFor(p);
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
+  RouteFixture* f = fixtureOrSkip(state, p);
+  if (f == nullptr) return;
   routing::PrefixServices& services = f->services();
   const std::vector<routing::Candidate>& candidates = f->candidates();
   routing::PromptBlocks prompt;
