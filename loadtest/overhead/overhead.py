@@ -170,6 +170,19 @@ def routing_snapshot(gateway):
     return snap
 
 
+def settled_snapshot(gateway, timeout_s=3.0):
+    """routing_snapshot once two reads 50 ms apart agree (bounded by timeout_s): a response is counted and audited
+    just after its last byte is written, so a read made as wrk exits can miss the last few."""
+    snap, deadline = routing_snapshot(gateway), time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        again = routing_snapshot(gateway)
+        if again == snap:
+            break
+        snap = again
+    return snap
+
+
 def routing_delta(before, after):
     """The routing between two snapshots: requests per pod, pods used, decisions per bucket, and the mean share of
     the prompt matched (predicted tokens / (audited responses x the upstream's prompt_tokens); None without
@@ -189,13 +202,13 @@ def load_phase(fleet, wrk, cfg, progress, label, body_file, connections):
     if not cfg.tiny:
         for target in TARGETS:
             wrk.run(fleet.url(target, "static"), body_file, connections, 1)
-    before = {t: routing_snapshot(fleet.gateways[t]) for t in GATEWAYS}
+    before = {t: settled_snapshot(fleet.gateways[t]) for t in GATEWAYS}
     samples = interleaved(cfg, progress, f"{label} c={connections}", lambda t: wrk.run(
         fleet.url(t, "static"), body_file, connections, cfg.duration_s, cpu_pid=fleet.pids[t]),
         lambda r: f"{r['rps']:.0f} req/s, p99 {r['p99_us'] / 1000:.2f} ms, CPU {r['cpu_us_per_request']:.1f} us/req")
     cells = summarise(samples, FIGURES)
     add_ratios(cells)
-    routing = {t: routing_delta(before[t], routing_snapshot(fleet.gateways[t])) for t in GATEWAYS}
+    routing = {t: routing_delta(before[t], settled_snapshot(fleet.gateways[t])) for t in GATEWAYS}
     return {"connections": connections, "targets": cells, "routing": routing}
 
 
