@@ -148,9 +148,10 @@ class RedisConnectionTest : public ::testing::Test {
   // Spawns run() on the test's io_context; the slot is filled when it returns.
   std::shared_ptr<std::optional<Result>> spawn(RedisConnection& c, const Batch& batch, milliseconds extra = {}) {
     auto slot = std::make_shared<std::optional<Result>>();
-    asio::co_spawn(
-        io_, [&c, batch, extra, slot]() -> asio::awaitable<void> { *slot = co_await c.run(batch.bytes, batch.count, extra); },
-        asio::detached);
+    auto batchRun = [&c, batch, extra, slot]() -> asio::awaitable<void> {
+      *slot = co_await c.run(batch.bytes, batch.count, extra);
+    };
+    asio::co_spawn(io_, batchRun, asio::detached);
     return slot;
   }
   // Runs the io_context until `done` (bounded by kRunBound).

@@ -47,8 +47,9 @@ class RedisServer {
   std::string restart() {
     stop();
     const std::string port = std::to_string(port_);
-    std::vector<std::string> args = {kBinary, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                                      "no", "--dir", "/tmp", "--enable-debug-command", "local", "--loglevel", "warning"};
+    std::vector<std::string> args = {kBinary, "--port", port, "--bind", "127.0.0.1", "--save", "",
+                                     "--appendonly", "no", "--dir", "/tmp", "--enable-debug-command", "local",
+                                     "--loglevel", "warning"};
     if (!options_.requirepass.empty()) args.insert(args.end(), {"--requirepass", options_.requirepass});
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());

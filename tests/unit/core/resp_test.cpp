@@ -44,6 +44,12 @@ std::vector<RedisReply> feedPieces(RespParser& parser, const std::vector<std::st
   }
   return out;
 }
+// `bytes` in pieces of `n` bytes, as socket reads of that size would give them.
+std::vector<std::string_view> slices(std::string_view bytes, size_t n) {
+  std::vector<std::string_view> pieces;
+  for (size_t at = 0; at < bytes.size(); at += n) pieces.push_back(bytes.substr(at, n));
+  return pieces;
+}
 std::vector<RedisReply> parseWhole(std::string_view bytes) {
   RespParser parser;
   auto out = feedPieces(parser, {bytes});
@@ -91,10 +97,8 @@ TEST(RespParser, EverySplitPointGivesTheSameReplies) {
     RespParser parser;
     EXPECT_EQ(show(feedPieces(parser, {s.substr(0, cut), s.substr(cut)})), whole) << "cut at " << cut;
   }
-  std::vector<std::string_view> bytes;
-  for (size_t i = 0; i < s.size(); ++i) bytes.push_back(s.substr(i, 1));
   RespParser bytewise;
-  EXPECT_EQ(show(feedPieces(bytewise, bytes)), whole);
+  EXPECT_EQ(show(feedPieces(bytewise, slices(s, 1))), whole);
   std::mt19937 rng(7);
   for (int round = 0; round < 200; ++round) {
     std::vector<std::string_view> pieces;
@@ -233,10 +237,8 @@ TEST(RespParser, LargeArrayInSmallPiecesIsParsedOnce) {
     const std::string n = std::to_string(i);
     bytes += i % 2 ? ":" + n + "\r\n" : "$" + std::to_string(n.size()) + "\r\n" + n + "\r\n";
   }
-  std::vector<std::string_view> pieces;
-  for (size_t at = 0; at < bytes.size(); at += kPieceBytes) pieces.push_back(std::string_view(bytes).substr(at, kPieceBytes));
   RespParser parser;
-  auto replies = feedPieces(parser, pieces);
+  auto replies = feedPieces(parser, slices(bytes, kPieceBytes));
   ASSERT_EQ(replies.size(), 1u) << parser.error();
   const auto& elements = replies[0].elements;
   ASSERT_EQ(elements.size(), kElements);
@@ -252,10 +254,8 @@ TEST(RespParser, LargeBulkInSmallPieces) {
   std::string value(8u << 20, '\0');
   for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>(i * 131);
   const std::string bytes = "$" + std::to_string(value.size()) + "\r\n" + value + "\r\n";
-  std::vector<std::string_view> pieces;
-  for (size_t at = 0; at < bytes.size(); at += 4096) pieces.push_back(std::string_view(bytes).substr(at, 4096));
   RespParser parser;
-  auto replies = feedPieces(parser, pieces);
+  auto replies = feedPieces(parser, slices(bytes, 4096));
   ASSERT_EQ(replies.size(), 1u) << parser.error();
   EXPECT_TRUE(replies[0].str == value);
 }
