@@ -35,6 +35,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def settled(read, timeout_s=3.0, interval_s=0.05):
+    """read() once two reads `interval_s` apart agree (bounded by timeout_s; the last read then): a gateway counts a
+    response just after writing its last byte, so /metrics read as the client finishes can miss the last few."""
+    value, deadline = read(), time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(interval_s)
+        again = read()
+        if again == value:
+            break
+        value = again
+    return value
+
+
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "WARNING: ThreadSanitizer")
 
 
