@@ -3,6 +3,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 GATEWAY_BIN = os.environ.get("PREFIXGATE_BIN", str(ROOT / "build" / "prefixgate"))
 SIM_BIN = os.environ.get("PREFIXGATE_SIM_BIN", str(ROOT / "build" / "loadtest" / "prefixgate-engine-sim"))
+REDIS_BIN = os.environ.get("PREFIXGATE_REDIS_BIN", "/usr/bin/redis-server")
 START_TIMEOUT_S = 20
 
 
@@ -24,6 +26,26 @@ def wait_until(predicate, timeout=10.0, interval=0.02, what="condition"):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def free_port():
+    """A loopback port free now (bound, then closed), for servers that cannot be told to bind port 0."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def settled(read, timeout_s=3.0, interval_s=0.05):
+    """read() once two reads `interval_s` apart agree (bounded by timeout_s; the last read then): a gateway counts a
+    response just after writing its last byte, so /metrics read as the client finishes can miss the last few."""
+    value, deadline = read(), time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(interval_s)
+        again = read()
+        if again == value:
+            break
+        value = again
+    return value
 
 
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "WARNING: ThreadSanitizer")
@@ -196,6 +218,122 @@ class Gateway(Process):
 
     def debug_pods(self):
         return json.loads(self.admin("GET", "/debug/pods")[2])["pods"]
+
+
+class RedisError(Exception):
+    """An error reply (`-ERR ...`) from Redis."""
+
+
+class RedisServer:
+    """A real redis-server on a free loopback port, without persistence, logging to the tmp folder; for the
+    replicas' state sync. Redis cannot bind port 0, so the port is picked by free_port() and kept across
+    restart(). command() speaks RESP on a fresh connection each time (there is no redis package here)."""
+
+    def __init__(self, tmp_path, name="redis"):
+        self.tmp_path = Path(tmp_path)
+        self.name = name
+        self.port = free_port()
+        self.log_path = self.tmp_path / f"{name}.log"
+        self.proc = None
+        self._sleepers = []   # the connections of sleep(), closed by kill() and stop()
+        self._start()
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    def _start(self):
+        args = [REDIS_BIN, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--enable-debug-command", "local", "--dir", str(self.tmp_path), "--logfile", str(self.log_path)]
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        wait_until(self._answers_ping, timeout=START_TIMEOUT_S, what=f"{self.name} answering PING")
+
+    def _answers_ping(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"redis-server exited with {self.proc.returncode}: {self.read_log()[-2000:]}")
+        try:
+            return self.command("PING", timeout=1) == "PONG"
+        except (OSError, RedisError):   # not listening yet, or still loading
+            return False
+
+    def read_log(self):
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def command(self, *args, timeout=5):
+        """Sends one command; returns the reply: str (status), int, bytes (bulk), list or None. An error reply
+        raises RedisError."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as sock:
+            sock.sendall(_resp_command(args))
+            return _resp_reply(sock.makefile("rb"))
+
+    def sleep(self, seconds):
+        """Makes Redis stall for `seconds` (DEBUG SLEEP) and returns without waiting: a slow Redis."""
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        sock.sendall(_resp_command(("DEBUG", "SLEEP", f"{seconds:g}")))
+        self._sleepers.append(sock)
+
+    def used_memory(self):
+        """used_memory (bytes) from INFO memory."""
+        info = self.command("INFO", "memory").decode()
+        return int(next(line.split(":", 1)[1] for line in info.splitlines() if line.startswith("used_memory:")))
+
+    def kill(self):
+        """SIGKILL, as a crashed or evicted Redis: nothing is flushed or answered."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        self._close_sleepers()
+
+    def restart(self):
+        """Kills Redis if it runs and starts a fresh, empty one on the same port."""
+        self.kill()
+        self._start()
+
+    def stop(self, timeout=10):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._close_sleepers()
+
+    def _close_sleepers(self):
+        for sock in self._sleepers:
+            sock.close()
+        self._sleepers.clear()
+
+
+def _resp_command(args):
+    """A command as a RESP array of bulk strings."""
+    out = [f"*{len(args)}\r\n".encode()]
+    for arg in args:
+        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        out.append(f"${len(data)}\r\n".encode() + data + b"\r\n")
+    return b"".join(out)
+
+
+def _resp_reply(stream):
+    """Reads one RESP2 reply from a binary file object."""
+    line = stream.readline()
+    if not line.endswith(b"\r\n"):
+        raise OSError("connection closed by Redis")
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"+":
+        return rest.decode()
+    if kind == b"-":
+        raise RedisError(rest.decode())
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        size = int(rest)
+        return None if size < 0 else stream.read(size + 2)[:-2]
+    if kind == b"*":
+        count = int(rest)
+        return None if count < 0 else [_resp_reply(stream) for _ in range(count)]
+    raise OSError(f"unexpected reply from Redis: {line[:80]!r}")
 
 
 def request(host, port, method, path, body=None, headers=None, timeout=30):

@@ -7,6 +7,7 @@
 # together; invalid runs are rerun, which adds to it). Run it on a quiet machine: runs whose send lag p99 exceeds
 # 10 ms are invalid, and the script exits 1 if a strategy keeps fewer than 5 valid seeds.
 # Usage: scripts/bench_quality.sh [quality.py options]   e.g. --workloads capacity-pressure --seeds 1-3 --out /tmp/r
+#   --replicas N: N gateways per run sharing their state through Redis, requests round-robin (--no-sync: without it)
 #   BENCH_OUT=DIR   write the report there instead of docs/benchmarks (an --out option wins too)
 #   BENCH_NO_BUILD=1  skip setup and build: use build/ (or PREFIXGATE_BIN, PREFIXGATE_SIM_BIN) as it is
 set -euo pipefail

@@ -49,7 +49,10 @@ def mean_ci(values):
 # Row fields aggregated over seeds (numbers in every run's row).
 FIELDS = ["throughput_rps", "output_tps", "ttft_p50", "ttft_p90", "ttft_p99", "itl_p50", "itl_p99", "e2e_p50",
           "hit_ratio", "upper_bound", "of_bound", "of_oracle", "engine_hit_ratio", "prediction_accuracy", "pod_load_max", "pod_load_mean",
-          "pod_inflight_peak", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "preemptions", "errors", "wall_s"]
+          "pod_inflight_peak", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "preemptions", "errors", "wall_s",
+          # several replicas (bench/replicas.py; absent otherwise)
+          "sync_lag_p99_s", "sync_records_sent", "sync_records_received", "sync_records_dropped",
+          "sync_bytes_per_request", "sync_redis_errors", "sync_reconnects", "redis_used_memory"]
 
 
 def add_oracle_ratios(runs, oracle="oracle"):

@@ -9,7 +9,8 @@ Per request it records TTFT (send -> first chunk with content), the gaps between
 end-to-end time, the usage chunk's prompt/cached/completion tokens, the `target-pod` header (or the simulator's
 `x-sim-pod` when sent to a pod directly), errors, and the send lag: wall milliseconds between the moment the
 request was due (its session's arrival time, or the end of the previous turn + the think time) and the moment its
-bytes were written. Everything the client does before writing (waiting for the event loop, opening a connection,
+bytes were written. Several gateway replicas (`replicas=`) get the requests round-robin (replica_plan).
+Everything the client does before writing (waiting for the event loop, opening a connection,
 the oracle's cache queries) counts in the lag, so a client too busy to keep the schedule shows in it. Content
 chunks are recognised by a byte search, not a JSON parse; only the usage chunk is parsed, which keeps one Python
 process at thousands of events per second. Every loop is bounded: by the requests given, by a per-request
@@ -117,13 +118,27 @@ async def read_chunked(reader, on_data):
         on_data(data[:-2], time.perf_counter())
 
 
+def replica_plan(sessions, replicas):
+    """{request rid: replica index}: a workload spread round-robin over `replicas` gateways. The i-th session to
+    start goes to replica i mod N and each next turn of it to the next replica, so the load is even and consecutive
+    turns of one conversation never reach the same replica (the case state sync between replicas is for); fixed by
+    the workload, not by the timing of a run, so every strategy and seed spreads the same requests the same way."""
+    plan = {}
+    for i, session in enumerate(sorted(sessions, key=lambda s: s.start_s)):
+        for turn, req in enumerate(session.requests):
+            plan[req.rid] = (i + turn) % replicas
+    return plan
+
+
 class LoadGenerator:
-    """Sends a workload's sessions to host:port, or through `router` (an object with `async route(req) -> (pod
-    name, ConnectionPool)` and `done(pod name)`: the oracle), and returns one Record per request sent."""
+    """Sends a workload's sessions to host:port, or round-robin to several gateway `replicas` ([(host, port)]; see
+    replica_plan), or through `router` (an object with `async route(req) -> (pod name, ConnectionPool)` and
+    `done(pod name)`: the oracle), and returns one Record per request sent."""
 
     def __init__(self, host, port, time_scale, request_timeout_s=600.0, max_in_flight=2048, progress=None,
-                 label="", router=None):
-        self.pool = ConnectionPool(host, port) if router is None else None
+                 label="", router=None, replicas=None):
+        self.pools = [ConnectionPool(h, p) for h, p in replicas or [(host, port)]] if router is None else []
+        self.plan = {}
         self.router = router
         self.scale = 1.0 / time_scale        # wall seconds -> simulated seconds
         self.time_scale = time_scale
@@ -141,7 +156,8 @@ class LoadGenerator:
         rec = Record(rid=req.rid, group=req.group, stage=req.stage, send_s=(time.perf_counter() - self.t0) * self.scale,
                      expected_prompt_tokens=req.prompt_tokens)
         self.in_flight += 1
-        conn, reusable, pool, routed = None, False, self.pool, None
+        rec.replica = self.plan.get(req.rid, 0)
+        conn, reusable, pool, routed = None, False, self.pools[rec.replica] if self.pools else None, None
         try:
             async with asyncio.timeout(self.request_timeout_s):
                 if self.router is not None:
@@ -260,6 +276,8 @@ class LoadGenerator:
         """Sends every session of `workload`; stops at `deadline_s` wall seconds (in-flight requests are then
         recorded as errors, unsent ones are not recorded). Returns the records, in completion order."""
         self.total = sum(len(s.requests) for s in workload.sessions)
+        if len(self.pools) > 1:
+            self.plan = replica_plan(workload.sessions, len(self.pools))
         self.t0 = time.perf_counter()
         limit = asyncio.Semaphore(self.max_in_flight)
         tasks = []
@@ -279,18 +297,19 @@ class LoadGenerator:
                 bar.cancel()
                 self._draw_progress()
                 sys.stderr.write("\n")
-            for pool in [self.pool] if self.router is None else self.router.pools():
+            for pool in self.pools or self.router.pools():
                 pool.close()
         return self.records
 
 
 def run_workload(host, port, workload, time_scale, deadline_s, **options):
-    """Runs one workload against host:port (or through options["router"]) on a fresh event loop; returns (records,
+    """Runs one workload against host:port (or options["replicas"], or through options["router"]) on a fresh event
+    loop; returns (records,
     wall seconds, notes), notes = {"connections": connections opened, "stray_last_chunks": responses followed by a
     second last chunk}."""
     gen = LoadGenerator(host, port, time_scale, **options)
     started = time.perf_counter()
     records = asyncio.run(gen.run(workload, deadline_s))
-    pools = [gen.pool] if gen.router is None else gen.router.pools()
+    pools = gen.pools or gen.router.pools()
     notes = {"connections": sum(p.opened for p in pools), "stray_last_chunks": gen.stray_last_chunks}
     return records, time.perf_counter() - started, notes

@@ -61,6 +61,7 @@ class Record:
     status: int = 0          # HTTP status; 0 = no response (connection error, timeout, run deadline)
     error: str = ""
     pod: str = ""            # the gateway's target-pod header
+    replica: int = 0         # the gateway replica it was sent to (LoadGenerator's replicas), else 0
     ttft_s: float = -1.0     # send -> first content chunk
     e2e_s: float = -1.0      # send -> last byte
     itl_s: list = field(default_factory=list)   # gaps between consecutive content chunks

@@ -9,12 +9,17 @@ confidence interval of every figure over the seeds.
 cache holds the longest prefix, load weighed as the blend does (oracle.py). A run whose send lag p99 exceeds
 10 ms is invalid: it is rerun (--rerun-invalid times) and, if still invalid, left out of the aggregates.
 
+--replicas N runs N gateways per run, sharing their prefix records and in-flight counts through one fresh Redis
+(state_sync), and spreads the requests round-robin over them (consecutive turns of a conversation on different
+replicas); --no-sync runs the same replicas without state sync, each learning alone.
+
 All latencies are simulated seconds: the pods run with --time-scale S (delays x S) and every measured duration
 is divided by S. Workload parameters are set with --param WORKLOAD.NAME=VALUE (see --list-params).
 
 Examples:
   loadtest/bench/quality.py --workloads capacity-pressure --strategies random,prefix-cache,oracle --seeds 1-3
   loadtest/bench/quality.py --tiny --pods 2 --strategies random,prefix-cache,oracle --out /tmp/report
+  loadtest/bench/quality.py --workloads multi-turn --strategies prefix-cache --replicas 3 --out /tmp/x3
   scripts/bench_quality.sh        (the full committed report)
 """
 import argparse
@@ -31,7 +36,7 @@ import provenance  # noqa: E402
 from bench import report, workloads  # noqa: E402
 from bench.aggregate import add_oracle_ratios, aggregate, short_of_seeds  # noqa: E402
 from bench.runner import (ORACLE, check_replica, gateway_strategies, gateway_takes_random_seed,  # noqa: E402
-                          resolve_strategies, rotated, run_one, sim_supports)
+                          resolve_strategies, rotated, run_one, sim_supports, state_sync_refusal)
 from bench.stats import LAG_LIMIT_MS, steady_stages, summarize  # noqa: E402
 from bench.trace import TraceParams, trace_workload  # noqa: E402
 from harness import GATEWAY_BIN, SIM_BIN  # noqa: E402
@@ -115,6 +120,11 @@ def parse_args(argv):
                          "when the last one ends; arrival times are ignored) instead of open loop")
     ap.add_argument("--tiny", action="store_true", help="tiny workloads (seconds), 2 seeds: the smoke test")
     ap.add_argument("--gateway-threads", type=int, default=2)
+    ap.add_argument("--replicas", type=int, default=1, metavar="N",
+                    help="gateway replicas per run, sharing their state through one Redis; requests go round-robin "
+                         "over them, consecutive turns of a conversation to different replicas (default 1)")
+    ap.add_argument("--no-sync", dest="sync", action="store_false",
+                    help="with --replicas: no state sync and no Redis, each replica learns alone (the comparison)")
     ap.add_argument("--deadline-s", type=float, default=600.0, help="wall-clock limit of one run")
     ap.add_argument("--out", default="bench-report", help="folder for REPORT.md, summary.json and the PNGs")
     ap.add_argument("--work-dir", default=None,
@@ -128,6 +138,10 @@ def parse_args(argv):
     if args.seed is not None:
         args.seeds = str(args.seed)
     args.seeds = parse_seeds(args.seeds or ("1-2" if args.tiny else "1-5"))
+    if args.replicas < 1:
+        ap.error(f"--replicas {args.replicas}: expected 1 or more gateways")
+    if not args.sync and args.replicas < 2:
+        ap.error("--no-sync needs --replicas N with N > 1")
     if args.min_valid_seeds is None:
         args.min_valid_seeds = min(MIN_VALID_SEEDS, len(args.seeds))
     return args
@@ -174,9 +188,10 @@ def run_seeds(name, params, strategies, args, tmp, seeded_gateway):
 
 
 def print_row(name, row):
+    strategy = row["strategy"] + (f" x{row['replicas']}" if row.get("replicas", 0) > 1 else "")
     for line in row["crashed"]:
-        print(f"{name:>17} s{row['seed']} {row['strategy']:<23} CRASHED {line}", flush=True)
-    print(f"{name:>17} s{row['seed']} {row['strategy']:<23} ok {row['ok']:>5} errors {row['errors']:>3}  TTFT p90 "
+        print(f"{name:>17} s{row['seed']} {strategy:<23} CRASHED {line}", flush=True)
+    print(f"{name:>17} s{row['seed']} {strategy:<23} ok {row['ok']:>5} errors {row['errors']:>3}  TTFT p90 "
           f"{row['ttft_p90']:8.3f} s  hit {row['hit_ratio'] * 100:5.1f} % (bound {row['upper_bound'] * 100:5.1f} %)"
           f"  lag p99 {row['lag_p99_ms']:5.1f} ms{'' if row['valid'] else ' INVALID'}  preempted "
           f"{row['preemptions']}  wall {row['wall_s']:5.1f} s", flush=True)
@@ -197,8 +212,8 @@ def main(argv=None):
     command = args.command or "loadtest/bench/quality.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     started = time.monotonic()
     git_at_start = provenance.git_info()  # before this run writes its plots into the tree
-    summary = {"pods": args.pods, "seeds": args.seeds, "lag_limit_ms": LAG_LIMIT_MS,
-               "workloads": {}}
+    summary = {"pods": args.pods, "seeds": args.seeds, "lag_limit_ms": LAG_LIMIT_MS, "replicas": args.replicas,
+               "state_sync": args.replicas > 1 and args.sync, "workloads": {}}
     sections = []
     with provenance.LoadSampler() as load, tempfile.TemporaryDirectory(prefix="prefixgate-bench-") as tmp:
         if args.work_dir:
@@ -210,12 +225,17 @@ def main(argv=None):
         if problems:
             raise SystemExit("the simulator and loadtest/bench/textgen.py disagree: " + "; ".join(problems))
         seeded_gateway = gateway_takes_random_seed(tmp)
+        refusal = state_sync_refusal(tmp) if summary["state_sync"] else None
+        if refusal:
+            raise SystemExit(f"{GATEWAY_BIN} refuses state_sync.enabled, which --replicas {args.replicas} needs "
+                             f"(--no-sync runs the replicas without it): {refusal}")
         strategies = resolve_strategies(args.strategies, gateway_strategies(tmp))
         for name in names:
             params = {**(TINY[name] if args.tiny else {}), **overrides.get(name, {})}
             workload, rows, plotted = run_seeds(name, params, strategies, args, tmp, seeded_gateway)
             aggregates = aggregate(rows, [s for s, _ in strategies])
-            sections.append(report.workload_section(workload, rows, aggregates, plotted, out_dir, args.seeds))
+            sections.append(report.workload_section(workload, rows, aggregates, plotted, out_dir, args.seeds,
+                                                    args.replicas))
             summary["workloads"][name] = {"params": workload.params, "kv_capacity_tokens": workload.kv_capacity_tokens,
                                           "sim_args": workload.sim_args, "time_scale": workload.time_scale,
                                           "stages": workload.stages,

@@ -1,6 +1,6 @@
 """The quality report: a Markdown file with, per workload, the figures over seeds (mean ± 95 % confidence
-half-width), the steady-state TTFT per rate stage for stepped workloads, every run's lag and validity, PNG plots of
-the first seed, and a summary.json with every per-seed row and the aggregates, all written into one folder."""
+half-width), the steady-state TTFT per rate stage for stepped workloads, every run's lag and validity, with several
+gateway replicas what they exchanged through Redis, PNG plots of the first seed, and a summary.json with every per-seed row and the aggregates, all written into one folder."""
 import json
 import math
 from pathlib import Path
@@ -37,7 +37,8 @@ def pm(stat, fmt):
     mean, half, n = stat
     if not n or not _finite(mean):
         return "-"
-    scale, digits, unit = {"pct": (100.0, 1, " %"), "ms": (1000.0, 1, "")}.get(fmt, (1.0, DIGITS.get(fmt, 2), ""))
+    scale, digits, unit = {"pct": (100.0, 1, " %"), "ms": (1000.0, 1, ""), "mib": (1.0 / (1 << 20), 1, "")}.get(
+        fmt, (1.0, DIGITS.get(fmt, 2), ""))
     text = f"{mean * scale:.{digits}f}"
     if _finite(half):
         text += f" ± {half * scale:.{digits}f}"
@@ -77,6 +78,44 @@ def stage_table(aggregates, stages):
     return lines
 
 
+# The replicas' table (several gateways per run): (aggregate key, title, format), as COLUMNS.
+REPLICA_COLUMNS = [
+    ("hit_ratio", "token hit ratio", "pct"),
+    ("sync_lag_p99_s", "sync lag p99 ms", "ms"),
+    ("sync_records_sent", "records sent", "num0"),
+    ("sync_records_received", "records received", "num0"),
+    ("sync_records_dropped", "records dropped", "num0"),
+    ("sync_bytes_per_request", "bytes sent per request", "num0"),
+    ("sync_redis_errors", "Redis errors", "num0"),
+    ("sync_reconnects", "reconnects", "num0"),
+    ("redis_used_memory", "Redis memory MiB (end)", "mib"),
+]
+
+
+def replicas_section(rows, aggregates, replicas, seed):
+    """Markdown for several replicas per run: how requests were spread, and per strategy what the replicas
+    exchanged through Redis (mean ± half-width over the valid seeds), and the requests each replica answered."""
+    sync = any(r.get("sync_records_sent") is not None for r in rows)
+    lines = ["### Replicas", "",
+             f"{replicas} prefixgate replicas per run, the requests spread round-robin over them: the i-th session "
+             f"starts on replica i mod {replicas} and each next turn goes to the next replica, so consecutive turns "
+             "of a conversation never reach the same one. Every other figure of this workload is the whole fleet's. "
+             + ("Sync figures are the replicas' `prefixgate_state_sync_*` series summed (the lag p99 from their "
+                "histogram buckets added up); bytes sent per request = bytes sent / requests answered." if sync else
+                "No replica exported state sync series (run with `--no-sync`, or a build without state sync): "
+                "each learned its own prefix index."), "",
+             "| strategy | valid seeds | " + " | ".join(t for _, t, _ in REPLICA_COLUMNS) + f" | requests per replica "
+             f"(seed {seed}) |", "| --- " * (len(REPLICA_COLUMNS) + 3) + "|"]
+    for name, agg in aggregates.items():
+        mine = [r for r in rows if r["strategy"] == name and r.get("replicas", 0) > 1]
+        if not mine:
+            continue   # the oracle: no gateway
+        spread = next((r["replica_requests"] for r in mine if r["seed"] == seed and r["valid"]), None)
+        lines.append(f"| {name} | {len(agg['seeds'])} | " + " | ".join(pm(agg[k], f) for k, _, f in REPLICA_COLUMNS)
+                     + f" | {spread if spread is not None else '-'} |")
+    return lines + [""]
+
+
 def runs_table(rows):
     lines = ["| seed | strategy | order | attempt | valid | lag p50/p99/max ms | TTFT p90 s | hit ratio | engine hit "
              "ratio | preemptions | % of oracle | upper bound | wall s |",
@@ -97,7 +136,7 @@ def engine_disagreements(rows, tolerance=1e-6):
             and abs(r["engine_hit_ratio"] - r["hit_ratio"]) > tolerance]
 
 
-def workload_section(workload, rows, aggregates, plotted, out_dir, seeds):
+def workload_section(workload, rows, aggregates, plotted, out_dir, seeds, replicas=1):
     """Markdown for one workload; writes its two PNGs (the first seed's runs) into out_dir."""
     cdf, load = f"{workload.name}-ttft-cdf.png", f"{workload.name}-pod-load.png"
     plot_ttft_cdf(Path(out_dir) / cdf, workload, plotted, seeds[0])
@@ -127,6 +166,8 @@ def workload_section(workload, rows, aggregates, plotted, out_dir, seeds):
                   "and the figure depends on the stage length):", "",
                   *stage_table(aggregates, workload.stages), ""]
     lines += ["Over the whole run, mean ± 95 % CI over the valid seeds:", "", aggregate_table(aggregates), ""]
+    if replicas > 1:
+        lines += replicas_section(rows, aggregates, replicas, seeds[0])
     invalid = [r for r in rows if not r["valid"]]
     lines.append(f"Invalid runs (send lag p99 > {LAG_LIMIT_MS:g} ms; rerun, and left out of the aggregates): "
                  + ("; ".join(f"{r['strategy']} seed {r['seed']} attempt {r['attempt'] + 1} (lag p99 "
@@ -171,6 +212,12 @@ def header(args, strategies, info, elapsed, seeded_gateway):
         f"{', '.join(map(str, args.seeds))}: for each workload and seed, every strategy runs on the same seeded "
         "requests, in an order rotated by the seed. Wall time of the whole run: "
         f"{elapsed:.0f} s.", "",
+        *([f"**Replicas**: {args.replicas} prefixgate replicas per run, requests spread round-robin over them "
+           "(consecutive turns of a conversation on different replicas), "
+           + ("sharing their prefix records and in-flight counts through one Redis started fresh per run "
+              "(`state_sync.enabled: true`)." if args.sync else "without state sync (`--no-sync`): each replica "
+              "learns its own prefix index.") + " The oracle has no gateway and is unchanged.", ""]
+          if args.replicas > 1 else []),
         "**Time**: the pods run with each workload's `--time-scale S` (its simulator flags below: delays x S) and "
         "every latency and rate here is in **simulated seconds** (wall-clock / S); the send lag alone is in wall "
         "milliseconds. The client, the gateway and the pods shared the machine.", "",

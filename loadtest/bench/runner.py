@@ -1,6 +1,7 @@
 """One run = one workload x one strategy x one seed: fresh simulated pods (cold caches), a fresh prefixgate in front
-of them (or, for the oracle, none: the load generator routes by asking the pods, see oracle.py), the workload
-streamed through, the engines' own counters scraped at the end."""
+of them, or several replicas sharing their state through a fresh Redis (--replicas; or, for the oracle, none: the
+load generator routes by asking the pods, see oracle.py), the workload streamed through, the engines' and the
+gateways' own counters scraped at the end."""
 import json
 import re
 import subprocess
@@ -8,8 +9,9 @@ from pathlib import Path
 
 from bench.loadgen import run_workload
 from bench.oracle import OracleRouter
+from bench.replicas import gateway_notes, requests_answered, sync_notes
 from bench.textgen import engine_tokens, predicted_reply
-from harness import GATEWAY_BIN, SIM_BIN, Gateway, Sim, request, wait_until
+from harness import GATEWAY_BIN, SIM_BIN, Gateway, RedisServer, Sim, request, settled, wait_until
 
 ORACLE = "oracle"
 # Strategy name -> the gateway's `routing` config. Strategies the gateway offers beyond these are added as they are.
@@ -38,6 +40,12 @@ def gateway_strategies(tmp):
 def gateway_takes_random_seed(tmp):
     """Whether the gateway binary knows the `random_seed` config key (older builds reject it as unknown)."""
     return _check_config(tmp, "random_seed: 1\n").returncode == 0
+
+
+def state_sync_refusal(tmp):
+    """Why the gateway binary refuses `state_sync.enabled` (its --check output), or None when it accepts it."""
+    out = _check_config(tmp, "state_sync: {enabled: true, redis: 'redis://127.0.0.1:6379'}\n")
+    return None if out.returncode == 0 else (out.stdout + out.stderr).strip()
 
 
 def _check_config(tmp, extra):
@@ -114,11 +122,12 @@ def engine_notes(counters):
             "preemptions": int(counters["preemptions"])}
 
 
-def prediction_accuracy(gateway):
-    """The gateway's prediction audit over all pods (/debug/pods): 1 - sum|predicted - engine| / sum max(predicted,
-    engine) in cached tokens; None when it audited nothing (strategies that predict no prefix)."""
+def prediction_accuracy(gateways):
+    """The gateways' prediction audit over all pods (/debug/pods) and replicas: 1 - sum|predicted - engine| / sum
+    max(predicted, engine) in cached tokens; None when they audited nothing (strategies that predict no prefix, or
+    no gateway)."""
     try:
-        pods = gateway.debug_pods()
+        pods = [p for gateway in gateways for p in gateway.debug_pods()]
     except (OSError, ValueError):
         return None
     sums = [p.get("prediction") or {} for p in pods]
@@ -130,65 +139,93 @@ def prediction_accuracy(gateway):
     return 1.0 - wrong / base if base else 1.0
 
 
-# Gateway series summed into a run's row: what went wrong on the way to a decision, if anything.
-GATEWAY_COUNTERS = {
-    "tokenize_failures": ("prefixgate_remote_tokenizer_requests_total", ('outcome="error"', 'outcome="timeout"',
-                                                                         'outcome="no_pod"')),
-    "kv_resets": ("prefixgate_kv_events_resets_total", None),
-    "kv_gaps": ("prefixgate_kv_events_gaps_total", None),
-}
+def metrics_texts(gateways):
+    """Every gateway's /metrics once the requests they counted stop changing (a response is counted just after its
+    last byte, so a read as the client finishes can miss the last); [] when one does not answer."""
+    last = {}
+
+    def counted():
+        try:
+            last["texts"] = [gateway.metrics_text() for gateway in gateways]
+        except (OSError, AssertionError):
+            last["texts"] = []
+        return [requests_answered(text) for text in last["texts"]]
+
+    settled(counted)
+    return last["texts"]
 
 
-def gateway_counters(gateway):
-    """{name: total} of GATEWAY_COUNTERS from the gateway's /metrics (series filtered by label when given)."""
+def gateway_figures(gateways, records, redis):
+    """Row fields from the gateways' /metrics (summed over the replicas); with several replicas also the requests
+    each one answered, the state sync figures and the Redis's memory at the end."""
+    texts = metrics_texts(gateways)
+    notes = gateway_notes(texts)
+    if len(gateways) > 1:
+        notes["replica_requests"] = [requests_answered(t) for t in texts]
+        notes.update(sync_notes(texts, sum(1 for r in records if r.ok)))
+        notes["redis_used_memory"] = redis.used_memory() if redis is not None else None
+    return notes
+
+
+def start_gateways(tmp, sims, routing, seed, args, seeded_gateway, label):
+    """args.replicas gateways in front of `sims`, each seeing every pod ready; with several and args.sync, a Redis
+    they share their state through. Returns (gateways, the Redis or None)."""
+    config = {"routing": routing, "log_level": "warn", "threads": args.gateway_threads}
+    redis, gateways = None, []
     try:
-        text = gateway.metrics_text()
-    except (OSError, AssertionError):
-        return {}
-    out = {}
-    for key, (name, labels) in GATEWAY_COUNTERS.items():
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith(name + "{") and (labels is None or any(l in line for l in labels)):
-                total += float(line.rsplit(" ", 1)[1])
-        out[key] = int(total)
-    return out
+        if args.replicas > 1 and args.sync:
+            redis = RedisServer(tmp, f"redis-{label}")
+            config["state_sync"] = {"enabled": True, "redis": redis.url}
+        for i in range(args.replicas):
+            if seeded_gateway:   # distinct per replica, as independent pods' would be; replica 0 keeps the seed
+                config["random_seed"] = seed + 1000 * i
+            name = f"gateway-{label}" + (f"-r{i}" if args.replicas > 1 else "")
+            gateways.append(Gateway(tmp, sims, config=dict(config), name=name))
+        for gateway in gateways:
+            wait_until(lambda: all(p["ready"] for p in gateway.debug_pods()), timeout=10, what="every pod ready")
+    except BaseException:
+        stop_all([*gateways, redis])
+        raise
+    return gateways, redis
+
+
+def stop_all(processes):
+    for proc in processes:
+        if proc is not None:
+            proc.stop()
 
 
 def run_one(workload, name, routing, seed, args, tmp, seeded_gateway):
-    """Fresh pods and gateway, one workload through them; returns (records, wall seconds, notes)."""
-    sims, gateway = [], None
-    label = f"{workload.name}-s{seed}-{name}"
+    """Fresh pods and gateway(s), one workload through them; returns (records, wall seconds, notes)."""
+    sims, gateways, redis = [], [], None
+    label = f"{workload.name}-s{seed}-{name}" + (f"-x{args.replicas}" if args.replicas > 1 else "")
     try:
         for i in range(args.pods):
             sims.append(Sim(tmp, f"{label}-engine-{i}", "--kv-capacity-tokens", str(workload.kv_capacity_tokens),
                             "--log-level", "warn", *workload.sim_args, time_scale=f"{workload.time_scale:g}",
                             kv_events=name in KV_EVENT_STRATEGIES))
-        options = {"progress": args.progress, "label": f"{workload.name:>17} s{seed} {name:<23}"}
+        shown = name + (f" x{args.replicas}" if args.replicas > 1 else "")
+        options = {"progress": args.progress, "label": f"{workload.name:>17} s{seed} {shown:<23}"}
         if routing is None:   # the oracle
             options["router"] = OracleRouter([(s.name, "127.0.0.1", s.port) for s in sims], seed)
             host, port = "127.0.0.1", 0
         else:
-            config = {"routing": routing, "log_level": "warn", "threads": args.gateway_threads}
-            if seeded_gateway:
-                config["random_seed"] = seed
-            gateway = Gateway(tmp, sims, config=config, name=f"gateway-{label}")
-            wait_until(lambda: all(p["ready"] for p in gateway.debug_pods()), timeout=10, what="every pod ready")
-            host, port = "127.0.0.1", gateway.port
+            gateways, redis = start_gateways(tmp, sims, routing, seed, args, seeded_gateway, label)
+            host, port = "127.0.0.1", gateways[0].port
+            if len(gateways) > 1:
+                options["replicas"] = [("127.0.0.1", g.port) for g in gateways]
         records, wall, notes = run_workload(host, port, workload, workload.time_scale, args.deadline_s,
                                             **options)
-        notes["crashed"] = dead_processes([p for p in [gateway, *sims] if p is not None])
+        notes["crashed"] = dead_processes([p for p in [*gateways, redis, *sims] if p is not None])
         notes.update(engine_notes(scrape_engines(sims)))
-        notes["prediction_accuracy"] = prediction_accuracy(gateway) if gateway is not None else None
-        notes.update(gateway_counters(gateway) if gateway is not None else {})
+        notes["prediction_accuracy"] = prediction_accuracy(gateways)
+        notes.update(gateway_figures(gateways, records, redis) if gateways else {})
+        notes["replicas"] = len(gateways)
         if routing is None:
             notes["oracle_queries"] = options["router"].queries
         return records, wall, notes
     finally:
-        if gateway is not None:
-            gateway.stop()
-        for sim in sims:
-            sim.stop()
+        stop_all([*gateways, redis, *sims])
 
 
 def check_replica(tmp, time_scale):

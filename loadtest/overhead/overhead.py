@@ -41,6 +41,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import provenance  # noqa: E402
 from bodies import chat_body, family_bodies, write_bodies  # noqa: E402
+from harness import settled  # noqa: E402
 from servers import PROMPT_TOKENS, Fleet, cpu_seconds, find_tool, missing_tools, process_shape  # noqa: E402
 from sse_probe import probe  # noqa: E402
 
@@ -173,14 +174,7 @@ def routing_snapshot(gateway):
 def settled_snapshot(gateway, timeout_s=3.0):
     """routing_snapshot once two reads 50 ms apart agree (bounded by timeout_s): a response is counted and audited
     just after its last byte is written, so a read made as wrk exits can miss the last few."""
-    snap, deadline = routing_snapshot(gateway), time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        again = routing_snapshot(gateway)
-        if again == snap:
-            break
-        snap = again
-    return snap
+    return settled(lambda: routing_snapshot(gateway), timeout_s)
 
 
 def routing_delta(before, after):

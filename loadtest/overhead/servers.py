@@ -21,7 +21,7 @@ from string import Template
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from harness import Gateway, Process, wait_until  # noqa: E402
+from harness import Gateway, Process, free_port, wait_until  # noqa: E402
 
 ROUTES = ("static", "stream")
 MODEL = "sim-model"
@@ -46,12 +46,6 @@ def find_tool(name):
 
 def missing_tools():
     return [name for name in ("nginx", "haproxy", "wrk") if find_tool(name) is None]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(port, proc, what, timeout=10.0):

@@ -1,5 +1,5 @@
-"""Smoke tests of the benchmark suite: the quality runner (two seeds, the oracle included) and the proxy-overhead
-benchmark run end to end in tiny mode and produce their reports. No timing thresholds: the figures only have to be
+"""Smoke tests of the benchmark suite: the quality runner (two seeds, the oracle included; and with two gateway
+replicas) and the proxy-overhead benchmark run end to end in tiny mode and produce their reports. No timing thresholds: the figures only have to be
 well formed and sane, and the send-lag validity only has to be consistent (a loaded machine may make runs
 invalid, which the full run reports and reruns)."""
 import json
@@ -13,6 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "loadtest" / "overhead"))
 from servers import missing_tools  # noqa: E402
+
+from bench.runner import state_sync_refusal  # noqa: E402
 
 STRATEGIES = ["random", "prefix-cache", "oracle"]
 WORKLOADS = ["shared-prefix", "multi-turn", "capacity-pressure", "capacity-pressure-repeating", "trace"]
@@ -88,6 +90,35 @@ def test_quality_runner_writes_a_report_with_seeds_oracle_stages_and_provenance(
     for seed in (1, 2):
         hit = {r["strategy"]: r["hit_ratio"] for r in shared if r["seed"] == seed}
         assert hit["prefix-cache"] >= hit["random"] and hit["oracle"] >= hit["random"], seed
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["no-sync", "sync"])
+def test_quality_runner_spreads_requests_over_replicas_and_reports_their_sync(tmp_path, sync):
+    """Ensures --replicas 2 starts two gateways (and, with sync, a Redis they share), each answering half the
+    requests (round-robin), and that the report and summary record the replicas and what they exchanged: with sync
+    records sent and received, bytes per request, the lag p99 and both replicas connected; without, no sync
+    figures at all."""
+    if sync and state_sync_refusal(tmp_path):
+        pytest.skip(f"this gateway build refuses state_sync.enabled: {state_sync_refusal(tmp_path)}")
+    run(["loadtest/bench/quality.py", "--tiny", "--pods", "2", "--replicas", "2", *([] if sync else ["--no-sync"]),
+         "--strategies", "prefix-cache", "--workloads", "multi-turn,shared-prefix", "--seeds", "1",
+         "--progress", "never", "--min-valid-seeds", "0", "--out", str(tmp_path)])
+    report = (tmp_path / "REPORT.md").read_text()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["replicas"] == 2 and summary["state_sync"] is sync
+    for name, workload in summary["workloads"].items():
+        (row,) = workload["runs"]
+        check_run(f"{name}/x2", row, pods=2)
+        assert row["replicas"] == 2 and row["replica_requests"] == [row["ok"] // 2] * 2, (name, row["ok"])
+        if sync:
+            assert row["sync_records_sent"] > 0 and row["sync_records_received"] > 0, name
+            assert row["sync_bytes_per_request"] > 0 and row["sync_lag_p99_s"] is not None, name
+            assert row["sync_connected"] == 2 and row["sync_redis_errors"] == 0, name
+            assert row["redis_used_memory"] > 0, name
+        else:
+            assert row["sync_records_sent"] is None and row["redis_used_memory"] is None, name
+    assert report.count("### Replicas") == 2 and "2 prefixgate replicas per run" in report
+    assert "round-robin" in report and ("[6, 6]" in report and "[8, 8]" in report)
 
 
 @pytest.mark.skipif(bool(missing_tools()),

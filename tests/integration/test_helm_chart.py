@@ -2,7 +2,8 @@
 
 helm is the pinned binary scripts/setup.sh installs (scripts/fetch_helm.sh: tools/helm/bin/helm; PREFIXGATE_HELM
 overrides). Without it these tests fail, they do not skip. Each render is `helm template` with the chart's defaults or
-with helm/prefixgate/examples/vllm-values.yaml (Kubernetes discovery, KV events, Redis, a ServiceMonitor), read with
+with helm/prefixgate/examples/vllm-values.yaml (Kubernetes discovery, KV events, Redis, a ServiceMonitor; also without
+its Redis), read with
 yaml.safe_load_all; the configuration file of the rendered ConfigMap is checked by the real gateway's `--check`.
 """
 import hashlib
@@ -38,10 +39,10 @@ def helm(*args):
 
 
 def values_args(variant):
-    """default: the chart's values; vllm: the example; vllm-redis: the example with the chart's Redis, which it leaves
-    off until the gateway implements state sync."""
+    """default: the chart's values; vllm: the example (with the chart's Redis for state sync); vllm-no-redis: the
+    example without it."""
     return {"default": [], "vllm": ["-f", str(VLLM_VALUES)],
-            "vllm-redis": ["-f", str(VLLM_VALUES), "--set", "redis.deploy=true"]}[variant]
+            "vllm-no-redis": ["-f", str(VLLM_VALUES), "--set", "redis.deploy=false"]}[variant]
 
 
 def render(variant="default", *sets, json_sets=()):
@@ -119,7 +120,7 @@ def check_rendered(docs, folder, config=None):
 # ---------------------------------------------------------------------------------------------------------------
 # lint and render
 # ---------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("variant", ["default", "vllm", "vllm-redis"])
+@pytest.mark.parametrize("variant", ["default", "vllm", "vllm-no-redis"])
 def test_helm_lint(variant):
     """`helm lint --strict` passes with the default values and with the vLLM example (with and without Redis)."""
     result = helm("lint", "--strict", str(CHART), *values_args(variant))
@@ -127,7 +128,7 @@ def test_helm_lint(variant):
     assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
 
 
-@pytest.mark.parametrize("variant", ["default", "vllm", "vllm-redis"])
+@pytest.mark.parametrize("variant", ["default", "vllm", "vllm-no-redis"])
 def test_rendered_manifests_are_well_formed(variant):
     """Every rendered object has apiVersion, kind and a DNS-label name, and the expected objects are there."""
     docs = render(variant)
@@ -137,10 +138,10 @@ def test_rendered_manifests_are_well_formed(variant):
         assert len(name) <= 63 and name == name.lower(), name
     kinds = sorted(d["kind"] for d in docs)
     expected = {"default": ["ConfigMap", "Deployment", "Service", "ServiceAccount"],
-                "vllm": ["ConfigMap", "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount",
-                         "ServiceMonitor"],
-                "vllm-redis": ["ConfigMap", "Deployment", "Deployment", "Role", "RoleBinding", "Service", "Service",
-                               "ServiceAccount", "ServiceMonitor"]}[variant]
+                "vllm": ["ConfigMap", "Deployment", "Deployment", "Role", "RoleBinding", "Service", "Service",
+                         "ServiceAccount", "ServiceMonitor"],
+                "vllm-no-redis": ["ConfigMap", "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount",
+                                  "ServiceMonitor"]}[variant]
     assert kinds == expected
 
 
@@ -188,13 +189,13 @@ def test_config_map_is_mounted_and_rolls_the_pods(variant):
     assert changed["spec"]["template"]["metadata"]["annotations"]["checksum/config"] != checksum
 
 
-@pytest.mark.parametrize("variant", ["default", "vllm-redis"])
+@pytest.mark.parametrize("variant", ["default", "vllm"])
 def test_containers_run_locked_down_with_resources(variant):
     """Every container of every Deployment (the gateway and the chart's Redis) runs as non-root on a read-only root
     file system, without privilege escalation and with ALL capabilities dropped, under requests and a memory limit."""
     docs = render(variant)
     deployments = of_kind(docs, "Deployment")
-    assert len(deployments) == (2 if variant == "vllm-redis" else 1)
+    assert len(deployments) == (2 if variant == "vllm" else 1)
     for deployment in deployments:
         pod = deployment["spec"]["template"]["spec"]
         for c in pod["containers"]:
@@ -310,17 +311,18 @@ def test_default_render_passes_gateway_check(tmp_path):
 
 
 def test_vllm_render_passes_gateway_check(tmp_path):
-    """The vLLM example's rendered configuration (Kubernetes discovery) passes `--check` outright; with the chart's
-    Redis only the refusal of state sync, not in this build yet (NOT_YET_SUPPORTED; every key is still parsed, so a
-    misspelt one fails); and its file-discovery variant (the same file with discovery.file) passes outright."""
+    """The vLLM example's rendered configuration (Kubernetes discovery, state sync through the chart's Redis) passes
+    `--check`, or fails only with the refusal of state sync where this build has none yet (NOT_YET_SUPPORTED; every
+    key is still parsed, so a misspelt one fails); without its Redis it passes outright, and so does its
+    file-discovery variant (the same file with discovery.file)."""
     result = check_rendered(render("vllm"), tmp_path)
-    assert result.returncode == 0, f"prefixgate --check failed:\n{result.stdout}{result.stderr}"
-    result = check_rendered(render("vllm-redis"), tmp_path)
     problems = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
     unexpected = [p for p in problems if not any(f"prefixgate.yaml: {refusal}" in p for refusal in NOT_YET_SUPPORTED)]
-    assert result.returncode == 0 or (problems and not unexpected), "vllm-redis:\n" + "\n".join(problems)
+    assert result.returncode == 0 or (problems and not unexpected), "vllm:\n" + "\n".join(problems)
+    result = check_rendered(render("vllm-no-redis"), tmp_path)
+    assert result.returncode == 0, f"prefixgate --check failed:\n{result.stdout}{result.stderr}"
 
-    docs = render("vllm")
+    docs = render("vllm-no-redis")
 
     _, config = rendered_config(docs)
     kubernetes = config["discovery"]["kubernetes"]
@@ -341,8 +343,8 @@ def test_vllm_render_passes_gateway_check(tmp_path):
 def test_redis_is_optional_and_wired_to_state_sync():
     """redis.deploy adds a Redis Deployment and Service that the gateway's state_sync.redis names and that select only
     the Redis pod; without it there is none, and an external URL in config.state_sync is kept as given."""
-    assert rendered_config(render("vllm"))[1]["state_sync"]["enabled"] is False
-    docs = render("vllm-redis")
+    assert rendered_config(render("vllm-no-redis"))[1]["state_sync"]["enabled"] is False
+    docs = render("vllm")
     _, config = rendered_config(docs)
     (redis,) = [d for d in of_kind(docs, "Deployment") if d["metadata"]["name"].endswith("-redis")]
     (redis_service,) = [s for s in of_kind(docs, "Service") if s["metadata"]["name"].endswith("-redis")]

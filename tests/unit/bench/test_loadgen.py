@@ -1,12 +1,13 @@
 """loadgen and the oracle's router against fake pods (asyncio servers in a thread): the send lag is recorded and
-includes the time spent before the send, and the oracle routes by the pods' /sim/cache/match answers."""
+includes the time spent before the send, several gateway replicas get the requests round-robin, and the oracle
+routes by the pods' /sim/cache/match answers."""
 import asyncio
 import json
 import threading
 
 import pytest
 
-from bench.loadgen import run_workload
+from bench.loadgen import replica_plan, run_workload
 from bench.model import BenchRequest, Session, Workload
 from bench.oracle import OracleRouter
 
@@ -129,3 +130,44 @@ def test_the_oracle_routes_to_the_pod_with_the_cached_prefix(pods):
     assert router.queries == 12 and pods[0].matches == pods[1].matches == 6
     assert router.in_flight == {"pod-a": 0, "pod-b": 0}
     assert notes["connections"] >= 3
+
+
+def chat(sessions_turns, gap_s=0.01):
+    """Sessions of the given numbers of turns, rids in order, the i-th starting at i x gap_s."""
+    sessions, rid = [], 0
+    for i, turns in enumerate(sessions_turns):
+        reqs = [BenchRequest(rid=rid + t, path="/v1/chat/completions", body=b"{}", prompt_tokens=100, max_tokens=3,
+                             block_keys=[]) for t in range(turns)]
+        rid += turns
+        sessions.append(Session(i * gap_s, reqs, [0.0] * (turns - 1)))
+    return sessions
+
+
+def test_replica_plan_is_round_robin_and_moves_each_turn_to_the_next_replica():
+    """Ensures single requests go round-robin in start order (not list order), a conversation's next turn always
+    goes to the next replica, the load is even, and one replica gets everything."""
+    singles = chat([1] * 7)
+    singles.reverse()   # list order is not start order
+    plan = replica_plan(singles, 3)
+    assert [plan[rid] for rid in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+    turns = chat([3, 3, 3, 3])
+    plan = replica_plan(turns, 3)
+    assert [[plan[r.rid] for r in s.requests] for s in turns] == [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]
+    two = replica_plan(turns, 2)
+    for s in turns:
+        assert all(two[a.rid] != two[b.rid] for a, b in zip(s.requests, s.requests[1:]))
+    assert sorted(two.values()).count(0) == 6
+    assert set(replica_plan(turns, 1).values()) == {0}
+
+
+def test_requests_reach_the_replicas_the_plan_names(pods):
+    """Ensures that with two replicas each request is sent to the gateway the plan names (the fake pod that
+    answered it), records which, and both connection pools are used and closed."""
+    w = Workload(name="fake", title="", description="", sessions=chat([3, 2, 1]))
+    plan = replica_plan(w.sessions, 2)
+    replicas = [("127.0.0.1", p.port) for p in pods]
+    records, _, notes = run_workload("127.0.0.1", 0, w, 1.0, 30, progress=False, replicas=replicas)
+    assert len(records) == 6 and all(r.ok for r in records)
+    assert {r.rid: r.pod for r in records} == {rid: pods[i].name for rid, i in plan.items()}
+    assert {r.rid: r.replica for r in records} == plan
+    assert [p.completions for p in pods] == [4, 2] and notes["connections"] >= 2   # 0 1 0, 1 0, 0
