@@ -27,7 +27,7 @@ namespace prefixgate::routing {
 struct Candidate {
   discovery::PodState* pod = nullptr;
   PodId pod_id;
-  int32_t in_flight = 0;       // the gateway's own count, read once when the decision starts
+  int32_t in_flight = 0;       // in-flight requests (this gateway's, plus the other replicas' with state sync), read once when the decision starts
   double score = 0;            // filled by the strategy: higher wins
   int match_percent = -1;      // filled by prefix strategies (explanations, headers); -1 = not computed
   double load_score = NAN;     // filled by load-aware strategies (explanations); NaN = not computed

@@ -87,6 +87,12 @@ class PodState {
   int32_t inFlight() const { return in_flight_.load(std::memory_order_relaxed); }
   void addInFlight() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
   void releaseInFlight() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+  // With state sync: the other live replicas' in-flight requests to this pod, as last read from Redis (0 when
+  // sync is off, or Redis has not answered for longer than a replica's heartbeat lives).
+  int32_t remoteInFlight() const { return remote_in_flight_.load(std::memory_order_relaxed); }
+  void setRemoteInFlight(int32_t n) { remote_in_flight_.store(n, std::memory_order_relaxed); }
+  // What routing weighs: this gateway's count (exact, counted at the moment of choice) plus the others'.
+  int32_t inFlightAllReplicas() const { return inFlight() + remoteInFlight(); }
 
   // Ready = the last active health checks passed and no passive ejection is in force now.
   bool ready(int64_t now_ms) const {
@@ -129,6 +135,7 @@ class PodState {
   const PodId id_;
   const PodSpec spec_;
   std::atomic<int32_t> in_flight_{0};
+  std::atomic<int32_t> remote_in_flight_{0};
   std::atomic<bool> healthy_{false};
   std::atomic<bool> checked_{false};
   std::atomic<bool> removed_{false};

@@ -476,7 +476,8 @@ size_t PrefixIndex::remove(std::string_view model, std::span<const BlockHash> ha
   return removed;
 }
 
-bool PrefixIndex::record(std::string_view model, std::span<const BlockHash> hashes, PodId pod) {
+bool PrefixIndex::record(std::string_view model, std::span<const BlockHash> hashes, PodId pod, size_t* written) {
+  if (written) *written = 0;
   if (removed_.contains(pod)) return false;
   const std::optional<ModelKey> model_key = models_.findOrAdd(model);
   if (!model_key) return false;
@@ -500,8 +501,11 @@ bool PrefixIndex::record(std::string_view model, std::span<const BlockHash> hash
   writeBlocks(*model_key, hashes.subspan(unchanged), pod.value, live);
   // Those writes may have evicted one of the unchanged blocks (noted as a removal of a touch at least `oldest`):
   // write them too, as a record that skips nothing would have rewritten them at this point.
-  if (unchanged > 0 && !removals_.newerThanRemovals(pod.value, oldest))
+  if (unchanged > 0 && !removals_.newerThanRemovals(pod.value, oldest)) {
     writeBlocks(*model_key, hashes.first(unchanged), pod.value, live);
+    unchanged = 0;
+  }
+  if (written) *written = hashes.size() - unchanged;
   return true;
 }
 

@@ -105,8 +105,9 @@ class PrefixIndex {
   // reclaims a bounded number of expired or removed entries in the shards it writes (never a full scan).
   // Returns false, storing nothing, when `pod` was removed or the model registry is full
   // (ModelRegistry::kMaxModels). Only the first maxBlocksPerRecord() blocks are recorded: one prompt larger than
-  // the index would otherwise evict every model's blocks. Thread-safe.
-  bool record(std::string_view model, std::span<const BlockHash> hashes, PodId pod);
+  // the index would otherwise evict every model's blocks. `written` (when given) receives how many blocks were
+  // written (0: every block was already held from a touch within the refresh interval). Thread-safe.
+  bool record(std::string_view model, std::span<const BlockHash> hashes, PodId pod, size_t* written = nullptr);
 
   // Drops `pod` from each block of `hashes` (blocks nobody holds any more are freed). The KV-event index applies
   // an engine's BlockRemoved with it. Returns how many entries were removed. Thread-safe.

@@ -22,9 +22,10 @@ openai::GatewayError errorFor(RouteFailure f) {
 
 namespace {
 
-// A candidate as the decision starts: the gateway's in-flight count and, when recent enough, the engine's load.
+// A candidate as the decision starts: the in-flight count (every replica's, with state sync) and, when recent
+// enough, the engine's load.
 Candidate candidateFor(discovery::PodState& pod, int64_t now_ms, int64_t max_engine_age_ms) {
-  Candidate c{&pod, pod.id(), pod.inFlight()};
+  Candidate c{&pod, pod.id(), pod.inFlightAllReplicas()};
   const engine::EngineLoadView view = pod.engine().view();
   if (view.fresh(now_ms, max_engine_age_ms)) {
     c.waiting = std::isnan(view.waiting) ? 0 : view.waiting;
@@ -135,7 +136,7 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
     if (!(panic ? pod->healthy() && !pod->removed() : pod->ready(now))) continue;
     if (std::find(query.exclude.begin(), query.exclude.end(), pod->id()) != query.exclude.end()) continue;
     // The per-pod queue bound (limits.max_in_flight_per_pod): a full pod takes no more.
-    if (max_per_pod > 0 && pod->inFlight() >= max_per_pod) {
+    if (max_per_pod > 0 && pod->inFlightAllReplicas() >= max_per_pod) {
       ++full;
       continue;
     }

@@ -90,6 +90,7 @@ PrefixServices::PrefixServices(std::unique_ptr<tokenize::Tokenizer> tokenizer, u
       tokenizer_(std::move(tokenizer)),
       block_size_(block_size),
       seed_(seed),
+      expiry_(options.expiry),
       index_(std::make_unique<index::PrefixIndex>(recordOptions(options), clock ? *clock : system_clock_)) {}
 
 size_t PrefixServices::capacityBlocks(const discovery::PodState& pod) const {
@@ -99,8 +100,11 @@ size_t PrefixServices::capacityBlocks(const discovery::PodState& pod) const {
 }
 
 bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockHash> hashes,
-                                  const discovery::PodState& pod) {
-  if (!index_->record(model, hashes, pod.id())) return false;
+                                  const discovery::PodState& pod, bool shared) {
+  size_t written = 0;
+  if (!index_->record(model, hashes, pod.id(), &written)) return false;
+  // A prefix the index already held from a moment ago is not shared again: the other replicas hold it too.
+  if (shared && sink_ && written > 0) sink_->recordWritten(model, hashes, pod);
   if (!capacity_aware_) return true;
   thread_local std::vector<index::PodBlockLedger::Evicted> evicted;
   evicted.clear();

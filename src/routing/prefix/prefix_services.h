@@ -40,6 +40,15 @@ struct KvModeOptions {
   int64_t silent_publisher_ms = 10000;
 };
 
+// Told of each record the index wrote for a routing decision of this gateway (state sync shares them with the
+// other replicas). Called on request threads: implementations are thread-safe and never block.
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  virtual void recordWritten(std::string_view model, std::span<const BlockHash> hashes,
+                             const discovery::PodState& pod) = 0;
+};
+
 class PrefixServices {
  public:
   // Returns null and sets `error` (naming the config key) when the tokenizer cannot be built.
@@ -76,7 +85,13 @@ class PrefixServices {
   // Records that `pod` was just routed the blocks of `model` (standard mode). With capacity_aware, the pod's least
   // recently routed blocks beyond what its KV cache holds are removed from the index for it. Thread-safe.
   // Returns false when the index refused the record (see PrefixIndex::record).
-  bool recordRouted(std::string_view model, std::span<const BlockHash> hashes, const discovery::PodState& pod);
+  // `shared`: the record is this gateway's own decision, passed to the record sink when the index wrote anything
+  // (false for records another replica shared: they are not sent back).
+  bool recordRouted(std::string_view model, std::span<const BlockHash> hashes, const discovery::PodState& pod,
+                    bool shared = true);
+  // Where this gateway's own records go besides the index (state sync); null = nowhere. Set before serving.
+  void setRecordSink(RecordSink* sink) { sink_ = sink; }
+  std::chrono::nanoseconds recordExpiry() const { return expiry_; }
   // Capacity-aware standard mode on or off (off: the index keeps whatever the block limit and expiry allow).
   void setCapacityAware(bool on) { capacity_aware_ = on; }
   // Blocks of the configured size `pod`'s KV cache holds: its pods-file kv_capacity_tokens, else its engine's
@@ -103,8 +118,10 @@ class PrefixServices {
   std::unique_ptr<tokenize::Tokenizer> tokenizer_;
   uint32_t block_size_;
   uint64_t seed_;
+  std::chrono::nanoseconds expiry_;
   std::unique_ptr<index::PrefixIndex> index_;
   index::PodBlockLedger ledger_;
+  RecordSink* sink_ = nullptr;
   bool capacity_aware_ = false;  // PrefixServices::create sets it from the config (default on)
   bool remote_tokens_ = false;
   std::unique_ptr<KvEventIndex> kv_;
