@@ -118,9 +118,23 @@ struct EngineMetricsConfig {
   uint32_t scrape_timeout_ms = 1000;
 };
 
+// Replicas sharing prefix records and in-flight counts through Redis (docs/state-sync.md).
 struct StateSyncConfig {
   bool enabled = false;
-  std::string redis = "redis://127.0.0.1:6379";
+  std::string redis = "redis://127.0.0.1:6379";  // redis://[[user]:password@]host[:port][/db]
+  std::string key_prefix = "prefixgate";         // every key this gateway writes starts with it and ':'
+  std::string replica_id;                        // empty: <hostname>-<random hex>
+  uint32_t flush_interval_ms = 5;                // records are batched this long before one XADD
+  uint32_t load_interval_ms = 100;               // in-flight counts published and read this often
+  uint32_t replica_ttl_ms = 1500;                // a replica's counts expire this long after its last heartbeat
+  uint32_t snapshot_interval_ms = 500;           // the snapshot (for late joiners) is updated this often
+  uint32_t snapshot_max_records = 100000;        // records kept in the snapshot (oldest dropped first)
+  uint32_t stream_max_entries = 4096;            // batches kept in the stream (approximate trim)
+  uint32_t max_blocks_per_record = 512;          // a record's leading blocks shared; the rest stay local
+  uint64_t max_send_bytes_per_second = 16ull << 20;  // records beyond it are not shared (counted)
+  uint64_t max_pending_bytes = 8ull << 20;       // records waiting for Redis; beyond it the oldest wait is dropped
+  uint32_t timeout_ms = 2000;                    // a Redis reply later than this: the connection is dropped
+  uint32_t reconnect_max_ms = 2000;              // reconnects back off from 50 ms up to this
 };
 
 struct UpstreamConfig {

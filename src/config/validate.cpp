@@ -6,6 +6,7 @@
 #include "index/block_store.h"
 #include "index/prefix_index.h"
 #include "net/listener.h"
+#include "sync/redis_address.h"
 #include "util/log.h"
 
 namespace prefixgate::config {
@@ -41,6 +42,37 @@ class Checker {
   std::string source_;
   Problems& problems_;
 };
+
+void validateStateSync(const StateSyncConfig& s, Checker& check) {
+  sync::RedisAddress address;
+  std::string error;
+  if (!sync::parseRedisUrl(s.redis, address, error)) check.fail("state_sync.redis", error);
+  if (s.key_prefix.empty() || s.key_prefix.size() > 64)
+    check.fail("state_sync.key_prefix", "must be 1 to 64 characters");
+  if (s.replica_id.size() > 128) check.fail("state_sync.replica_id", "must be at most 128 characters");
+  for (char ch : s.key_prefix + s.replica_id)
+    if (static_cast<unsigned char>(ch) <= ' ' || ch == 0x7f) {
+      check.fail("state_sync.key_prefix / replica_id", "must not contain spaces or control characters");
+      break;
+    }
+  check.positive("state_sync.flush_interval_ms", s.flush_interval_ms);
+  check.atMost("state_sync.flush_interval_ms", s.flush_interval_ms, 1000, "records must reach the others within a second");
+  check.positive("state_sync.load_interval_ms", s.load_interval_ms);
+  check.positive("state_sync.snapshot_interval_ms", s.snapshot_interval_ms);
+  check.positive("state_sync.snapshot_max_records", s.snapshot_max_records);
+  check.positive("state_sync.stream_max_entries", s.stream_max_entries);
+  check.positive("state_sync.max_blocks_per_record", s.max_blocks_per_record);
+  check.atMost("state_sync.max_blocks_per_record", s.max_blocks_per_record, 65536);
+  check.positive("state_sync.max_send_bytes_per_second", s.max_send_bytes_per_second);
+  check.positive("state_sync.max_pending_bytes", s.max_pending_bytes);
+  check.positive("state_sync.timeout_ms", s.timeout_ms);
+  check.positive("state_sync.reconnect_max_ms", s.reconnect_max_ms);
+  if (s.replica_ttl_ms <= s.load_interval_ms)
+    check.fail("state_sync.replica_ttl_ms", "must be longer than state_sync.load_interval_ms (" +
+                                                std::to_string(s.load_interval_ms) +
+                                                "), or a live replica's counts would expire between heartbeats");
+  check.atMost("state_sync.replica_ttl_ms", s.replica_ttl_ms, 60000);
+}
 
 void validateKubernetes(const KubernetesConfig& k, Checker& check) {
   const std::string key = "discovery.kubernetes.";
@@ -109,7 +141,7 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   check.positive("routing.prefix_cache.silent_publisher_ms", r.prefix_cache.silent_publisher_ms);
   if (!(r.prefix_cache.cpu_block_credit >= 0 && r.prefix_cache.cpu_block_credit <= 1))
     check.fail("routing.prefix_cache.cpu_block_credit", "must be in [0, 1]");
-  if (c.state_sync.enabled) check.fail("state_sync.enabled", "replica state sync through Redis is not supported yet");
+  validateStateSync(c.state_sync, check);
   check.positive("routing.prefix_cache.eviction_duration_mins", r.prefix_cache.eviction_duration_mins);
   check.atMost("routing.prefix_cache.eviction_duration_mins", r.prefix_cache.eviction_duration_mins,
                std::chrono::duration_cast<std::chrono::minutes>(index::PrefixIndex::kMaxExpiry).count(),

@@ -16,6 +16,7 @@
 #include "server/gateway.h"
 #include "server/remote_tokens.h"
 #include "server/responses.h"
+#include "sync/state_sync.h"
 
 namespace prefixgate::server {
 namespace asio = boost::asio;
@@ -84,6 +85,28 @@ json kvSyncJson(const discovery::PodState& pod, int64_t now, int64_t silent_ms) 
           {"silent", kv.silent(silent_ms)}};
 }
 
+// With state sync: each replica's in-flight count on the pod, this one's included; null when sync is off.
+json replicaLoadsJson(Gateway& g, const discovery::PodState& pod) {
+  sync::StateSync* sync = g.stateSync();
+  if (!sync) return nullptr;
+  json out = json::object();
+  out[sync->replicaId()] = pod.inFlight();
+  for (const auto& [replica, n] : sync->replicaLoads(pod.spec().address)) out[replica] = n;
+  return out;
+}
+
+json stateSyncJson(Gateway& g) {
+  sync::StateSync* sync = g.stateSync();
+  if (!sync) return json{{"enabled", false}};
+  const sync::StateSync::Status s = sync->status();
+  return {{"enabled", true},
+          {"replica_id", s.replica_id},
+          {"connected", s.connected},
+          {"shares_records", s.shares_records},
+          {"other_replicas", s.replicas},
+          {"stream_position", s.stream_position}};
+}
+
 json podsJson(Gateway& g) {
   auto snapshot = g.pods().snapshot();
   const int64_t now = routing::steadyNowMs();
@@ -100,6 +123,8 @@ json podsJson(Gateway& g) {
                     {"health_checked", pod->checked()},
                     {"ejected_for_ms", std::max<int64_t>(0, pod->ejectedUntilMs() - now)},
                     {"in_flight", pod->inFlight()},
+                    {"in_flight_all_replicas", pod->inFlightAllReplicas()},
+                    {"in_flight_by_replica", replicaLoadsJson(g, *pod)},
                     {"kv_events", pod->spec().kv_events},
                     {"kv_replay", pod->spec().kv_replay},
                     {"kv_capacity_tokens", pod->spec().kv_capacity_tokens ? pod->spec().kv_capacity_tokens
@@ -108,7 +133,7 @@ json podsJson(Gateway& g) {
                     {"engine", engineJson(*pod, now, max_age)},
                     {"prediction", predictionJson(*pod)}});
   }
-  return json{{"pods", pods}};
+  return json{{"pods", pods}, {"state_sync", stateSyncJson(g)}};
 }
 
 // A coroutine: with the remote tokenizer on, the dry run asks it as a real request would (fresh connections from

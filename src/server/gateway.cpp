@@ -13,6 +13,7 @@
 #include "server/control_plane.h"
 #include "server/request_outcome.h"
 #include "server/worker.h"
+#include "sync/state_sync.h"
 #include "tokenize/remote_tokenizer.h"
 #include "util/log.h"
 
@@ -102,6 +103,14 @@ bool Gateway::start(std::string& error) {
   if (routing::KvEventIndex* kv = prefix_->kvEvents()) {
     kv_sync_ = std::make_unique<routing::KvSync>(pods_, *kv, metrics_.registry(), engine::KvEventSubscriber::Options{});
     kv_sync_->start();
+  }
+  if (config_.state_sync.enabled) {
+    // With KV event sync each replica subscribes to every engine itself: only in-flight counts are shared.
+    const bool share_records = prefix_->kvEvents() == nullptr;
+    state_sync_ = std::make_unique<sync::StateSync>(config_.state_sync, prefix_->recordExpiry(), share_records,
+                                                    pods_, prefix_.get(), metrics_.registry());
+    if (share_records) prefix_->setRecordSink(state_sync_.get());
+    state_sync_->start();
   }
   control_->health = std::make_unique<discovery::HealthChecker>(control_->io, pods_, config_.health_check);
   control_->scraper =
@@ -220,6 +229,7 @@ void Gateway::drainAndStop() {
   if (control_->health) control_->health->stop();
   if (control_->scraper) control_->scraper->stop();
   if (kv_sync_) kv_sync_->stop();
+  if (state_sync_) state_sync_->stop();
   if (control_->file_source) asio::post(control_->io, [this] { control_->file_source->stop(); });
   if (control_->kubernetes_source) control_->kubernetes_source->stop();
   asio::post(control_->io, [this] {

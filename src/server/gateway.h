@@ -26,6 +26,10 @@ namespace prefixgate::tokenize {
 class RemoteTokenizer;
 }
 
+namespace prefixgate::sync {
+class StateSync;
+}
+
 namespace prefixgate::server {
 
 struct Worker;
@@ -60,6 +64,8 @@ class Gateway {
   metrics::ApiKeyMetrics& apiKeyMetrics() { return api_key_metrics_; }
   // The engine /tokenize client (routing.prefix_cache.use_remote_tokenizer or kv_event_sync); null when off.
   tokenize::RemoteTokenizer* remoteTokenizer() { return remote_tokenizer_.get(); }
+  // Replica state sync (state_sync.enabled); null when off.
+  sync::StateSync* stateSync() { return state_sync_.get(); }
   bool draining() const { return draining_.load(std::memory_order_acquire); }
   std::atomic<int64_t>& activeRequests() { return active_requests_; }
   std::atomic<int64_t>& openConnections() { return open_connections_; }
@@ -78,6 +84,7 @@ class Gateway {
   std::unique_ptr<routing::Router> router_;
   std::unique_ptr<tokenize::RemoteTokenizer> remote_tokenizer_;
   std::unique_ptr<routing::KvSync> kv_sync_;  // KV event sync's subscriber thread; null in standard mode
+  std::unique_ptr<sync::StateSync> state_sync_;  // after prefix_ and pods_, which it uses
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<ControlPlane> control_;
   std::atomic<bool> draining_{false};

@@ -221,6 +221,32 @@ TEST(Config, KvSyncAndCapacityKeys) {
   EXPECT_FALSE(hasProblem(problems, "kv_event_sync"));  // supported now: no longer refused
 }
 
+// The state sync keys: enabled is accepted now (replicas share through Redis), every key parses, and bad values are
+// refused naming the file, the key and why (a Redis URL that is not one, a heartbeat that outlives nothing).
+TEST(Config, StateSyncKeys) {
+  Problems problems;
+  Config defaults = parseYaml("discovery: {file: p.yaml}\nstate_sync: {enabled: true}\n", "gw.yaml", problems);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  validate(defaults, kStrategies, problems);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(defaults.state_sync.flush_interval_ms, 5u);
+  EXPECT_EQ(defaults.state_sync.key_prefix, "prefixgate");
+  Config c = parseYaml("discovery: {file: p.yaml}\nstate_sync: {enabled: true, redis: 'http://r:1', key_prefix: 'a b',"
+                       " flush_interval_ms: 5000, load_interval_ms: 500, replica_ttl_ms: 400, max_blocks_per_record: 0,"
+                       " snapshot_max_records: 7, replica_id: gw-1}\n",
+                       "gw.yaml", problems);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(c.state_sync.snapshot_max_records, 7u);
+  EXPECT_EQ(c.state_sync.replica_id, "gw-1");
+  validate(c, kStrategies, problems);
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: state_sync.redis: "));
+  EXPECT_TRUE(hasProblem(problems, "state_sync.key_prefix / replica_id: must not contain spaces"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: state_sync.flush_interval_ms: must be at most 1000"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: state_sync.replica_ttl_ms: must be longer than state_sync.load_interval_ms (500)"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: state_sync.max_blocks_per_record: must be greater than 0"));
+  EXPECT_EQ(problems.size(), 5u);
+}
+
 // The passive ejection and response-limit keys: defaults, parsing, and ranges (the file and key named).
 TEST(Config, EjectionAndResponseLimitKeys) {
   Problems problems;

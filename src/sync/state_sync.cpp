@@ -1,0 +1,646 @@
+#include "sync/state_sync.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <charconv>
+#include <random>
+
+#include "routing/router.h"
+#include "sync/record_batch.h"
+#include "util/log.h"
+
+namespace prefixgate::sync {
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+namespace {
+
+int64_t wallNowMs() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string defaultReplicaId() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof(host), "gateway");
+  std::random_device rd;
+  char suffix[16];
+  std::snprintf(suffix, sizeof(suffix), "%06x", static_cast<unsigned>(rd() & 0xffffff));
+  return std::string(host) + "-" + suffix;
+}
+
+// A stream entry id "<ms>-<seq>" as a comparable pair; {0, 0} when malformed.
+std::pair<uint64_t, uint64_t> streamId(std::string_view id) {
+  const size_t dash = id.find('-');
+  uint64_t ms = 0, seq = 0;
+  const std::string_view a = id.substr(0, dash);
+  if (std::from_chars(a.data(), a.data() + a.size(), ms).ec != std::errc{}) return {0, 0};
+  if (dash != std::string_view::npos) {
+    const std::string_view b = id.substr(dash + 1);
+    if (std::from_chars(b.data(), b.data() + b.size(), seq).ec != std::errc{}) return {0, 0};
+  }
+  return {ms, seq};
+}
+
+const RedisReply* field(const RedisReply& flat, std::string_view name) {
+  for (size_t i = 0; i + 1 < flat.elements.size(); i += 2)
+    if (flat.elements[i].str == name) return &flat.elements[i + 1];
+  return nullptr;
+}
+
+}  // namespace
+
+// ---- Outbox ----
+
+Outbox::Outbox(uint64_t max_pending_bytes, uint64_t bytes_per_second, uint32_t max_blocks_per_record)
+    : max_pending_bytes_(max_pending_bytes),
+      bytes_per_second_(bytes_per_second),
+      max_blocks_(max_blocks_per_record),
+      tokens_(static_cast<double>(bytes_per_second)) {}
+
+Outbox::Added Outbox::add(int64_t wall_ms, int64_t steady_ms, std::string_view model, std::string_view pod,
+                          std::span<const BlockHash> hashes) {
+  hashes = hashes.first(std::min<size_t>(hashes.size(), max_blocks_));
+  std::lock_guard lock(mutex_);
+  if (steady_ms > refilled_ms_) {
+    tokens_ = std::min(static_cast<double>(bytes_per_second_),
+                       tokens_ + static_cast<double>(bytes_per_second_) * static_cast<double>(steady_ms - refilled_ms_) / 1000.0);
+    refilled_ms_ = steady_ms;
+  }
+  const size_t before = pending_.records.size();
+  appendRecord(pending_.records, wall_ms, model, pod, hashes);
+  const auto size = static_cast<double>(pending_.records.size() - before);
+  const Added verdict = tokens_ < size                                  ? Added::kOverRate
+                        : pending_.records.size() > max_pending_bytes_ ? Added::kFull
+                                                                        : Added::kQueued;
+  if (verdict != Added::kQueued) {
+    pending_.records.resize(before);
+    return verdict;
+  }
+  tokens_ -= size;
+  ++pending_.count;
+  return Added::kQueued;
+}
+
+Outbox::Taken Outbox::take() {
+  std::lock_guard lock(mutex_);
+  Taken out = std::move(pending_);
+  pending_ = {};
+  return out;
+}
+
+size_t Outbox::putBack(Taken taken) {
+  std::lock_guard lock(mutex_);
+  // Keep the older records first, record by record, while they fit beside what was queued since.
+  std::string_view in = taken.records;
+  std::string kept;
+  size_t kept_count = 0;
+  Record r;
+  std::string error;
+  while (!in.empty()) {
+    const std::string_view before = in;
+    if (!readRecord(in, r, error)) break;
+    const size_t size = before.size() - in.size();
+    if (kept.size() + size + pending_.records.size() > max_pending_bytes_) break;
+    kept.append(before.substr(0, size));
+    ++kept_count;
+  }
+  const size_t dropped = taken.count - kept_count;
+  pending_.records.insert(0, kept);
+  pending_.count += kept_count;
+  return dropped;
+}
+
+size_t Outbox::pendingBytes() const {
+  std::lock_guard lock(mutex_);
+  return pending_.records.size();
+}
+
+// ---- loads ----
+
+std::string encodeLoads(const std::vector<std::pair<std::string, int32_t>>& loads) {
+  std::string out;
+  for (const auto& [address, n] : loads) {
+    if (n <= 0) continue;
+    out += address;
+    out += ' ';
+    out += std::to_string(n);
+    out += '\n';
+  }
+  return out;
+}
+
+void decodeLoads(std::string_view text, std::map<std::string, int32_t, std::less<>>& out) {
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    const size_t space = line.rfind(' ');
+    if (space == std::string_view::npos || space == 0) continue;
+    int32_t n = 0;
+    const std::string_view count = line.substr(space + 1);
+    if (std::from_chars(count.data(), count.data() + count.size(), n).ec != std::errc{} || n <= 0) continue;
+    const std::string_view address = line.substr(0, space);
+    auto it = out.find(address);
+    if (it == out.end()) out.emplace(std::string(address), n);
+    else it->second += n;
+  }
+}
+
+// ---- metrics ----
+
+struct StateSync::Metrics {
+  explicit Metrics(prometheus::Registry& registry)
+      : records(prometheus::BuildCounter()
+                    .Name("prefixgate_state_sync_records_total")
+                    .Help("Prefix records shared with the other replicas through Redis (sent) and applied from them "
+                          "(received, stream and snapshot)")
+                    .Register(registry)),
+        dropped(prometheus::BuildCounter()
+                    .Name("prefixgate_state_sync_records_dropped_total")
+                    .Help("Prefix records not shared or not applied: over_rate (state_sync.max_send_bytes_per_second), "
+                          "pending_full (state_sync.max_pending_bytes while Redis is away), unknown_pod (a pod this "
+                          "replica does not route to), malformed (a batch it cannot read)")
+                    .Register(registry)),
+        bytes(prometheus::BuildCounter()
+                  .Name("prefixgate_state_sync_bytes_total")
+                  .Help("Bytes of Redis commands sent and replies received by state sync")
+                  .Register(registry)),
+        lag(prometheus::BuildHistogram()
+                .Name("prefixgate_state_sync_lag_seconds")
+                .Help("From a replica's routing decision to another replica applying its record (wall clocks)")
+                .Register(registry)),
+        snapshot_loads(prometheus::BuildCounter()
+                           .Name("prefixgate_state_sync_snapshot_loads_total")
+                           .Help("Snapshots of the shared records loaded (at start, and after missing part of the stream)")
+                           .Register(registry)),
+        errors(prometheus::BuildCounter()
+                   .Name("prefixgate_state_sync_redis_errors_total")
+                   .Help("Redis commands that failed (connection lost, timeout, error reply)")
+                   .Register(registry)),
+        reconnects(prometheus::BuildCounter()
+                       .Name("prefixgate_state_sync_reconnects_total")
+                       .Help("Connections to Redis opened again after one was lost")
+                       .Register(registry)),
+        connected(prometheus::BuildGauge()
+                      .Name("prefixgate_state_sync_connected")
+                      .Help("1 while the last exchange with Redis succeeded")
+                      .Register(registry)),
+        replicas(prometheus::BuildGauge()
+                     .Name("prefixgate_state_sync_replicas")
+                     .Help("Live replicas seen in Redis, this one included")
+                     .Register(registry)),
+        sent(records.Add({{"direction", "sent"}})),
+        received(records.Add({{"direction", "received"}})),
+        over_rate(dropped.Add({{"reason", "over_rate"}})),
+        pending_full(dropped.Add({{"reason", "pending_full"}})),
+        unknown_pod(dropped.Add({{"reason", "unknown_pod"}})),
+        malformed(dropped.Add({{"reason", "malformed"}})),
+        bytes_sent(bytes.Add({{"direction", "sent"}})),
+        bytes_received(bytes.Add({{"direction", "received"}})),
+        lag_seconds(lag.Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
+                                                                         0.2, 0.5, 1, 2, 5, 10})),
+        snapshot_loads_total(snapshot_loads.Add({})),
+        errors_total(errors.Add({})),
+        reconnects_total(reconnects.Add({})),
+        connected_gauge(connected.Add({})),
+        replicas_gauge(replicas.Add({})) {}
+  prometheus::Family<prometheus::Counter>& records;
+  prometheus::Family<prometheus::Counter>& dropped;
+  prometheus::Family<prometheus::Counter>& bytes;
+  prometheus::Family<prometheus::Histogram>& lag;
+  prometheus::Family<prometheus::Counter>& snapshot_loads;
+  prometheus::Family<prometheus::Counter>& errors;
+  prometheus::Family<prometheus::Counter>& reconnects;
+  prometheus::Family<prometheus::Gauge>& connected;
+  prometheus::Family<prometheus::Gauge>& replicas;
+  prometheus::Counter& sent;
+  prometheus::Counter& received;
+  prometheus::Counter& over_rate;
+  prometheus::Counter& pending_full;
+  prometheus::Counter& unknown_pod;
+  prometheus::Counter& malformed;
+  prometheus::Counter& bytes_sent;
+  prometheus::Counter& bytes_received;
+  prometheus::Histogram& lag_seconds;
+  prometheus::Counter& snapshot_loads_total;
+  prometheus::Counter& errors_total;
+  prometheus::Counter& reconnects_total;
+  prometheus::Gauge& connected_gauge;
+  prometheus::Gauge& replicas_gauge;
+};
+
+// ---- StateSync ----
+
+StateSync::StateSync(const config::StateSyncConfig& config, std::chrono::nanoseconds record_expiry,
+                     bool share_records, discovery::PodRegistry& pods, routing::PrefixServices* prefix,
+                     prometheus::Registry& registry)
+    : config_(config),
+      expiry_(std::chrono::duration_cast<milliseconds>(
+          std::min<std::chrono::nanoseconds>(record_expiry, std::chrono::hours(24 * 365)))),
+      share_records_(share_records && prefix != nullptr),
+      replica_id_(config.replica_id.empty() ? defaultReplicaId() : config.replica_id),
+      pods_(pods),
+      prefix_(prefix),
+      metrics_(std::make_unique<Metrics>(registry)),
+      outbox_(config.max_pending_bytes, config.max_send_bytes_per_second, config.max_blocks_per_record) {
+  std::string error;
+  parseRedisUrl(config.redis, address_, error);  // validated with the config
+  writer_ = std::make_unique<RedisConnection>(io_, address_, milliseconds(config.timeout_ms));
+  reader_ = std::make_unique<RedisConnection>(io_, address_, milliseconds(config.timeout_ms));
+}
+
+StateSync::~StateSync() { stop(); }
+
+void StateSync::start() {
+  log::info("state sync: replica {} shares {} through redis {}:{} (keys {}:*)", replica_id_,
+            share_records_ ? "prefix records and in-flight counts" : "in-flight counts", address_.host,
+            address_.port, config_.key_prefix);
+  asio::co_spawn(io_, writerLoop(), asio::detached);
+  asio::co_spawn(io_, staleLoadWatch(), asio::detached);
+  if (share_records_) asio::co_spawn(io_, readerLoop(), asio::detached);
+  thread_ = std::thread([this] { io_.run(); });
+}
+
+void StateSync::stop() {
+  io_.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void StateSync::recordWritten(std::string_view model, std::span<const BlockHash> hashes,
+                              const discovery::PodState& pod) {
+  if (!share_records_) return;
+  switch (outbox_.add(wallNowMs(), routing::steadyNowMs(), model, pod.spec().address, hashes)) {
+    case Outbox::Added::kQueued: break;
+    case Outbox::Added::kOverRate: metrics_->over_rate.Increment(); break;
+    case Outbox::Added::kFull: metrics_->pending_full.Increment(); break;
+  }
+}
+
+asio::awaitable<void> StateSync::pause(milliseconds duration) {
+  asio::steady_timer timer(io_, duration);
+  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+void StateSync::countReconnects(const RedisConnection& conn, uint64_t& seen) {
+  const uint64_t now = conn.connects();
+  if (now > seen && seen > 0) metrics_->reconnects_total.Increment(static_cast<double>(now - seen));
+  seen = std::max(seen, now);
+}
+
+asio::awaitable<void> StateSync::writerLoop() {
+  const milliseconds flush(config_.flush_interval_ms);
+  const milliseconds backoff_max(config_.reconnect_max_ms);
+  milliseconds backoff(50);
+  int64_t next_load = 0, next_snapshot = 0;
+  uint64_t connects_seen = 0;
+  bool failing = false;
+  for (;;) {
+    co_await pause(flush);
+    const int64_t now = routing::steadyNowMs();
+    const int64_t wall = wallNowMs();
+    std::string commands;
+    size_t count = 0;
+    Outbox::Taken batch;
+    if (share_records_) batch = outbox_.take();
+    std::string batch_bytes;
+    if (batch.count > 0) {
+      // The snapshot learns the batch's records (newest time per record) at its next update.
+      std::string_view in = batch.records;
+      Record r;
+      std::string error;
+      while (!in.empty() && readRecord(in, r, error)) {
+        if (snapshot_pending_.size() >= config_.snapshot_max_records) break;
+        int64_t& newest = snapshot_pending_[encodeKey(r.model, r.pod, r.hashes)];
+        newest = std::max(newest, r.wall_ms);
+      }
+      batch_bytes = makeBatch(batch.records, batch.count);
+      const std::string max_entries = std::to_string(config_.stream_max_entries);
+      appendCommand(commands, {"XADD", key("records"), "MAXLEN", "~", max_entries, "*", "r", replica_id_, "d",
+                               batch_bytes});
+      ++count;
+    }
+    const bool do_load = now >= next_load;
+    if (do_load) {
+      std::vector<std::pair<std::string, int32_t>> loads;
+      for (const discovery::PodPtr& pod : pods_.snapshot()->pods())
+        loads.emplace_back(pod->spec().address, pod->inFlight());
+      appendCommand(commands, {"SET", key("load:" + replica_id_), encodeLoads(loads), "PX",
+                               std::to_string(config_.replica_ttl_ms)});
+      appendCommand(commands, {"SADD", key("replicas"), replica_id_});
+      appendCommand(commands, {"SMEMBERS", key("replicas")});
+      count += 3;
+    }
+    const bool do_snapshot = share_records_ && now >= next_snapshot && !snapshot_pending_.empty();
+    if (do_snapshot) {
+      std::vector<std::string> scores;
+      scores.reserve(snapshot_pending_.size());
+      std::vector<std::string_view> args = {"ZADD", ""};
+      const std::string snapshot_key = key("snapshot");
+      args[1] = snapshot_key;
+      for (const auto& [member, ms] : snapshot_pending_) scores.push_back(std::to_string(ms));
+      size_t i = 0;
+      for (const auto& [member, ms] : snapshot_pending_) {
+        args.push_back(scores[i++]);
+        args.push_back(member);
+      }
+      appendCommand(commands, args);
+      const std::string oldest = "(" + std::to_string(wall - expiry_.count());
+      appendCommand(commands, {"ZREMRANGEBYSCORE", snapshot_key, "-inf", oldest});
+      const std::string keep = "-" + std::to_string(uint64_t{config_.snapshot_max_records} + 1);
+      appendCommand(commands, {"ZREMRANGEBYRANK", snapshot_key, "0", keep});
+      count += 3;
+    }
+    if (count == 0) continue;
+    RedisConnection::Result result = co_await writer_->run(std::move(commands), count);
+    countReconnects(*writer_, connects_seen);
+    if (!result.ok()) {
+      metrics_->errors_total.Increment();
+      connected_.store(false, std::memory_order_relaxed);
+      metrics_->connected_gauge.Set(0);
+      if (!failing) log::warn("state sync: redis {}:{} failed ({}); routing goes on with this replica's own index and "
+                              "counts, records wait (up to state_sync.max_pending_bytes)",
+                              address_.host, address_.port, result.error);
+      failing = true;
+      if (batch.count > 0) {
+        const size_t dropped = outbox_.putBack(std::move(batch));
+        if (dropped) metrics_->pending_full.Increment(static_cast<double>(dropped));
+      }
+      co_await pause(backoff);
+      backoff = std::min(backoff * 2, backoff_max);
+      continue;
+    }
+    if (failing) log::info("state sync: redis {}:{} answers again", address_.host, address_.port);
+    failing = false;
+    backoff = milliseconds(50);
+    connected_.store(true, std::memory_order_relaxed);
+    metrics_->connected_gauge.Set(1);
+    metrics_->bytes_sent.Increment(static_cast<double>(result.bytes_sent));
+    metrics_->bytes_received.Increment(static_cast<double>(result.bytes_received));
+    for (const RedisReply& reply : result.replies)
+      if (reply.isError()) {
+        metrics_->errors_total.Increment();
+        log::warn("state sync: redis answered {}", reply.str);
+      }
+    size_t at = 0;
+    if (batch.count > 0) {
+      if (!result.replies[at].isError()) metrics_->sent.Increment(static_cast<double>(batch.count));
+      ++at;
+    }
+    if (do_load) {
+      next_load = now + config_.load_interval_ms;
+      co_await exchangeLoads(*writer_, result.replies[at + 2]);
+      at += 3;
+    }
+    if (do_snapshot) {
+      snapshot_pending_.clear();
+      next_snapshot = now + config_.snapshot_interval_ms;
+    }
+  }
+}
+
+asio::awaitable<void> StateSync::staleLoadWatch() {
+  // The writer may wait up to state_sync.timeout_ms on a slow Redis: the others' counts must not outlive their
+  // heartbeats meanwhile.
+  for (;;) {
+    co_await pause(milliseconds(config_.load_interval_ms));
+    if (routing::steadyNowMs() - last_load_read_ms_ > static_cast<int64_t>(config_.replica_ttl_ms)) setRemoteLoads({});
+  }
+}
+
+asio::awaitable<void> StateSync::exchangeLoads(RedisConnection& conn, const RedisReply& members) {
+  std::vector<std::string> others;
+  for (const RedisReply& m : members.elements)
+    if (m.type == RedisReply::Type::kBulk && m.str != replica_id_) others.push_back(m.str);
+  std::map<std::string, std::map<std::string, int32_t, std::less<>>, std::less<>> by_pod;
+  std::vector<std::string> live;
+  if (!others.empty()) {
+    std::string commands;
+    std::vector<std::string> keys;
+    for (const std::string& id : others) keys.push_back(key("load:" + id));
+    std::vector<std::string_view> args = {"MGET"};
+    for (const std::string& k : keys) args.push_back(k);
+    appendCommand(commands, args);
+    RedisConnection::Result result = co_await conn.run(std::move(commands), 1);
+    if (!result.ok() || result.replies[0].isError()) {
+      metrics_->errors_total.Increment();
+      co_return;
+    }
+    metrics_->bytes_sent.Increment(static_cast<double>(result.bytes_sent));
+    metrics_->bytes_received.Increment(static_cast<double>(result.bytes_received));
+    std::string gone;
+    std::vector<std::string_view> srem = {"SREM", ""};
+    const std::string replicas_key = key("replicas");
+    srem[1] = replicas_key;
+    const auto& values = result.replies[0].elements;
+    for (size_t i = 0; i < others.size() && i < values.size(); ++i) {
+      if (values[i].isNil()) {
+        srem.push_back(others[i]);  // its heartbeat expired: it is gone
+        continue;
+      }
+      live.push_back(others[i]);
+      std::map<std::string, int32_t, std::less<>> loads;
+      decodeLoads(values[i].str, loads);
+      for (const auto& [address, n] : loads) by_pod[address][others[i]] = n;
+    }
+    if (srem.size() > 2) {
+      std::string cleanup;
+      appendCommand(cleanup, srem);
+      co_await conn.run(std::move(cleanup), 1);
+    }
+  }
+  last_load_read_ms_ = routing::steadyNowMs();
+  metrics_->replicas_gauge.Set(static_cast<double>(live.size() + 1));
+  {
+    std::lock_guard lock(view_mutex_);
+    live_replicas_ = std::move(live);
+  }
+  setRemoteLoads(std::move(by_pod));
+}
+
+void StateSync::setRemoteLoads(std::map<std::string, std::map<std::string, int32_t, std::less<>>, std::less<>> by_pod) {
+  for (const discovery::PodPtr& pod : pods_.snapshot()->pods()) {
+    int32_t sum = 0;
+    if (auto it = by_pod.find(pod->spec().address); it != by_pod.end())
+      for (const auto& [replica, n] : it->second) sum += n;
+    pod->setRemoteInFlight(sum);
+  }
+  std::lock_guard lock(view_mutex_);
+  if (by_pod.empty()) live_replicas_.clear();
+  loads_by_pod_ = std::move(by_pod);
+}
+
+asio::awaitable<void> StateSync::readerLoop() {
+  const milliseconds backoff_max(config_.reconnect_max_ms);
+  milliseconds backoff(50);
+  constexpr milliseconds kBlock(1000);
+  uint64_t connects_seen = 0;
+  bool need_snapshot = true;
+  bool check_trim = false;
+  for (;;) {
+    bool ok = true;
+    if (need_snapshot) {
+      ok = co_await loadSnapshot(*reader_);
+      if (ok) need_snapshot = check_trim = false;
+    } else if (check_trim) {
+      // After an outage: if the stream lost entries past our position (trimmed, or Redis restarted and the
+      // stream was rebuilt), the snapshot has what they said.
+      std::string commands;
+      appendCommand(commands, {"XINFO", "STREAM", key("records")});
+      RedisConnection::Result result = co_await reader_->run(std::move(commands), 1);
+      ok = result.ok();
+      if (ok) {
+        check_trim = false;
+        const RedisReply& info = result.replies[0];
+        if (!info.isError()) {
+          // Redis 7 keeps the highest id it ever trimmed or deleted from the stream.
+          const RedisReply* deleted = field(info, "max-deleted-entry-id");
+          const bool lost = deleted && streamId(deleted->str) > streamId(stream_position_);
+          if (lost) {
+            log::info("state sync: the stream lost entries after {} while away; loading the snapshot",
+                      stream_position_);
+            need_snapshot = true;
+          }
+        }
+      }
+    } else {
+      std::string commands;
+      appendCommand(commands, {"XREAD", "COUNT", "256", "BLOCK", std::to_string(kBlock.count()), "STREAMS",
+                               key("records"), stream_position_});
+      RedisConnection::Result result = co_await reader_->run(std::move(commands), 1, kBlock);
+      ok = result.ok();
+      if (ok) {
+        metrics_->bytes_received.Increment(static_cast<double>(result.bytes_received));
+        const RedisReply& reply = result.replies[0];
+        if (reply.isError()) {
+          metrics_->errors_total.Increment();
+          log::warn("state sync: XREAD: {}", reply.str);
+          co_await pause(backoff_max);
+        }
+        const int64_t now_wall = wallNowMs();
+        for (const RedisReply& stream : reply.elements) {
+          if (stream.elements.size() < 2) continue;
+          for (const RedisReply& entry : stream.elements[1].elements) {
+            if (entry.elements.size() < 2) continue;
+            stream_position_ = entry.elements[0].str;
+            const RedisReply* from = field(entry.elements[1], "r");
+            const RedisReply* data = field(entry.elements[1], "d");
+            if (!from || !data || from->str == replica_id_) continue;
+            applyBatch(data->str, now_wall);
+          }
+        }
+        std::lock_guard lock(view_mutex_);
+        position_view_ = stream_position_;
+      }
+    }
+    countReconnects(*reader_, connects_seen);
+    if (!ok) {
+      metrics_->errors_total.Increment();
+      check_trim = !need_snapshot;
+      co_await pause(backoff);
+      backoff = std::min(backoff * 2, backoff_max);
+    } else {
+      backoff = milliseconds(50);
+    }
+  }
+}
+
+asio::awaitable<bool> StateSync::loadSnapshot(RedisConnection& conn) {
+  const int64_t wall = wallNowMs();
+  std::string commands;
+  appendCommand(commands, {"ZRANGEBYSCORE", key("snapshot"), "(" + std::to_string(wall - expiry_.count()), "+inf",
+                           "WITHSCORES"});
+  RedisConnection::Result result = co_await conn.run(std::move(commands), 1);
+  if (!result.ok()) co_return false;
+  metrics_->bytes_received.Increment(static_cast<double>(result.bytes_received));
+  const RedisReply& reply = result.replies[0];
+  if (reply.isError()) {
+    metrics_->errors_total.Increment();
+    log::warn("state sync: loading the snapshot: {}", reply.str);
+  }
+  size_t applied = 0;
+  Record r;
+  std::string error;
+  // Oldest first (ascending scores), so the index's LRU order follows the records' ages.
+  for (size_t i = 0; i + 1 < reply.elements.size(); i += 2) {
+    if (!decodeKey(reply.elements[i].str, r, error)) {
+      metrics_->malformed.Increment();
+      continue;
+    }
+    int64_t ms = 0;
+    const std::string& score = reply.elements[i + 1].str;
+    std::from_chars(score.data(), score.data() + score.size(), ms);
+    r.wall_ms = ms;
+    applyRecord(r, wall, true);
+    ++applied;
+  }
+  // The snapshot is up to one snapshot interval (plus a flush) behind the stream: read the stream from a little
+  // before that, with a second of margin for clocks. Records applied twice change nothing.
+  const int64_t behind = 2 * static_cast<int64_t>(config_.snapshot_interval_ms) + 1000;
+  stream_position_ = std::to_string(std::max<int64_t>(0, wall - behind)) + "-0";
+  metrics_->snapshot_loads_total.Increment();
+  log::info("state sync: loaded a snapshot of {} records; reading the stream from {}", applied, stream_position_);
+  co_return true;
+}
+
+void StateSync::applyBatch(std::string_view batch, int64_t now_wall_ms) {
+  BatchReader reader(batch);
+  Record r;
+  while (reader.next(r)) applyRecord(r, now_wall_ms, false);
+  if (!reader.error().empty()) {
+    metrics_->malformed.Increment();
+    log::warn("state sync: a record batch from another replica is malformed: {}", reader.error());
+  }
+}
+
+void StateSync::applyRecord(const Record& r, int64_t now_wall_ms, bool from_snapshot) {
+  discovery::PodState* pod = podAt(r.pod, r.model);
+  if (!pod) {
+    metrics_->unknown_pod.Increment();
+    return;
+  }
+  if (!from_snapshot) metrics_->lag_seconds.Observe(static_cast<double>(std::max<int64_t>(0, now_wall_ms - r.wall_ms)) / 1000.0);
+  prefix_->recordRouted(r.model, r.hashes, *pod, false);
+  metrics_->received.Increment();
+}
+
+discovery::PodState* StateSync::podAt(std::string_view address, std::string_view model) {
+  std::shared_ptr<const discovery::PodSet> now = pods_.snapshot();
+  if (now != pods_seen_) {
+    pods_seen_ = std::move(now);
+    by_address_.clear();
+    for (const discovery::PodPtr& pod : pods_seen_->pods()) by_address_[pod->spec().address] = pod.get();
+  }
+  auto it = by_address_.find(address);
+  if (it == by_address_.end()) return nullptr;
+  const auto& models = it->second->spec().models;
+  if (std::find(models.begin(), models.end(), model) == models.end()) return nullptr;
+  return it->second;
+}
+
+std::vector<std::pair<std::string, int32_t>> StateSync::replicaLoads(std::string_view address) const {
+  std::lock_guard lock(view_mutex_);
+  std::vector<std::pair<std::string, int32_t>> out;
+  if (auto it = loads_by_pod_.find(address); it != loads_by_pod_.end())
+    for (const auto& [replica, n] : it->second) out.emplace_back(replica, n);
+  return out;
+}
+
+StateSync::Status StateSync::status() const {
+  Status s;
+  s.replica_id = replica_id_;
+  s.connected = connected_.load(std::memory_order_relaxed);
+  s.shares_records = share_records_;
+  std::lock_guard lock(view_mutex_);
+  s.replicas = live_replicas_;
+  s.stream_position = position_view_;
+  return s;
+}
+
+}  // namespace prefixgate::sync

@@ -1,0 +1,225 @@
+// The pure parts of replica state sync: the record wire form, the outbox's bounds, the load text, and the hooks in
+// the prefix services (only records the index wrote are shared). The exchange through Redis is tested end to end
+// with real replicas in tests/integration/test_state_sync.py.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "routing/prefix/prefix_services.h"
+#include "sync/record_batch.h"
+#include "sync/state_sync.h"
+#include "unit/core/pod_specs.h"
+#include "unit/index/manual_clock.h"
+
+namespace prefixgate::sync {
+namespace {
+
+std::vector<BlockHash> hashes(std::initializer_list<uint64_t> values) {
+  std::vector<BlockHash> out;
+  for (uint64_t v : values) out.push_back(BlockHash{v});
+  return out;
+}
+
+std::string twoRecordBatch() {
+  std::string records;
+  appendRecord(records, 1764633600123, "llama", "10.0.0.1:8000", hashes({1, 0xffffffffffffffffull, 3}));
+  appendRecord(records, 1764633600456, "m", "[::1]:9", hashes({}));
+  return makeBatch(records, 2);
+}
+
+// Ensures records round-trip through a batch with their time, model, pod and every hash bit.
+TEST(RecordBatch, RoundTrips) {
+  const std::string batch = twoRecordBatch();
+  BatchReader reader(batch);
+  Record r;
+  ASSERT_TRUE(reader.next(r));
+  EXPECT_EQ(r.wall_ms, 1764633600123);
+  EXPECT_EQ(r.model, "llama");
+  EXPECT_EQ(r.pod, "10.0.0.1:8000");
+  EXPECT_EQ(r.hashes, hashes({1, 0xffffffffffffffffull, 3}));
+  ASSERT_TRUE(reader.next(r));
+  EXPECT_EQ(r.wall_ms, 1764633600456);
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.pod, "[::1]:9");
+  EXPECT_TRUE(r.hashes.empty());
+  EXPECT_FALSE(reader.next(r));
+  EXPECT_EQ(reader.error(), "");
+}
+
+// Ensures every truncation of a batch is reported as an error, never read past its end or taken as complete.
+TEST(RecordBatch, EveryTruncationIsAnError) {
+  const std::string batch = twoRecordBatch();
+  for (size_t n = 0; n < batch.size(); ++n) {
+    BatchReader reader(std::string_view(batch).substr(0, n));
+    Record r;
+    size_t records = 0;
+    while (reader.next(r)) ++records;
+    EXPECT_LT(records, 2u) << n;
+    EXPECT_NE(reader.error(), "") << "truncated at " << n;
+  }
+}
+
+// Ensures a wrong magic, a newer version, trailing bytes and an oversized block count are refused with a reason.
+TEST(RecordBatch, RefusesMalformedBatches) {
+  Record r;
+  EXPECT_FALSE(BatchReader("XX\x01\x00").next(r));
+  BatchReader newer(std::string("PG\x02\x00", 4));
+  EXPECT_FALSE(newer.next(r));
+  EXPECT_NE(newer.error().find("version 2"), std::string::npos);
+  const std::string with_trailing = twoRecordBatch() + "x";
+  BatchReader trailing(with_trailing);
+  while (trailing.next(r)) {
+  }
+  EXPECT_NE(trailing.error().find("after the batch's last record"), std::string::npos);
+  // One record claiming 2^40 blocks in a few bytes: refused before anything is allocated for them.
+  std::string huge = "PG\x01\x01";
+  huge += '\x05';                          // time
+  huge += "\x01m\x01p";                    // model, pod
+  huge += "\x80\x80\x80\x80\x80\x20";      // 2^40 blocks
+  BatchReader liar(huge);
+  EXPECT_FALSE(liar.next(r));
+  EXPECT_NE(liar.error().find("more than the bytes left"), std::string::npos);
+}
+
+// Ensures a snapshot member is the record without its time, identical for identical records (so ZADD refreshes one
+// member instead of adding another), and refuses trailing bytes.
+TEST(RecordBatch, KeysIdentifyRecordsWithoutTheirTime) {
+  const std::string a = encodeKey("m", "p:1", hashes({7, 8}));
+  EXPECT_EQ(a, encodeKey("m", "p:1", hashes({7, 8})));
+  EXPECT_NE(a, encodeKey("m", "p:2", hashes({7, 8})));
+  EXPECT_NE(a, encodeKey("m", "p:1", hashes({7})));
+  Record r;
+  std::string error;
+  ASSERT_TRUE(decodeKey(a, r, error));
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.pod, "p:1");
+  EXPECT_EQ(r.hashes, hashes({7, 8}));
+  EXPECT_FALSE(decodeKey(a + "z", r, error));
+  EXPECT_FALSE(decodeKey(a.substr(0, a.size() - 1), r, error));
+}
+
+size_t countRecords(const Outbox::Taken& taken) {
+  std::string_view in = taken.records;
+  Record r;
+  std::string error;
+  size_t n = 0;
+  while (!in.empty() && readRecord(in, r, error)) ++n;
+  EXPECT_TRUE(in.empty());
+  return n;
+}
+
+// Ensures the outbox shares only a record's first max_blocks_per_record blocks.
+TEST(Outbox, CutsLongRecords) {
+  Outbox box(1 << 20, 1 << 20, 2);
+  ASSERT_EQ(box.add(1, 0, "m", "p", hashes({1, 2, 3, 4})), Outbox::Added::kQueued);
+  Outbox::Taken t = box.take();
+  ASSERT_EQ(t.count, 1u);
+  std::string_view in = t.records;
+  Record r;
+  std::string error;
+  ASSERT_TRUE(readRecord(in, r, error));
+  EXPECT_EQ(r.hashes, hashes({1, 2}));
+  EXPECT_EQ(box.take().count, 0u);  // taking empties it
+}
+
+// The bytes one record of `blocks` takes in the outbox (and on the wire).
+size_t recordBytes(int64_t wall_ms, const std::vector<BlockHash>& blocks) {
+  std::string one;
+  appendRecord(one, wall_ms, "m", "p", blocks);
+  return one.size();
+}
+
+// Ensures the send rate is capped by a token bucket with one second of burst that refills with time.
+TEST(Outbox, CapsTheSendRate) {
+  const std::vector<BlockHash> block = hashes({1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  const size_t size = recordBytes(1, block);
+  Outbox box(1 << 20, 1000, 64);
+  size_t queued = 0;
+  while (queued < 1000 && box.add(1, 0, "m", "p", block) == Outbox::Added::kQueued) ++queued;
+  EXPECT_EQ(queued, 1000 / size);  // one second's worth at once, then nothing
+  EXPECT_EQ(box.add(1, 0, "m", "p", block), Outbox::Added::kOverRate);
+  EXPECT_EQ(box.add(1, 500, "m", "p", block), Outbox::Added::kQueued);  // half a second refilled ~500 bytes
+  EXPECT_EQ(countRecords(box.take()), queued + 1);
+}
+
+// Ensures records waiting for Redis are bounded in bytes, and that a batch put back after a failure goes ahead of
+// newer records as far as the bound allows (the rest is dropped and counted by the caller).
+TEST(Outbox, BoundsWaitingBytesAndPutsBackOldestFirst) {
+  const std::vector<BlockHash> block = hashes({1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  const size_t size = recordBytes(100, block);  // every time below encodes in as many bytes
+  Outbox box(size * 5 / 2, 1 << 20, 64);  // room for two and a half records
+  ASSERT_EQ(box.add(100, 0, "m", "p", block), Outbox::Added::kQueued);
+  ASSERT_EQ(box.add(101, 0, "m", "p", block), Outbox::Added::kQueued);
+  EXPECT_EQ(box.add(102, 0, "m", "p", block), Outbox::Added::kFull);
+  Outbox::Taken failed = box.take();
+  ASSERT_EQ(box.add(103, 0, "m", "p", block), Outbox::Added::kQueued);
+  EXPECT_EQ(box.putBack(std::move(failed)), 1u);  // room for the older of the two only
+  EXPECT_EQ(box.pendingBytes(), 2 * size);
+  EXPECT_EQ(box.add(104, 0, "m", "p", block), Outbox::Added::kFull);
+  Outbox::Taken t = box.take();
+  std::string_view in = t.records;
+  Record r;
+  std::string error;
+  std::vector<int64_t> times;
+  while (!in.empty() && readRecord(in, r, error)) times.push_back(r.wall_ms);
+  EXPECT_EQ(times, (std::vector<int64_t>{100, 103}));
+  EXPECT_EQ(t.count, 2u);
+}
+
+// Ensures a replica's published loads list only pods with requests in flight, and that reading several replicas'
+// texts sums them per pod, skipping malformed lines.
+TEST(Loads, EncodeAndSumAcrossReplicas) {
+  EXPECT_EQ(encodeLoads({{"a:1", 3}, {"b:2", 0}, {"c:3", 1}}), "a:1 3\nc:3 1\n");
+  std::map<std::string, int32_t, std::less<>> sum;
+  decodeLoads("a:1 3\nc:3 1\n", sum);
+  decodeLoads("a:1 2\nbroken\n 4\nd:4 -2\ne:5 x\nc:3 1", sum);
+  EXPECT_EQ(sum, (std::map<std::string, int32_t, std::less<>>{{"a:1", 5}, {"c:3", 2}}));
+}
+
+class CountingSink : public routing::RecordSink {
+ public:
+  void recordWritten(std::string_view model, std::span<const BlockHash> h, const discovery::PodState& pod) override {
+    calls.push_back({std::string(model), pod.name(), h.size()});
+  }
+  struct Call {
+    std::string model, pod;
+    size_t blocks;
+    bool operator==(const Call&) const = default;
+  };
+  std::vector<Call> calls;
+};
+
+// Ensures the prefix services pass a routed record to the sink only when the index wrote something (a prefix resent
+// within the refresh interval is not shared again), and never pass on a record another replica shared.
+TEST(StateSyncHooks, OnlyWrittenOwnRecordsReachTheSink) {
+  index::testing::ManualClock clock;
+  index::PrefixIndexOptions options;
+  options.block_capacity = 1000;
+  options.expiry = std::chrono::minutes(20);
+  routing::PrefixServices services(std::make_unique<tokenize::CharacterTokenizer>(), 4, 0, options, &clock);
+  CountingSink sink;
+  services.setRecordSink(&sink);
+  discovery::PodRegistry pods;
+  pods.update({testing::podSpec("a", 1), testing::podSpec("b", 2)});
+  const auto snapshot = pods.snapshot();
+  const discovery::PodState& a = *snapshot->pods()[0];
+  const discovery::PodState& b = *snapshot->pods()[1];
+  const std::vector<BlockHash> prompt = hashes({11, 12, 13});
+  ASSERT_TRUE(services.recordRouted("m", prompt, a));
+  ASSERT_TRUE(services.recordRouted("m", prompt, a));  // held from this very moment: nothing written
+  ASSERT_TRUE(services.recordRouted("m", prompt, b));
+  ASSERT_TRUE(services.recordRouted("m", hashes({11, 12, 13, 14}), a));  // one block longer: written
+  ASSERT_TRUE(services.recordRouted("m", hashes({21}), b, /*shared=*/false));
+  clock.advance(std::chrono::seconds(1));  // past the refresh interval: rewritten, shared again
+  ASSERT_TRUE(services.recordRouted("m", prompt, a));
+  using Call = CountingSink::Call;
+  EXPECT_EQ(sink.calls, (std::vector<Call>{{"m", "a", 3}, {"m", "b", 3}, {"m", "a", 4}, {"m", "a", 3}}));
+  // The record from another replica is in the index all the same.
+  std::vector<uint32_t> matched(1);
+  const PodId ids[] = {b.id()};
+  EXPECT_EQ(services.index().match("m", hashes({21}), ids, matched), 1u);
+}
+
+}  // namespace
+}  // namespace prefixgate::sync
