@@ -14,7 +14,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "loadtest" / "overhead"))
 from servers import missing_tools  # noqa: E402
 
-from bench.runner import state_sync_refusal  # noqa: E402
 
 STRATEGIES = ["random", "prefix-cache", "oracle"]
 WORKLOADS = ["shared-prefix", "multi-turn", "capacity-pressure", "capacity-pressure-repeating", "trace"]
@@ -98,8 +97,6 @@ def test_quality_runner_spreads_requests_over_replicas_and_reports_their_sync(tm
     requests (round-robin), and that the report and summary record the replicas and what they exchanged: with sync
     records sent and received, bytes per request, the lag p99 and both replicas connected; without, no sync
     figures at all."""
-    if sync and state_sync_refusal(tmp_path):
-        pytest.skip(f"this gateway build refuses state_sync.enabled: {state_sync_refusal(tmp_path)}")
     run(["loadtest/bench/quality.py", "--tiny", "--pods", "2", "--replicas", "2", *([] if sync else ["--no-sync"]),
          "--strategies", "prefix-cache", "--workloads", "multi-turn,shared-prefix", "--seeds", "1",
          "--progress", "never", "--min-valid-seeds", "0", "--out", str(tmp_path)])

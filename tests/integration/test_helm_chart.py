@@ -22,9 +22,6 @@ RELEASE, NAMESPACE = "gw", "llm"
 CONFIG_DIR = "/etc/prefixgate"
 ENDPOINTSLICE_RULE = {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
                       "verbs": ["get", "list", "watch"]}
-# Refusals of features that other branches bring (Kubernetes discovery, Redis state sync): until they land, `--check`
-# of the vLLM example may report exactly these lines, and no other problem.
-NOT_YET_SUPPORTED = ("state_sync.enabled: replica state sync through Redis is not supported yet",)
 HELM_TIMEOUT_S = 60
 
 
@@ -312,13 +309,10 @@ def test_default_render_passes_gateway_check(tmp_path):
 
 def test_vllm_render_passes_gateway_check(tmp_path):
     """The vLLM example's rendered configuration (Kubernetes discovery, state sync through the chart's Redis) passes
-    `--check`, or fails only with the refusal of state sync where this build has none yet (NOT_YET_SUPPORTED; every
-    key is still parsed, so a misspelt one fails); without its Redis it passes outright, and so does its
-    file-discovery variant (the same file with discovery.file)."""
+    `--check`, and so do the same without its Redis and its file-discovery variant (the same file with
+    discovery.file)."""
     result = check_rendered(render("vllm"), tmp_path)
-    problems = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
-    unexpected = [p for p in problems if not any(f"prefixgate.yaml: {refusal}" in p for refusal in NOT_YET_SUPPORTED)]
-    assert result.returncode == 0 or (problems and not unexpected), "vllm:\n" + "\n".join(problems)
+    assert result.returncode == 0, f"prefixgate --check failed:\n{result.stdout}{result.stderr}"
     result = check_rendered(render("vllm-no-redis"), tmp_path)
     assert result.returncode == 0, f"prefixgate --check failed:\n{result.stdout}{result.stderr}"
 

@@ -1,0 +1,249 @@
+"""Replica state sync through a real Redis server: two or three gateway replicas in front of the same simulated pods
+share their prefix records and in-flight counts (docs/state-sync.md). Each check fails if sharing broke: without
+it, a prefix routed by one replica is unknown to the other (0 % match, a pod picked by load alone), and the
+others' in-flight counts are 0."""
+import json
+import threading
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness import Gateway, RedisServer, Sim, wait_until
+
+PODS = 4
+
+
+def sync_config(redis, **extra):
+    return {"routing": {"strategy": "prefix-cache"},
+            "state_sync": {"enabled": True, "redis": redis.url, **extra}}
+
+
+def metric(gw, name, **labels):
+    total = 0.0
+    for family in text_string_to_metric_families(gw.metrics_text()):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+def prompt(topic):
+    """A prompt of many blocks whose head differs per topic (so topics land on different pods)."""
+    return f"{topic}: " + " ".join(f"{topic}-{i} policy clause" for i in range(120))
+
+
+def chat_body(content, max_tokens=4):
+    return json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": content}],
+                       "max_tokens": max_tokens})
+
+
+def route(gw, content):
+    status, _, raw = gw.admin("POST", "/debug/route", chat_body(content))
+    assert status == 200, raw
+    return json.loads(raw)
+
+
+def send(gw, content, max_tokens=4):
+    status, headers, raw = gw.call("POST", "/v1/chat/completions", chat_body(content, max_tokens))
+    assert status == 200, raw
+    return headers["target-pod"]
+
+
+def replica(tmp_path, sims, redis, name, **extra):
+    return Gateway(tmp_path, sims, config=sync_config(redis, **extra), name=name)
+
+
+@pytest.fixture
+def redis(tmp_path):
+    server = RedisServer(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pods(tmp_path):
+    started = [Sim(tmp_path, f"engine-{i}") for i in range(PODS)]
+    yield started
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture
+def replicas(tmp_path):
+    made = []
+    yield made
+    for g in made:
+        g.stop()
+
+
+def follows_within(gw, content, pod, seconds):
+    """Polls replica `gw`'s dry-run decision for `content` until it picks `pod` on a full match; returns the time that
+    took, or None when it did not within `seconds`."""
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        d = route(gw, content)
+        if d["pod"] == pod and (d["match_percent"] or 0) >= 90:
+            return time.monotonic() - start
+        time.sleep(0.01)
+    return None
+
+
+def test_a_prefix_routed_by_one_replica_is_followed_by_another_within_half_a_second(tmp_path, redis, pods, replicas):
+    a = replica(tmp_path, pods, redis, "replica-a")
+    b = replica(tmp_path, pods, redis, "replica-b")
+    replicas += [a, b]
+    for topic in ["tax law", "sea shanties", "orbital mechanics", "sourdough"]:
+        content = prompt(topic)
+        before = route(b, content)
+        assert (before["match_percent"] or 0) == 0, before  # B has not seen it: nothing to follow yet
+        pod = send(a, content)
+        took = follows_within(b, content, pod, 0.5)
+        assert took is not None, f"replica B did not follow {topic!r} to {pod} within 500 ms"
+    # The same records, counted on both sides; B's lag histogram saw them.
+    wait_until(lambda: metric(b, "prefixgate_state_sync_records_total", direction="received") >= 4, timeout=2,
+               what="B counted the records it applied")
+    assert metric(a, "prefixgate_state_sync_records_total", direction="sent") >= 4
+    assert metric(b, "prefixgate_state_sync_lag_seconds_count") >= 4
+    assert metric(b, "prefixgate_state_sync_connected") == 1
+    # B's own requests are not sent back to A as new records of A's: A's received count stays what B sent.
+    assert metric(a, "prefixgate_state_sync_records_total", direction="received") == \
+        metric(b, "prefixgate_state_sync_records_total", direction="sent")
+
+
+def test_in_flight_counts_add_up_across_replicas_and_a_dead_replica_stops_counting(tmp_path, redis, replicas):
+    sims = [Sim(tmp_path, f"slow-{i}", "--decode-ms-per-token", "10", time_scale="1") for i in range(2)]
+    try:
+        # A routes to the first pod only; B to both, so B's choice shows whether it counts A's requests.
+        a = replica(tmp_path, sims[:1], redis, "replica-a", load_interval_ms=50)
+        b = replica(tmp_path, sims, redis, "replica-b", load_interval_ms=50)
+        replicas += [a, b]
+        a_id = json.loads(a.admin("GET", "/debug/pods")[2])["state_sync"]["replica_id"]
+        def hold(i):
+            try:
+                a.chat(f"hold {i}", max_tokens=400)
+            except OSError:
+                pass  # A is killed below with these in flight
+
+        threads = [threading.Thread(target=hold, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+
+        # B's view: A's six requests on slow-0 (B has none in flight itself), learnt only through Redis.
+        def b_sees_a():
+            b_pods = {p["name"]: p for p in b.debug_pods()}
+            return (b_pods["slow-0"]["in_flight"] == 0 and b_pods["slow-0"]["in_flight_all_replicas"] == 6 and
+                    b_pods["slow-0"]["in_flight_by_replica"].get(a_id) == 6 and
+                    b_pods["slow-1"]["in_flight_all_replicas"] == 0)
+        wait_until(b_sees_a, timeout=3, what="B counts A's in-flight requests")
+        # B routes by the sum: least-request sends B's own requests to the other pod, every time.
+        for i in range(3):
+            status, headers, _ = b.chat(f"fresh {i}", headers={"routing-strategy": "least-request"})
+            assert status == 200 and headers["target-pod"] == "slow-1"
+        # A dies with its requests in flight: its heartbeat expires (replica_ttl_ms 1500) and B stops counting them.
+        a.kill()
+        killed = time.monotonic()
+        wait_until(lambda: all(p["in_flight_all_replicas"] == 0 for p in b.debug_pods()), timeout=2.5,
+                   what="B drops the dead replica's counts")
+        assert time.monotonic() - killed < 2.5
+        for t in threads:
+            t.join(timeout=15)
+    finally:
+        for s in sims:
+            s.stop()
+
+
+def test_redis_killed_and_restarted_under_load_fails_no_request_and_sync_resumes(tmp_path, redis, pods, replicas):
+    a = replica(tmp_path, pods, redis, "replica-a", reconnect_max_ms=200)
+    b = replica(tmp_path, pods, redis, "replica-b", reconnect_max_ms=200)
+    replicas += [a, b]
+    statuses = []
+    stop = threading.Event()
+
+    def load(gw, tag):
+        for i in range(400):  # bounded; stopped by the test long before
+            if stop.is_set():
+                return
+            status, _, _ = gw.chat(prompt(f"{tag} {i % 7}")[:600], max_tokens=2)
+            statuses.append(status)
+
+    workers = [threading.Thread(target=load, args=(g, t)) for g, t in ((a, "alpha"), (b, "beta"))]
+    for w in workers:
+        w.start()
+    try:
+        wait_until(lambda: len(statuses) >= 20, timeout=20, what="load running")
+        redis.kill()
+        wait_until(lambda: metric(a, "prefixgate_state_sync_connected") == 0, timeout=5, what="A sees redis gone")
+        during = len(statuses)
+        wait_until(lambda: len(statuses) >= during + 20, timeout=20, what="requests go on without redis")
+        # Records routed meanwhile wait in A's outbox and reach B after the restart.
+        missed = prompt("routed while redis was down")
+        missed_pod = send(a, missed)
+        redis.restart()
+        wait_until(lambda: metric(a, "prefixgate_state_sync_connected") == 1, timeout=10, what="A reconnects")
+        assert follows_within(b, missed, missed_pod, 3) is not None, "the record made during the outage never arrived"
+        fresh = prompt("after the restart")
+        fresh_pod = send(a, fresh)
+        assert follows_within(b, fresh, fresh_pod, 1) is not None
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(timeout=30)
+    assert statuses and all(s == 200 for s in statuses), [s for s in statuses if s != 200][:5]
+    assert metric(a, "prefixgate_state_sync_reconnects_total") >= 1
+    assert metric(a, "prefixgate_state_sync_redis_errors_total") >= 1
+
+
+def test_a_replica_started_late_catches_up_from_the_snapshot(tmp_path, redis, pods, replicas):
+    a = replica(tmp_path, pods, redis, "replica-a", snapshot_interval_ms=100)
+    replicas.append(a)
+    topics = [f"topic {i}" for i in range(6)]
+    routed = {t: send(a, prompt(t)) for t in topics}
+    # Past the stream window the late replica reads (2 x snapshot interval + 1 s): only the snapshot has them now.
+    time.sleep(1.5)
+    late = replica(tmp_path, pods, redis, "replica-late", snapshot_interval_ms=100)
+    replicas.append(late)
+    ready = time.monotonic()
+    for t in topics:
+        remaining = max(0.0, 1.0 - (time.monotonic() - ready))
+        assert follows_within(late, prompt(t), routed[t], remaining + 0.05) is not None, \
+            f"the late replica did not know {t!r} within a second of starting"
+    assert metric(late, "prefixgate_state_sync_snapshot_loads_total") >= 1
+    assert metric(late, "prefixgate_state_sync_records_total", direction="received") >= len(topics)
+
+
+def test_a_slow_redis_does_not_slow_requests(tmp_path, redis, pods, replicas):
+    a = replica(tmp_path, pods, redis, "replica-a", timeout_ms=5000)
+    replicas.append(a)
+    send(a, "warm up")
+    redis.sleep(3)  # DEBUG SLEEP 3: Redis answers nothing for three seconds
+    started = time.monotonic()
+    slowest = 0.0
+    for i in range(10):
+        t0 = time.monotonic()
+        send(a, prompt(f"during the sleep {i}"))
+        slowest = max(slowest, time.monotonic() - t0)
+    # Requests routed during the sleep took well under the sleep (they would take ~3 s each if sync blocked them).
+    assert time.monotonic() - started < 2.5, f"10 requests took {time.monotonic() - started:.2f} s during the sleep"
+    assert slowest < 1.0
+    wait_until(lambda: metric(a, "prefixgate_state_sync_records_total", direction="sent") >= 10, timeout=10,
+               what="the records sent once Redis answers again")
+
+
+def test_with_kv_event_sync_only_in_flight_counts_go_through_redis(tmp_path, redis, replicas):
+    sims = [Sim(tmp_path, f"kv-{i}", kv_events=True) for i in range(2)]
+    try:
+        config = sync_config(redis)
+        config["routing"] = {"strategy": "prefix-cache", "prefix_cache": {"kv_event_sync": True}}
+        a = Gateway(tmp_path, sims, config=config, name="kv-a")
+        replicas.append(a)
+        for i in range(5):
+            send(a, prompt(f"kv {i}"))
+        wait_until(lambda: redis.command("EXISTS", "prefixgate:replicas") == 1, timeout=3, what="heartbeat")
+        status = json.loads(a.admin("GET", "/debug/pods")[2])["state_sync"]
+        assert status["enabled"] and not status["shares_records"]
+        assert metric(a, "prefixgate_state_sync_records_total", direction="sent") == 0
+        assert redis.command("EXISTS", "prefixgate:records") == 0
+    finally:
+        for s in sims:
+            s.stop()
