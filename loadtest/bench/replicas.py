@@ -78,7 +78,7 @@ def sync_notes(texts, answered):
     return {
         "sync_records_sent": counter_sum(texts, f"{SYNC}_records_total", direction="sent"),
         "sync_records_received": counter_sum(texts, f"{SYNC}_records_total", direction="received"),
-        "sync_records_dropped": counter_sum(texts, f"{SYNC}_records_total", direction="dropped"),
+        "sync_records_dropped": counter_sum(texts, f"{SYNC}_records_dropped_total"),
         "sync_bytes_sent": sent_bytes,
         "sync_bytes_per_request": sent_bytes / answered if sent_bytes is not None and answered else None,
         "sync_lag_p99_s": histogram_quantile(histogram_buckets(texts, f"{SYNC}_lag_seconds"), 0.99),

@@ -13,7 +13,9 @@ def replica_text(sent, received, buckets, sent_bytes, connected=1):
     lines = ["# TYPE prefixgate_state_sync_records_total counter",
              f'prefixgate_state_sync_records_total{{direction="sent"}} {sent}',
              f'prefixgate_state_sync_records_total{{direction="received"}} {received}',
-             'prefixgate_state_sync_records_total{direction="dropped"} 0',
+             "# TYPE prefixgate_state_sync_records_dropped_total counter",
+             'prefixgate_state_sync_records_dropped_total{reason="over_rate"} 2',
+             'prefixgate_state_sync_records_dropped_total{reason="unknown_pod"} 1',
              "# TYPE prefixgate_state_sync_bytes_total counter",
              f'prefixgate_state_sync_bytes_total{{direction="sent"}} {sent_bytes}',
              'prefixgate_state_sync_bytes_total{direction="received"} 5',
@@ -51,7 +53,7 @@ def test_buckets_and_counters_are_summed_over_replicas():
     assert counter_sum(texts, "prefixgate_state_sync_reconnects_total") is None
     notes = sync_notes(texts, answered=50)
     assert notes["sync_records_sent"] == 40 and notes["sync_records_received"] == 25
-    assert notes["sync_records_dropped"] == 0 and notes["sync_connected"] == 1
+    assert notes["sync_records_dropped"] == 6 and notes["sync_connected"] == 1  # every reason, both replicas
     assert notes["sync_bytes_per_request"] == pytest.approx(4000 / 50)
     assert notes["sync_lag_p99_s"] == pytest.approx(0.1 + 0.9 * (198 - 190) / 9)
     assert notes["sync_redis_errors"] is None
