@@ -216,6 +216,17 @@ class Gateway(Process):
         assert status == 200
         return body.decode()
 
+    def metric(self, name, **labels):
+        """The sum of /metrics samples called `name` (e.g. a counter's `..._total`) whose labels include `labels`."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        total = 0.0
+        for family in text_string_to_metric_families(self.metrics_text()):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    total += sample.value
+        return total
+
     def debug_pods(self):
         return json.loads(self.admin("GET", "/debug/pods")[2])["pods"]
 

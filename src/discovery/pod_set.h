@@ -85,14 +85,31 @@ class PodState {
   const std::string& name() const { return spec_.name; }
 
   int32_t inFlight() const { return in_flight_.load(std::memory_order_relaxed); }
-  void addInFlight() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
+  void addInFlight() {
+    in_flight_.fetch_add(1, std::memory_order_relaxed);
+    routed_.fetch_add(1, std::memory_order_relaxed);
+  }
   void releaseInFlight() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
-  // With state sync: the other live replicas' in-flight requests to this pod, as last read from Redis (0 when
-  // sync is off, or Redis has not answered for longer than a replica's heartbeat lives).
+  // With state sync: the other live replicas' in-flight requests to this pod as last read from Redis (0 when sync
+  // is off, or Redis has not answered for longer than a replica's heartbeat lives), and how many other replicas
+  // there were. The read is up to one load interval old; setRemoteInFlight notes this gateway's routed count then.
   int32_t remoteInFlight() const { return remote_in_flight_.load(std::memory_order_relaxed); }
-  void setRemoteInFlight(int32_t n) { remote_in_flight_.store(n, std::memory_order_relaxed); }
-  // What routing weighs: this gateway's count (exact, counted at the moment of choice) plus the others'.
-  int32_t inFlightAllReplicas() const { return inFlight() + remoteInFlight(); }
+  void setRemoteInFlight(int32_t n, int32_t other_replicas) {
+    routed_at_read_.store(routed_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    other_replicas_.store(other_replicas, std::memory_order_relaxed);
+    remote_in_flight_.store(n, std::memory_order_relaxed);
+  }
+  // What routing weighs: this gateway's count (exact, counted at the moment of choice) plus the others' as last
+  // read, plus, for each other replica, as many requests as this one has sent the pod since that read. Replicas
+  // deciding on the same old view tend to make the same choices (and pile onto the pod that looked idle to all):
+  // assuming each did what this one did since the read spreads them as if the view were current (symmetric
+  // replicas behind one Service get alike traffic). Without sync it is the local count.
+  int32_t inFlightAllReplicas() const {
+    const int32_t others = other_replicas_.load(std::memory_order_relaxed);
+    const auto since = static_cast<int32_t>(routed_.load(std::memory_order_relaxed) -
+                                            routed_at_read_.load(std::memory_order_relaxed));
+    return inFlight() + remoteInFlight() + others * since;
+  }
 
   // Ready = the last active health checks passed and no passive ejection is in force now.
   bool ready(int64_t now_ms) const {
@@ -136,6 +153,9 @@ class PodState {
   const PodSpec spec_;
   std::atomic<int32_t> in_flight_{0};
   std::atomic<int32_t> remote_in_flight_{0};
+  std::atomic<uint32_t> routed_{0};          // requests ever routed here by this gateway (wraps)
+  std::atomic<uint32_t> routed_at_read_{0};  // routed_ when the other replicas' counts were last read
+  std::atomic<int32_t> other_replicas_{0};
   std::atomic<bool> healthy_{false};
   std::atomic<bool> checked_{false};
   std::atomic<bool> removed_{false};

@@ -410,7 +410,7 @@ asio::awaitable<void> StateSync::staleLoadWatch() {
   // heartbeats meanwhile.
   for (;;) {
     co_await pause(milliseconds(config_.load_interval_ms));
-    if (routing::steadyNowMs() - last_load_read_ms_ > static_cast<int64_t>(config_.replica_ttl_ms)) setRemoteLoads({});
+    if (routing::steadyNowMs() - last_load_read_ms_ > static_cast<int64_t>(config_.replica_ttl_ms)) setRemoteLoads({}, 0);
   }
 }
 
@@ -457,22 +457,24 @@ asio::awaitable<void> StateSync::exchangeLoads(RedisConnection& conn, const Redi
   }
   last_load_read_ms_ = routing::steadyNowMs();
   metrics_->replicas_gauge.Set(static_cast<double>(live.size() + 1));
+  const size_t live_others = live.size();
   {
     std::lock_guard lock(view_mutex_);
     live_replicas_ = std::move(live);
   }
-  setRemoteLoads(std::move(by_pod));
+  setRemoteLoads(std::move(by_pod), live_others);
 }
 
-void StateSync::setRemoteLoads(std::map<std::string, std::map<std::string, int32_t, std::less<>>, std::less<>> by_pod) {
+void StateSync::setRemoteLoads(std::map<std::string, std::map<std::string, int32_t, std::less<>>, std::less<>> by_pod,
+                               size_t other_replicas) {
   for (const discovery::PodPtr& pod : pods_.snapshot()->pods()) {
     int32_t sum = 0;
     if (auto it = by_pod.find(pod->spec().address); it != by_pod.end())
       for (const auto& [replica, n] : it->second) sum += n;
-    pod->setRemoteInFlight(sum);
+    pod->setRemoteInFlight(sum, static_cast<int32_t>(other_replicas));
   }
   std::lock_guard lock(view_mutex_);
-  if (by_pod.empty()) live_replicas_.clear();
+  if (other_replicas == 0) live_replicas_.clear();
   loads_by_pod_ = std::move(by_pod);
 }
 

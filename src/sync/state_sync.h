@@ -119,7 +119,8 @@ class StateSync final : public routing::RecordSink {
   boost::asio::awaitable<void> pause(std::chrono::milliseconds duration);
   void applyBatch(std::string_view batch, int64_t now_wall_ms);
   void applyRecord(const struct Record& record, int64_t now_wall_ms, bool from_snapshot);
-  void setRemoteLoads(std::map<std::string, std::map<std::string, int32_t, std::less<>>, std::less<>> by_pod);
+  void setRemoteLoads(std::map<std::string, std::map<std::string, int32_t, std::less<>>, std::less<>> by_pod,
+                      size_t other_replicas);
   void countReconnects(const RedisConnection& conn, uint64_t& seen);
   discovery::PodState* podAt(std::string_view address, std::string_view model);
   std::string key(std::string_view suffix) const { return config_.key_prefix + ":" + std::string(suffix); }

@@ -6,7 +6,6 @@ import time
 
 import pytest
 from harness import request, wait_until
-from prometheus_client.parser import text_string_to_metric_families
 
 
 def remote_config(timeout_ms=500, **extra):
@@ -49,15 +48,6 @@ def sim_prompt_tokens(sim, body):
     return json.loads(raw)["prompt_tokens"]
 
 
-def metric(gw, name, **labels):
-    total = 0.0
-    for family in text_string_to_metric_families(gw.metrics_text()):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += sample.value
-    return total
-
-
 def test_shared_prompt_follows_its_pod_with_the_engines_token_count(sims, gateway_factory):
     """The second request of a shared long prompt goes to the pod that served the first, and the decision's
     tokens come from the engine: as many as the simulator counts for that prompt, one /tokenize per prompt."""
@@ -72,7 +62,7 @@ def test_shared_prompt_follows_its_pod_with_the_engines_token_count(sims, gatewa
     assert decision["tokens"] == decision["remote_tokens"]  # the decision hashed the engine's ids
     assert decision["pod"] == holder
     assert tokenize_calls(sims) == 2  # the dry run found the second prompt's tokens in the cache
-    assert metric(gw, "prefixgate_remote_tokenizer_requests_total", outcome="miss") == 2
+    assert gw.metric("prefixgate_remote_tokenizer_requests_total", outcome="miss") == 2
 
 
 def test_repeated_prompts_are_tokenized_once(sims, gateway_factory):
@@ -85,9 +75,9 @@ def test_repeated_prompts_are_tokenized_once(sims, gateway_factory):
             send(gw, body)
     assert tokenize_calls(sims) == len(prompts)
     assert sum(1 for s in sims if any(r["path"] == "/tokenize" for r in s.requests())) >= 2
-    assert metric(gw, "prefixgate_remote_tokenizer_requests_total", outcome="miss") == len(prompts)
-    assert metric(gw, "prefixgate_remote_tokenizer_requests_total", outcome="hit") == 2 * len(prompts)
-    assert metric(gw, "prefixgate_remote_tokenizer_seconds_count") == 3 * len(prompts)
+    assert gw.metric("prefixgate_remote_tokenizer_requests_total", outcome="miss") == len(prompts)
+    assert gw.metric("prefixgate_remote_tokenizer_requests_total", outcome="hit") == 2 * len(prompts)
+    assert gw.metric("prefixgate_remote_tokenizer_seconds_count") == 3 * len(prompts)
 
 
 @pytest.mark.parametrize("fault", [{"tokenize_status": 500}, {"tokenize_delay_ms": 1500}], ids=["status", "slow"])
@@ -106,13 +96,13 @@ def test_failing_tokenizer_routes_by_load_within_the_timeout(sims, gateway_facto
         waits.append(time.monotonic() - started)
     assert max(waits) < timeout_ms / 1000 + 0.5, waits
     outcome = "error" if "tokenize_status" in fault else "timeout"
-    assert metric(gw, "prefixgate_remote_tokenizer_requests_total", outcome=outcome) == 12
-    assert metric(gw, "aibrix_prefix_cache_routing_errors_total", model="sim-model", reason="tokenize_failed") == 12
+    assert gw.metric("prefixgate_remote_tokenizer_requests_total", outcome=outcome) == 12
+    assert gw.metric("aibrix_prefix_cache_routing_errors_total", model="sim-model", reason="tokenize_failed") == 12
     assert debug_route(gw, body)["tokens_source"] == "remote_failed"
     for s in sims:
         s.fault(tokenize_status=0, tokenize_delay_ms=0)
     send(gw, body)
-    assert metric(gw, "prefixgate_remote_tokenizer_requests_total", outcome="miss") == 1
+    assert gw.metric("prefixgate_remote_tokenizer_requests_total", outcome="miss") == 1
     assert debug_route(gw, body)["tokens_source"] == "remote"
 
 
@@ -137,8 +127,8 @@ def test_no_ready_pod_is_counted(sims, gateway_factory):
     wait_until(lambda: gw.admin("GET", "/readyz")[0] == 503, what="no ready pod")
     status, _, raw = gw.call("POST", "/v1/chat/completions", chat_body("x", "y"))
     assert status == 503, raw
-    assert metric(gw, "prefixgate_remote_tokenizer_requests_total", outcome="no_pod") == 1
-    assert metric(gw, "aibrix_prefix_cache_routing_errors_total", model="sim-model", reason="tokenize_failed") == 1
+    assert gw.metric("prefixgate_remote_tokenizer_requests_total", outcome="no_pod") == 1
+    assert gw.metric("aibrix_prefix_cache_routing_errors_total", model="sim-model", reason="tokenize_failed") == 1
     assert tokenize_calls(sims) == 0
 
 

@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from harness import Gateway, RedisServer, Sim, wait_until
 
@@ -17,15 +16,6 @@ PODS = 4
 def sync_config(redis, **extra):
     return {"routing": {"strategy": "prefix-cache"},
             "state_sync": {"enabled": True, "redis": redis.url, **extra}}
-
-
-def metric(gw, name, **labels):
-    total = 0.0
-    for family in text_string_to_metric_families(gw.metrics_text()):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += sample.value
-    return total
 
 
 def prompt(topic):
@@ -101,14 +91,14 @@ def test_a_prefix_routed_by_one_replica_is_followed_by_another_within_half_a_sec
         took = follows_within(b, content, pod, 0.5)
         assert took is not None, f"replica B did not follow {topic!r} to {pod} within 500 ms"
     # The same records, counted on both sides; B's lag histogram saw them.
-    wait_until(lambda: metric(b, "prefixgate_state_sync_records_total", direction="received") >= 4, timeout=2,
+    wait_until(lambda: b.metric("prefixgate_state_sync_records_total", direction="received") >= 4, timeout=2,
                what="B counted the records it applied")
-    assert metric(a, "prefixgate_state_sync_records_total", direction="sent") >= 4
-    assert metric(b, "prefixgate_state_sync_lag_seconds_count") >= 4
-    assert metric(b, "prefixgate_state_sync_connected") == 1
+    assert a.metric("prefixgate_state_sync_records_total", direction="sent") >= 4
+    assert b.metric("prefixgate_state_sync_lag_seconds_count") >= 4
+    assert b.metric("prefixgate_state_sync_connected") == 1
     # B's own requests are not sent back to A as new records of A's: A's received count stays what B sent.
-    assert metric(a, "prefixgate_state_sync_records_total", direction="received") == \
-        metric(b, "prefixgate_state_sync_records_total", direction="sent")
+    assert a.metric("prefixgate_state_sync_records_total", direction="received") == \
+        b.metric("prefixgate_state_sync_records_total", direction="sent")
 
 
 def test_in_flight_counts_add_up_across_replicas_and_a_dead_replica_stops_counting(tmp_path, redis, replicas):
@@ -173,14 +163,14 @@ def test_redis_killed_and_restarted_under_load_fails_no_request_and_sync_resumes
     try:
         wait_until(lambda: len(statuses) >= 20, timeout=20, what="load running")
         redis.kill()
-        wait_until(lambda: metric(a, "prefixgate_state_sync_connected") == 0, timeout=5, what="A sees redis gone")
+        wait_until(lambda: a.metric("prefixgate_state_sync_connected") == 0, timeout=5, what="A sees redis gone")
         during = len(statuses)
         wait_until(lambda: len(statuses) >= during + 20, timeout=20, what="requests go on without redis")
         # Records routed meanwhile wait in A's outbox and reach B after the restart.
         missed = prompt("routed while redis was down")
         missed_pod = send(a, missed)
         redis.restart()
-        wait_until(lambda: metric(a, "prefixgate_state_sync_connected") == 1, timeout=10, what="A reconnects")
+        wait_until(lambda: a.metric("prefixgate_state_sync_connected") == 1, timeout=10, what="A reconnects")
         assert follows_within(b, missed, missed_pod, 3) is not None, "the record made during the outage never arrived"
         fresh = prompt("after the restart")
         fresh_pod = send(a, fresh)
@@ -190,8 +180,8 @@ def test_redis_killed_and_restarted_under_load_fails_no_request_and_sync_resumes
         for w in workers:
             w.join(timeout=30)
     assert statuses and all(s == 200 for s in statuses), [s for s in statuses if s != 200][:5]
-    assert metric(a, "prefixgate_state_sync_reconnects_total") >= 1
-    assert metric(a, "prefixgate_state_sync_redis_errors_total") >= 1
+    assert a.metric("prefixgate_state_sync_reconnects_total") >= 1
+    assert a.metric("prefixgate_state_sync_redis_errors_total") >= 1
 
 
 def test_a_replica_started_late_catches_up_from_the_snapshot(tmp_path, redis, pods, replicas):
@@ -208,8 +198,8 @@ def test_a_replica_started_late_catches_up_from_the_snapshot(tmp_path, redis, po
         remaining = max(0.0, 1.0 - (time.monotonic() - ready))
         assert follows_within(late, prompt(t), routed[t], remaining + 0.05) is not None, \
             f"the late replica did not know {t!r} within a second of starting"
-    assert metric(late, "prefixgate_state_sync_snapshot_loads_total") >= 1
-    assert metric(late, "prefixgate_state_sync_records_total", direction="received") >= len(topics)
+    assert late.metric("prefixgate_state_sync_snapshot_loads_total") >= 1
+    assert late.metric("prefixgate_state_sync_records_total", direction="received") >= len(topics)
 
 
 def test_a_slow_redis_does_not_slow_requests(tmp_path, redis, pods, replicas):
@@ -226,7 +216,7 @@ def test_a_slow_redis_does_not_slow_requests(tmp_path, redis, pods, replicas):
     # Requests routed during the sleep took well under the sleep (they would take ~3 s each if sync blocked them).
     assert time.monotonic() - started < 2.5, f"10 requests took {time.monotonic() - started:.2f} s during the sleep"
     assert slowest < 1.0
-    wait_until(lambda: metric(a, "prefixgate_state_sync_records_total", direction="sent") >= 10, timeout=10,
+    wait_until(lambda: a.metric("prefixgate_state_sync_records_total", direction="sent") >= 10, timeout=10,
                what="the records sent once Redis answers again")
 
 
@@ -242,7 +232,7 @@ def test_with_kv_event_sync_only_in_flight_counts_go_through_redis(tmp_path, red
         wait_until(lambda: redis.command("EXISTS", "prefixgate:replicas") == 1, timeout=3, what="heartbeat")
         status = json.loads(a.admin("GET", "/debug/pods")[2])["state_sync"]
         assert status["enabled"] and not status["shares_records"]
-        assert metric(a, "prefixgate_state_sync_records_total", direction="sent") == 0
+        assert a.metric("prefixgate_state_sync_records_total", direction="sent") == 0
         assert redis.command("EXISTS", "prefixgate:records") == 0
     finally:
         for s in sims:

@@ -109,6 +109,28 @@ TEST(PodState, HealthThresholdsAndEjection) {
   EXPECT_TRUE(p.ready(1000));
 }
 
+// The load routing weighs with state sync: the local count, plus the other replicas' as last read, plus, per other
+// replica, what this gateway routed to the pod since that read (they decided on the same old view); without sync
+// (no other replicas) exactly the local count.
+TEST(PodState, LoadOfAllReplicasExtrapolatesSinceTheLastRead) {
+  PodState p(PodId{1}, spec("a", 1));
+  p.addInFlight();
+  p.addInFlight();
+  EXPECT_EQ(p.inFlightAllReplicas(), 2);  // sync off: nothing else
+  p.setRemoteInFlight(5, 2);              // two other replicas, 5 in flight between them
+  EXPECT_EQ(p.remoteInFlight(), 5);
+  EXPECT_EQ(p.inFlightAllReplicas(), 2 + 5);
+  p.addInFlight();  // routed since the read: each other replica is assumed to have done the same
+  EXPECT_EQ(p.inFlightAllReplicas(), 3 + 5 + 2 * 1);
+  p.releaseInFlight();  // a request ending changes the local count only
+  EXPECT_EQ(p.inFlightAllReplicas(), 2 + 5 + 2 * 1);
+  p.setRemoteInFlight(7, 2);  // the next read already contains what the others did
+  EXPECT_EQ(p.inFlightAllReplicas(), 2 + 7);
+  p.setRemoteInFlight(0, 0);  // Redis away for longer than a heartbeat: local only
+  p.addInFlight();
+  EXPECT_EQ(p.inFlightAllReplicas(), 3);
+}
+
 // Passive ejection through PodState: a pod failure past passive_failure_threshold asks for an ejection, which
 // lasts eject_base_ms, doubling per ejection in a row up to eject_max_ms; a success resets the doubling.
 TEST(PodState, PassiveEjectionBacksOffExponentially) {
