@@ -57,7 +57,9 @@ int main(int argc, char** argv) {
   if (!admin_listen.empty()) cfg.admin_listen = admin_listen;
   if (app.count("--threads")) cfg.threads = threads;
   if (!log_level.empty()) cfg.log_level = log_level;
-  config::validate(cfg, routing::StrategyRegistry::builtin().names(), problems);
+  const routing::StrategyRegistry strategies = routing::StrategyRegistry::builtin();
+  config::validate(cfg, strategies.names(), problems);
+  strategies.checkSettings(cfg, problems);
   if (problems.empty() && check && !cfg.discovery.file.empty()) discovery::loadPodsFile(cfg.discovery.file, problems);
   if (problems.empty() && check) auth::checkFiles(cfg.auth, problems);
   if (!problems.empty()) {

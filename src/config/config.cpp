@@ -45,6 +45,9 @@ void readRouting(YamlReader r, RoutingConfig& c) {
   lb.read("alpha", c.load_balance.alpha);
   lb.read("kv_critical", c.load_balance.kv_critical);
   lb.finish();
+  YamlReader strategies = r.child("strategies");
+  for (const std::string& name : strategies.keys()) c.strategy_settings[name] = strategies.rawYaml(name);
+  strategies.finish();
   YamlReader gate = r.child("load_imbalance");
   gate.read("min_gap", c.load_imbalance.min_gap);
   gate.read("factor", c.load_imbalance.factor);

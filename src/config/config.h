@@ -78,6 +78,9 @@ struct RoutingConfig {
   BlendConfig blend;
   LoadBalanceConfig load_balance;
   LoadImbalanceConfig load_imbalance;
+  // routing.strategies.<name>: each strategy's own settings, kept as YAML text and read by the strategy
+  // (routing/strategy_registry.h), which checks them at start.
+  std::map<std::string, std::string> strategy_settings;
 };
 
 // A named routing profile of a model, chosen per request by the `config-profile` header.

@@ -104,6 +104,11 @@ std::vector<std::string> YamlReader::keys() const {
   return out;
 }
 
+std::string YamlReader::rawYaml(const std::string& key) {
+  const YAML::Node value = get(key);
+  return value ? YAML::Dump(value) : std::string();
+}
+
 void YamlReader::finish() {
   if (!node_.IsMap()) return;
   for (const auto& kv : node_) {

@@ -27,6 +27,8 @@ class YamlReader {
   YamlReader child(const std::string& key);
   // The keys of a mapping-valued key (for maps keyed by user names, like models).
   std::vector<std::string> keys() const;
+  // A key's value as YAML text (read later by whoever owns it); "" when absent.
+  std::string rawYaml(const std::string& key);
   bool isMap() const { return node_.IsMap(); }
   // Records every key of this mapping not read or declared through allow().
   void allow(const std::string& key) { seen_.insert(key); }

@@ -75,4 +75,28 @@ bool applyImbalanceGate(std::vector<Candidate>& candidates, const config::LoadIm
   return true;
 }
 
+double estimatedSeconds(const discovery::LatencyEstimate::Sample& s, int64_t now_ms, uint32_t half_life_ms) {
+  if (s.samples == 0) return 0;
+  const double idle = static_cast<double>(std::max<int64_t>(0, now_ms - s.last_ms));
+  return s.seconds * std::exp2(-idle / static_cast<double>(half_life_ms));
+}
+
+size_t pickBest(std::span<const Candidate> candidates, std::mt19937_64& rng) {
+  size_t best = 0;
+  size_t ties = 1;
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    const Candidate& c = candidates[i];
+    const Candidate& b = candidates[best];
+    const bool better = c.score > b.score || (c.score == b.score && c.in_flight < b.in_flight);
+    const bool equal = c.score == b.score && c.in_flight == b.in_flight;
+    if (better) {
+      best = i;
+      ties = 1;
+    } else if (equal && std::uniform_int_distribution<size_t>(0, ties++)(rng) == 0) {
+      best = i;  // reservoir sampling keeps each of the tied candidates equally likely
+    }
+  }
+  return best;
+}
+
 }  // namespace prefixgate::routing

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "discovery/pod_set.h"
 #include "prefixgate/strategy.h"
 
 namespace prefixgate::routing {
@@ -41,5 +42,13 @@ size_t excludeInfiniteLoad(std::vector<Candidate>& candidates, std::vector<Candi
 // (max - min > min_gap and, with 3+ pods, max > factor * (mean of the others + 1)), only the least-loaded
 // candidates stay. Returns whether it fired.
 bool applyImbalanceGate(std::vector<Candidate>& candidates, const config::LoadImbalanceConfig& config);
+
+// least-latency's estimate of a pod's time to first byte now: its EWMA halved every `half_life_ms` since its last
+// answer (a pod avoided since it was slow is tried again); 0 when never measured.
+double estimatedSeconds(const discovery::LatencyEstimate::Sample& sample, int64_t now_ms, uint32_t half_life_ms);
+
+// The Router's pick (public for tests and /debug): the highest score; among equal scores the fewest in flight;
+// among those, each equally likely (reservoir sampling with `rng`). `candidates` must not be empty.
+size_t pickBest(std::span<const Candidate> candidates, std::mt19937_64& rng);
 
 }  // namespace prefixgate::routing

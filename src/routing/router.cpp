@@ -164,21 +164,7 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   RoutingInput input{query.request, candidates, settings, rng, query.dry_run, {}, {}, NAN, nullptr};
   strategy->score(input);
 
-  // Pick: highest score; among equals the fewest in flight; among those, uniformly at random.
-  size_t best = 0;
-  size_t ties = 1;
-  for (size_t i = 1; i < candidates.size(); ++i) {
-    const Candidate& c = candidates[i];
-    const Candidate& b = candidates[best];
-    bool better = c.score > b.score || (c.score == b.score && c.in_flight < b.in_flight);
-    bool equal = c.score == b.score && c.in_flight == b.in_flight;
-    if (better) {
-      best = i;
-      ties = 1;
-    } else if (equal && std::uniform_int_distribution<size_t>(0, ties++)(rng) == 0) {
-      best = i;  // reservoir sampling keeps each of the tied candidates equally likely
-    }
-  }
+  const size_t best = pickBest(candidates, rng);
   strategy->onPicked(input, best);
 
   discovery::PodPtr chosen;

@@ -12,7 +12,8 @@ namespace {
 
 class LeastKvCacheStrategy final : public Strategy {
  public:
-  std::string_view name() const override { return "least-kv-cache"; }
+  static constexpr std::string_view kName = "least-kv-cache";
+  std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
     double sum = 0;
     size_t known = 0;
@@ -28,8 +29,6 @@ class LeastKvCacheStrategy final : public Strategy {
 
 }  // namespace
 
-void registerLeastKvCache(StrategyRegistry& registry) {
-  registry.add("least-kv-cache", [](const StrategyDeps&) { return std::make_unique<LeastKvCacheStrategy>(); });
-}
-
 }  // namespace prefixgate::routing
+
+PREFIXGATE_STRATEGY(least_kv_cache, LeastKvCacheStrategy)

@@ -7,7 +7,8 @@ namespace {
 
 class LeastRequestStrategy final : public Strategy {
  public:
-  std::string_view name() const override { return "least-request"; }
+  static constexpr std::string_view kName = "least-request";
+  std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
     for (Candidate& c : input.candidates) c.score = -static_cast<double>(c.in_flight);
   }
@@ -15,8 +16,6 @@ class LeastRequestStrategy final : public Strategy {
 
 }  // namespace
 
-void registerLeastRequest(StrategyRegistry& registry) {
-  registry.add("least-request", [](const StrategyDeps&) { return std::make_unique<LeastRequestStrategy>(); });
-}
-
 }  // namespace prefixgate::routing
+
+PREFIXGATE_STRATEGY(least_request, LeastRequestStrategy)

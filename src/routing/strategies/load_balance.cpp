@@ -11,7 +11,8 @@ namespace {
 
 class LoadBalanceStrategy final : public Strategy {
  public:
-  std::string_view name() const override { return "load-balance"; }
+  static constexpr std::string_view kName = "load-balance";
+  std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
     ensureLoadScores(input.candidates, input.settings.load_balance);
     // Infinite (KV nearly full; only when every pod is) gives -inf to all: the Router then prefers fewer in flight.
@@ -21,8 +22,6 @@ class LoadBalanceStrategy final : public Strategy {
 
 }  // namespace
 
-void registerLoadBalance(StrategyRegistry& registry) {
-  registry.add("load-balance", [](const StrategyDeps&) { return std::make_unique<LoadBalanceStrategy>(); });
-}
-
 }  // namespace prefixgate::routing
+
+PREFIXGATE_STRATEGY(load_balance, LoadBalanceStrategy)

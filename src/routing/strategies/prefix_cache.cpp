@@ -18,7 +18,13 @@ class PrefixCacheStrategy final : public Strategy {
   PrefixCacheStrategy(const config::Config& config, PrefixServices& services, PrefixMetrics& metrics)
       : config_(config), services_(services), metrics_(metrics) {}
 
-  std::string_view name() const override { return "prefix-cache"; }
+  static constexpr std::string_view kName = "prefix-cache";
+  // Null without the prefix services (unit tests of other strategies).
+  static std::unique_ptr<Strategy> create(const StrategyDeps& deps) {
+    if (!deps.prefix || !deps.prefix_metrics) return nullptr;
+    return std::make_unique<PrefixCacheStrategy>(deps.config, *deps.prefix, *deps.prefix_metrics);
+  }
+  std::string_view name() const override { return kName; }
   bool wantsPromptTokens() const override { return true; }
 
   void score(RoutingInput& input) override {
@@ -78,11 +84,6 @@ class PrefixCacheStrategy final : public Strategy {
 
 }  // namespace
 
-void registerPrefixCache(StrategyRegistry& registry) {
-  registry.add("prefix-cache", [](const StrategyDeps& deps) -> std::unique_ptr<Strategy> {
-    if (!deps.prefix || !deps.prefix_metrics) return nullptr;
-    return std::make_unique<PrefixCacheStrategy>(deps.config, *deps.prefix, *deps.prefix_metrics);
-  });
-}
-
 }  // namespace prefixgate::routing
+
+PREFIXGATE_STRATEGY(prefix_cache, PrefixCacheStrategy)

@@ -6,7 +6,8 @@ namespace {
 
 class RandomStrategy final : public Strategy {
  public:
-  std::string_view name() const override { return "random"; }
+  static constexpr std::string_view kName = "random";
+  std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
     std::uniform_real_distribution<double> dist(0.0, 1.0);
     for (Candidate& c : input.candidates) c.score = dist(input.rng);
@@ -15,8 +16,6 @@ class RandomStrategy final : public Strategy {
 
 }  // namespace
 
-void registerRandom(StrategyRegistry& registry) {
-  registry.add("random", [](const StrategyDeps&) { return std::make_unique<RandomStrategy>(); });
-}
-
 }  // namespace prefixgate::routing
+
+PREFIXGATE_STRATEGY(random, RandomStrategy)

@@ -11,7 +11,8 @@ namespace {
 
 class ThroughputStrategy final : public Strategy {
  public:
-  std::string_view name() const override { return "throughput"; }
+  static constexpr std::string_view kName = "throughput";
+  std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
     const double fallback = fallbackCapacity(input.candidates);
     for (Candidate& c : input.candidates)
@@ -21,8 +22,6 @@ class ThroughputStrategy final : public Strategy {
 
 }  // namespace
 
-void registerThroughput(StrategyRegistry& registry) {
-  registry.add("throughput", [](const StrategyDeps&) { return std::make_unique<ThroughputStrategy>(); });
-}
-
 }  // namespace prefixgate::routing
+
+PREFIXGATE_STRATEGY(throughput, ThroughputStrategy)
