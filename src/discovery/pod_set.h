@@ -75,6 +75,33 @@ class PredictionTotals {
   std::atomic<uint64_t> under_{0};
 };
 
+// Time to first byte of one pod as the gateway measured it (request start to the engine's first response byte),
+// for least-latency: an EWMA (each sample weighs kWeight against the past), with the time of the last sample.
+// Request threads add, strategies read; a small lock (one sample per response).
+class LatencyEstimate {
+ public:
+  struct Sample {
+    double seconds = 0;     // the EWMA; meaningless when samples == 0
+    int64_t last_ms = 0;    // steady clock, when the last sample was added
+    uint64_t samples = 0;
+  };
+  static constexpr double kWeight = 0.2;  // the last ~5 responses dominate
+  void add(double seconds, int64_t now_ms) {
+    std::lock_guard lock(mutex_);
+    sample_.seconds = sample_.samples == 0 ? seconds : kWeight * seconds + (1 - kWeight) * sample_.seconds;
+    sample_.last_ms = now_ms;
+    ++sample_.samples;
+  }
+  Sample read() const {
+    std::lock_guard lock(mutex_);
+    return sample_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  Sample sample_;
+};
+
 // Live state of one pod. Shared (by shared_ptr) between the snapshots that list it and the requests in flight
 // to it, so a request always decrements the object it incremented, even after the pod left the set.
 class PodState {
@@ -144,6 +171,9 @@ class PodState {
   // KV event sync's view of the pod's publisher (subscriber and relays write, routing reads).
   KvSyncState& kvSync() { return kv_sync_; }
   const KvSyncState& kvSync() const { return kv_sync_; }
+  // Time to first byte as measured by the gateway (least-latency reads it).
+  LatencyEstimate& latency() { return latency_; }
+  const LatencyEstimate& latency() const { return latency_; }
   // The prediction audit's sums for this pod (kept across pods-file reloads, like the in-flight count).
   PredictionTotals& prediction() { return prediction_; }
   const PredictionTotals& prediction() const { return prediction_; }
@@ -168,6 +198,7 @@ class PodState {
   engine::EngineLoad engine_;
   KvSyncState kv_sync_;
   PredictionTotals prediction_;
+  LatencyEstimate latency_;
 };
 
 using PodPtr = std::shared_ptr<PodState>;

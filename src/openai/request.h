@@ -39,6 +39,10 @@ struct RequestView {
   };
   RemoteTokens remote_tokens = RemoteTokens::kNone;
   std::shared_ptr<const std::vector<uint32_t>> remote_token_ids;  // non-null exactly when remote_tokens == kOk
+
+  // The request's `x-session-id` header ("" when absent; a view into the request head, valid while routing):
+  // session-affinity pins a conversation by it.
+  std::string_view session_id;
 };
 
 struct ParseError {

@@ -148,6 +148,7 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   if (auto err = openai::parseRequest(endpoint, req.body(), g.config().routing.prefix_cache.include_tools,
                                      g.config().limits.max_json_depth, request))
     co_return errorResponse(openai::GatewayError::kInvalidRequest, err.message, err.param);
+  request.session_id = req["x-session-id"];
   routing::RouteQuery query{request, req["routing-strategy"], req["config-profile"], {}, true};
   co_await fetchRemoteTokens(g, query, request, nullptr);
   routing::Decision d = g.router().choose(query, control.rng);

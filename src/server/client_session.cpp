@@ -341,6 +341,7 @@ class ClientSession {
     if (max_in_flight > 0 && gateway_.activeRequests().load() > static_cast<int64_t>(max_in_flight))
       co_return co_await reject(outcome, GatewayError::kOverloaded,
                                 "the gateway has limits.max_in_flight requests in flight; retry later", keep_alive);
+    request.session_id = head["x-session-id"];
     routing::RouteQuery query{request, head["routing-strategy"], head["config-profile"], {}, false};
     co_await fetchRemoteTokens(gateway_, query, request, &worker_.tokenizer_connections);
     routing::Decision decision = gateway_.router().choose(query, worker_.rng);

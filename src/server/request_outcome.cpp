@@ -57,6 +57,9 @@ void RequestOutcome::setDecision(const routing::Decision& decision, const proxy:
   match_percent_ = decision.match_percent;
   status_ = relayed.status;
   first_byte_seconds_ = relayed.first_byte_seconds;
+  // The pod's time to first byte, for least-latency: answers the engine gave (not a failure's 5xx).
+  if (decision.pod && relayed.first_byte_seconds >= 0 && relayed.status > 0 && relayed.status < 500)
+    decision.pod->latency().add(relayed.first_byte_seconds, routing::steadyNowMs());
   retries_ = relayed.retries;
   output_tokens_ = relayed.output_tokens;
   engine_cached_tokens_ = relayed.cached_tokens;
