@@ -23,11 +23,16 @@ struct RequestView;
 
 namespace prefixgate::routing {
 
-// One candidate pod with the numbers a strategy sees and the ones it fills in.
+// One candidate pod: what a strategy may read (numbers the Router read once when the decision starts, and the pod
+// itself read-only: its name, spec, latency estimate, KV sync state) and what it fills in (score, match_percent,
+// load_score). Strategies never change a pod; what a decision changes (the in-flight count) the Router does.
 struct Candidate {
-  discovery::PodState* pod = nullptr;
+  const discovery::PodState* pod = nullptr;
   PodId pod_id;
   int32_t in_flight = 0;       // in-flight requests (this gateway's, plus the other replicas' with state sync), read once when the decision starts
+  // Prompt tokens of the requests in flight to the pod (their context, which it is prefilling or decoding):
+  // this gateway's exact sum, plus with state sync the other replicas' requests at this gateway's mean per request.
+  double in_flight_tokens = 0;
   double score = 0;            // filled by the strategy: higher wins
   int match_percent = -1;      // filled by prefix strategies (explanations, headers); -1 = not computed
   double load_score = NAN;     // filled by load-aware strategies (explanations); NaN = not computed
@@ -68,6 +73,9 @@ struct RoutingInput {
   double predicted_cached_fraction = NAN;
   // Set by a strategy in onPicked (not in dry runs) to hold something until the engine has begun (see above).
   std::unique_ptr<PendingRequest> pending;
+  // Set by strategies that tokenized the prompt: its token count, which the request's in-flight context counts
+  // against the chosen pod (Candidate::in_flight_tokens). -1 = not known (the Router estimates it).
+  int64_t prompt_tokens = -1;
 };
 
 class Strategy {

@@ -39,6 +39,7 @@ void readRouting(YamlReader r, RoutingConfig& c) {
   blend.read("prefix_cache_weight", c.blend.prefix_cache_weight);
   blend.read("prefix_cache_load_balance_weight", c.blend.prefix_cache_load_balance_weight);
   blend.read("load_balance_weight", c.blend.load_balance_weight);
+  blend.read("prefill_cost_weight", c.blend.prefill_cost_weight);
   blend.finish();
   YamlReader lb = r.child("load_balance");
   lb.read("lambda", c.load_balance.lambda);

@@ -45,6 +45,8 @@ struct BlendConfig {
   double prefix_cache_weight = 5;
   double prefix_cache_load_balance_weight = 4;
   double load_balance_weight = 1;  // 0 turns the blend off (standalone prefix-cache selection)
+  // prefill-cost as a third scorer in the blend (its cost normalised so the cheapest pod gets 1); 0 = off.
+  double prefill_cost_weight = 0;
 };
 
 struct LoadBalanceConfig {

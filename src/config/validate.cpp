@@ -149,6 +149,7 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   check.nonNegative("routing.blend.prefix_cache_weight", r.blend.prefix_cache_weight);
   check.nonNegative("routing.blend.prefix_cache_load_balance_weight", r.blend.prefix_cache_load_balance_weight);
   check.nonNegative("routing.blend.load_balance_weight", r.blend.load_balance_weight);
+  check.nonNegative("routing.blend.prefill_cost_weight", r.blend.prefill_cost_weight);
   if (r.blend.prefix_cache_weight + r.blend.prefix_cache_load_balance_weight <= 0)
     check.fail("routing.blend", "prefix_cache_weight and prefix_cache_load_balance_weight must not both be 0");
   check.nonNegative("routing.load_balance.lambda", r.load_balance.lambda);

@@ -112,11 +112,18 @@ class PodState {
   const std::string& name() const { return spec_.name; }
 
   int32_t inFlight() const { return in_flight_.load(std::memory_order_relaxed); }
-  void addInFlight() {
+  // `tokens`: the request's prompt tokens (its context), summed in inFlightTokens while it is in flight.
+  void addInFlight(int64_t tokens = 0) {
     in_flight_.fetch_add(1, std::memory_order_relaxed);
     routed_.fetch_add(1, std::memory_order_relaxed);
+    if (tokens != 0) in_flight_tokens_.fetch_add(tokens, std::memory_order_relaxed);
   }
-  void releaseInFlight() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+  void releaseInFlight(int64_t tokens = 0) {
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    if (tokens != 0) in_flight_tokens_.fetch_sub(tokens, std::memory_order_relaxed);
+  }
+  // The prompt tokens of this gateway's requests in flight to the pod (prefill-cost's decode term).
+  int64_t inFlightTokens() const { return in_flight_tokens_.load(std::memory_order_relaxed); }
   // With state sync: the other live replicas' in-flight requests to this pod as last read from Redis (0 when sync
   // is off, or Redis has not answered for longer than a replica's heartbeat lives), and how many other replicas
   // there were. The read is up to one load interval old; setRemoteInFlight notes this gateway's routed count then.
@@ -182,6 +189,7 @@ class PodState {
   const PodId id_;
   const PodSpec spec_;
   std::atomic<int32_t> in_flight_{0};
+  std::atomic<int64_t> in_flight_tokens_{0};
   std::atomic<int32_t> remote_in_flight_{0};
   std::atomic<uint32_t> routed_{0};          // requests ever routed here by this gateway (wraps)
   std::atomic<uint32_t> routed_at_read_{0};  // routed_ when the other replicas' counts were last read
@@ -203,36 +211,33 @@ class PodState {
 
 using PodPtr = std::shared_ptr<PodState>;
 
-// Counts a request against a pod from the moment it is chosen until the guard dies, whatever happened.
+// Counts a request (and its prompt tokens) against a pod from the moment it is chosen until the guard dies,
+// whatever happened.
 class InFlightGuard {
  public:
   InFlightGuard() = default;
-  explicit InFlightGuard(PodPtr pod) : pod_(std::move(pod)) {
-    if (pod_) pod_->addInFlight();
+  explicit InFlightGuard(PodPtr pod, int64_t tokens = 0) : pod_(std::move(pod)), tokens_(tokens) {
+    if (pod_) pod_->addInFlight(tokens_);
   }
-  // Takes over a count already added (by the router, at the moment of choice).
-  static InFlightGuard adopt(PodPtr pod) {
-    InFlightGuard g;
-    g.pod_ = std::move(pod);
-    return g;
-  }
-  InFlightGuard(InFlightGuard&& o) noexcept : pod_(std::move(o.pod_)) {}
+  InFlightGuard(InFlightGuard&& o) noexcept : pod_(std::move(o.pod_)), tokens_(o.tokens_) {}
   InFlightGuard& operator=(InFlightGuard&& o) noexcept {
     if (this != &o) {
       reset();
       pod_ = std::move(o.pod_);
+      tokens_ = o.tokens_;
     }
     return *this;
   }
   ~InFlightGuard() { reset(); }
   void reset() {
-    if (pod_) pod_->releaseInFlight();
+    if (pod_) pod_->releaseInFlight(tokens_);
     pod_.reset();
   }
   const PodPtr& pod() const { return pod_; }
 
  private:
   PodPtr pod_;
+  int64_t tokens_ = 0;
 };
 
 // An immutable view of the pod set. Never modified after publication.

@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace prefixgate::openai {
@@ -191,7 +193,7 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
   std::string tools;
   std::string messages_text;
   bool first_message = true;
-  bool has_model = false, has_messages = false, has_prompt = false, has_input = false;
+  bool has_model = false, has_messages = false, has_prompt = false, has_input = false, has_max_completion = false;
   // A key given twice counts as its last occurrence, as the engine's JSON parser (Python's) reads it: what is
   // routed on is what the engine will compute.
   for (auto field : root) {
@@ -217,6 +219,13 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
         if (auto ec = opt.unescaped_key().get(k)) return malformed(ec);
         bool v = false;
         if (k == "include_usage" && !opt.value().get_bool().get(v)) out.include_usage = v;
+      }
+    } else if (key == "max_tokens" || key == "max_completion_tokens") {
+      uint64_t n = 0;  // any other type or range: the engine validates it
+      if (!value.get_uint64().get(n)) {
+        const auto clamped = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
+        if (key == "max_completion_tokens" || !has_max_completion) out.max_tokens = clamped;
+        has_max_completion |= key == "max_completion_tokens";
       }
     } else if (key == "messages" && endpoint == Endpoint::kChatCompletions) {
       has_messages = true;

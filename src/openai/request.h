@@ -43,6 +43,9 @@ struct RequestView {
   // The request's `x-session-id` header ("" when absent; a view into the request head, valid while routing):
   // session-affinity pins a conversation by it.
   std::string_view session_id;
+  // `max_completion_tokens`, else `max_tokens`, when a non-negative integer (0 = not given): the output the
+  // request may ask for (prefix-cache-preble's decode estimate).
+  uint32_t max_tokens = 0;
 };
 
 struct ParseError {

@@ -22,10 +22,14 @@ openai::GatewayError errorFor(RouteFailure f) {
 
 namespace {
 
-// A candidate as the decision starts: the in-flight count (every replica's, with state sync) and, when recent
-// enough, the engine's load.
-Candidate candidateFor(discovery::PodState& pod, int64_t now_ms, int64_t max_engine_age_ms) {
+// A candidate as the decision starts: the in-flight count (every replica's, with state sync), the in-flight tokens
+// (the other replicas' requests at `tokens_per_request` each) and, when recent enough, the engine's load.
+Candidate candidateFor(const discovery::PodState& pod, int64_t now_ms, int64_t max_engine_age_ms,
+                       double tokens_per_request) {
   Candidate c{&pod, pod.id(), pod.inFlightAllReplicas()};
+  const int32_t local = pod.inFlight();
+  c.in_flight_tokens = static_cast<double>(std::max<int64_t>(0, pod.inFlightTokens())) +
+                       static_cast<double>(std::max(0, c.in_flight - local)) * tokens_per_request;
   const engine::EngineLoadView view = pod.engine().view();
   if (view.fresh(now_ms, max_engine_age_ms)) {
     c.waiting = std::isnan(view.waiting) ? 0 : view.waiting;
@@ -37,7 +41,44 @@ Candidate candidateFor(discovery::PodState& pod, int64_t now_ms, int64_t max_eng
 
 }  // namespace
 
-bool panicking(const std::vector<discovery::PodPtr>& serving, uint32_t threshold_percent, int64_t now_ms) {
+FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, const CandidateFilter& filter) {
+  FilteredCandidates out;
+  const bool panic = panicking(serving, filter.panic_threshold_percent, filter.now_ms);
+  // The mean prompt tokens of this gateway's requests in flight: the size assumed for the other replicas' ones.
+  int64_t tokens = 0, requests = 0;
+  for (const discovery::PodPtr& pod : serving) {
+    tokens += std::max<int64_t>(0, pod->inFlightTokens());
+    requests += std::max(0, pod->inFlight());
+  }
+  const double tokens_per_request = requests > 0 ? static_cast<double>(tokens) / static_cast<double>(requests) : 0;
+  out.candidates.reserve(serving.size());
+  for (const discovery::PodPtr& pod : serving) {
+    if (!(panic ? pod->healthy() && !pod->removed() : pod->ready(filter.now_ms))) continue;
+    if (std::find(filter.exclude.begin(), filter.exclude.end(), pod->id()) != filter.exclude.end()) continue;
+    // The per-pod queue bound (limits.max_in_flight_per_pod): a full pod takes no more.
+    if (filter.max_in_flight_per_pod > 0 && pod->inFlightAllReplicas() >= filter.max_in_flight_per_pod) {
+      ++out.full;
+      continue;
+    }
+    out.candidates.push_back(candidateFor(*pod, filter.now_ms, filter.max_engine_age_ms, tokens_per_request));
+  }
+  if (out.candidates.empty()) return out;
+  // A pod whose KV cache is nearly full (infinite capacity-aware score) is not a candidate unless every pod is.
+  // The scores stay on the candidates: load-aware strategies use them as computed with this request's settings.
+  capacityLoadScores(out.candidates, filter.load_balance);
+  excludeInfiniteLoad(out.candidates, out.excluded);
+  // Before any strategy: when load is severely skewed, only the least-loaded pods stay candidates.
+  applyImbalanceGate(out.candidates, filter.load_imbalance);
+  return out;
+}
+
+int64_t estimatedPromptTokens(const openai::RequestView& request) {
+  if (request.remote_token_ids) return static_cast<int64_t>(request.remote_token_ids->size());
+  if (request.has_token_ids) return static_cast<int64_t>(request.prompt_token_ids.size());
+  return static_cast<int64_t>((request.prompt_text.size() + 3) / 4);
+}
+
+bool panicking(std::span<const discovery::PodPtr> serving, uint32_t threshold_percent, int64_t now_ms) {
   uint64_t live = 0;
   uint64_t ready = 0;
   for (const discovery::PodPtr& pod : serving) {
@@ -124,25 +165,18 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
     d.message = "the model '" + openai::printable(query.request.model, 256) + "' does not exist or no pod serves it";
     return d;
   }
-  const int64_t now = now_ms_();
-  const int64_t max_engine_age = engine::maxEngineMetricsAgeMs(config_.engine_metrics.scrape_interval_ms,
-                                                               config_.engine_metrics.scrape_timeout_ms);
-  const int32_t max_per_pod = static_cast<int32_t>(config_.limits.max_in_flight_per_pod);
-  size_t full = 0;
-  std::vector<Candidate> candidates;
-  candidates.reserve(serving->size());
-  const bool panic = panicking(*serving, config_.health_check.panic_threshold_percent, now);
-  for (const discovery::PodPtr& pod : *serving) {
-    if (!(panic ? pod->healthy() && !pod->removed() : pod->ready(now))) continue;
-    if (std::find(query.exclude.begin(), query.exclude.end(), pod->id()) != query.exclude.end()) continue;
-    // The per-pod queue bound (limits.max_in_flight_per_pod): a full pod takes no more.
-    if (max_per_pod > 0 && pod->inFlightAllReplicas() >= max_per_pod) {
-      ++full;
-      continue;
-    }
-    candidates.push_back(candidateFor(*pod, now, max_engine_age));
-  }
-  if (candidates.empty() && full > 0) {
+  CandidateFilter filter;
+  filter.now_ms = now_ms_();
+  filter.max_engine_age_ms = engine::maxEngineMetricsAgeMs(config_.engine_metrics.scrape_interval_ms,
+                                                           config_.engine_metrics.scrape_timeout_ms);
+  filter.max_in_flight_per_pod = static_cast<int32_t>(config_.limits.max_in_flight_per_pod);
+  filter.panic_threshold_percent = config_.health_check.panic_threshold_percent;
+  filter.exclude = query.exclude;
+  filter.load_balance = settings.load_balance;
+  filter.load_imbalance = config_.routing.load_imbalance;
+  FilteredCandidates filtered = filterCandidates(*serving, filter);
+  std::vector<Candidate>& candidates = filtered.candidates;
+  if (candidates.empty() && filtered.full > 0) {
     d.failure = RouteFailure::kAllOverloaded;
     d.message = "every pod serving the model '" + query.request.model +
                 "' has limits.max_in_flight_per_pod requests in flight; retry later";
@@ -153,14 +187,6 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
     d.message = "no ready pod serves the model '" + query.request.model + "'";
     return d;
   }
-
-  // A pod whose KV cache is nearly full (infinite capacity-aware score) is not a candidate unless every pod is.
-  // The scores stay on the candidates: load-aware strategies use them as computed with this request's settings.
-  capacityLoadScores(candidates, settings.load_balance);
-  std::vector<Candidate> excluded;
-  excludeInfiniteLoad(candidates, excluded);
-  // Before any strategy: when load is severely skewed, only the least-loaded pods stay candidates.
-  applyImbalanceGate(candidates, config_.routing.load_imbalance);
   RoutingInput input{query.request, candidates, settings, rng, query.dry_run, {}, {}, NAN, nullptr};
   strategy->score(input);
 
@@ -171,7 +197,8 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   for (const discovery::PodPtr& pod : *serving)
     if (pod.get() == candidates[best].pod) chosen = pod;
   // Counted at the moment of choice, so the next decision (on any thread) already sees it.
-  if (!query.dry_run) d.guard = discovery::InFlightGuard(chosen);
+  const int64_t tokens = input.prompt_tokens >= 0 ? input.prompt_tokens : estimatedPromptTokens(query.request);
+  if (!query.dry_run) d.guard = discovery::InFlightGuard(chosen, tokens);
   d.pod = std::move(chosen);
   d.match_percent = candidates[best].match_percent;
   d.predicted_cached_fraction = input.predicted_cached_fraction;
@@ -179,7 +206,7 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   d.outcome = input.outcome;
   d.details = std::move(input.details);
   d.candidates = std::move(candidates);
-  d.candidates.insert(d.candidates.end(), excluded.begin(), excluded.end());  // shown by /debug/route
+  d.candidates.insert(d.candidates.end(), filtered.excluded.begin(), filtered.excluded.end());  // shown by /debug/route
   return d;
 }
 

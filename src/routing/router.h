@@ -72,11 +72,36 @@ class Router {
   std::map<std::string, std::unique_ptr<Strategy>, std::less<>> strategies_;
 };
 
+// The filter every decision runs before its strategy (public for tests; Router::choose fills it from the config).
+struct CandidateFilter {
+  int64_t now_ms = 0;                    // steady clock (ejection deadlines)
+  int64_t max_engine_age_ms = 0;         // engine metrics older than this count as unknown
+  int32_t max_in_flight_per_pod = 0;     // limits.max_in_flight_per_pod; 0 = no bound
+  uint32_t panic_threshold_percent = 0;  // health_check.panic_threshold_percent
+  std::span<const PodId> exclude;        // pods already tried for this request
+  config::LoadBalanceConfig load_balance;      // the request's (per-model) capacity-aware score settings
+  config::LoadImbalanceConfig load_imbalance;  // routing.load_imbalance
+};
+struct FilteredCandidates {
+  std::vector<Candidate> candidates;  // what the strategy scores; empty = none (see full)
+  std::vector<Candidate> excluded;    // KV-critical pods left out (shown by /debug/route, marked excluded)
+  size_t full = 0;                    // pods left out for having max_in_flight_per_pod requests in flight
+};
+// Ready pods (in panic: healthy and not removed) not in `exclude` and under the per-pod bound, each read once
+// (in-flight counts of every replica, in-flight tokens, fresh engine load, capacity-aware load_score); then pods
+// whose KV cache is nearly full leave unless every pod's is, and the load-imbalance gate keeps only the least
+// loaded when counts are severely skewed. Pure over the pods' current state.
+FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, const CandidateFilter& filter);
+
+// A request's prompt tokens when no strategy tokenized it: its token ids when it has them (its own or the
+// engine's), else its prompt text at ~4 bytes per token (PrefixServices::kBytesPerToken's estimate).
+int64_t estimatedPromptTokens(const openai::RequestView& request);
+
 // Panic routing (health_check.panic_threshold_percent): true when fewer than that share of the model's pods that
 // are not removed are ready. The router then ignores passive ejections: failures seen by the relay must not leave
 // a model without pods. Pods failing their active health checks stay out (their engines say they are down, and a
 // clear 503 beats a slower 502).
-bool panicking(const std::vector<discovery::PodPtr>& serving, uint32_t threshold_percent, int64_t now_ms);
+bool panicking(std::span<const discovery::PodPtr> serving, uint32_t threshold_percent, int64_t now_ms);
 
 // Milliseconds on the steady clock (the time base of pod ejection deadlines).
 int64_t steadyNowMs();

@@ -52,7 +52,7 @@ class StrategyRegistry {
   static StrategyRegistry builtin();
   void add(std::string name, Factory factory, SettingsCheck check = {});
   // Registers strategy class S under S::kName, built with (deps, settings read from the config) when S has
-  // Settings, else by S::create(deps) when it has one (null: its dependencies are absent), else with (deps) or ().
+  // Settings (by S::create(deps, settings) when it has one), else by S::create(deps) when it has one (null: its dependencies are absent), else with (deps) or ().
   template <class S>
   void add();
   std::vector<std::string> names() const;
@@ -90,7 +90,10 @@ void StrategyRegistry::add() {
           typename S::Settings settings;
           std::vector<std::string> ignored;  // checked at start (checkSettings): the defaults stand in for a bad key
           readStrategySettings(deps.config, name, settings, ignored);
-          return std::make_unique<S>(deps, settings);
+          if constexpr (requires { S::create(deps, settings); })
+            return S::create(deps, settings);  // null: its dependencies are absent
+          else
+            return std::make_unique<S>(deps, settings);
         },
         [name](const config::Config& config, std::vector<std::string>& problems) {
           typename S::Settings settings;

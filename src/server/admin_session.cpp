@@ -160,6 +160,7 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
                     {"load_score", std::isnan(c.load_score) ? json(nullptr) : json(c.load_score)},
                     {"score", c.excluded ? json(nullptr) : json(c.score)},
                     {"in_flight", c.in_flight},
+                    {"in_flight_tokens", c.in_flight_tokens},
                     {"waiting", c.waiting},
                     {"kv_cache_usage", std::isnan(c.kv_usage) ? json(nullptr) : json(c.kv_usage)},
                     {"capacity_tokens_per_s", c.capacity},

@@ -1,6 +1,7 @@
 """The strategies that register themselves through the strategy seam, through the real gateway: chosen by the
 `routing-strategy` header, with their settings read from `routing.strategies.<name>`."""
 import json
+import threading
 from collections import Counter
 
 from harness import Sim, wait_until
@@ -62,3 +63,69 @@ def test_session_affinity_keeps_a_conversation_on_its_pod_until_the_pod_leaves(t
                what="the pinned pod not ready")
     moved = {pod_of("conversation-a", 10 + i) for i in range(5)}
     assert len(moved) == 1 and pinned not in moved, (pinned, moved)
+
+
+def debug_route(gw, content, strategy=None):
+    headers = {"routing-strategy": strategy} if strategy else None
+    status, _, raw = gw.admin("POST", "/debug/route", json.dumps(
+        {"model": "sim-model", "messages": [{"role": "user", "content": content}]}), headers)
+    assert status == 200, raw
+    return json.loads(raw)
+
+
+def test_prefill_cost_follows_the_cache_and_counts_the_context_in_flight(tmp_path, gateway_factory):
+    """prefill-cost: the pod holding the prompt costs least (nothing to compute), every other pod the whole prompt's
+    blocks; while a request is in flight its prompt's tokens count against its pod (in_flight_tokens, and its cost
+    rises by those tokens in blocks) until the response ends."""
+    pods = [Sim(tmp_path, f"engine-{i}", time_scale="1") for i in range(3)]
+    try:
+        gw = gateway_factory(pods, config={"routing": {"strategy": "prefill-cost"}})
+        prompt = " ".join(f"clause {i} of the shared contract text." for i in range(60))
+        status, headers, body = gw.chat(prompt)
+        assert status == 200, body
+        assert headers["routing-strategy"] == "prefill-cost"
+        holder = headers["target-pod"]
+        route = debug_route(gw, prompt + " What does clause 7 say?")
+        assert route["pod"] == holder, route
+        costs = {p["name"]: p["load_score"] for p in route["pods"]}
+        assert costs[holder] < 1, costs  # at most the last partial block to compute
+        for name, cost in costs.items():
+            if name != holder:
+                assert cost == route["blocks"], costs  # every block to compute, nothing in flight
+        prompt_tokens = debug_route(gw, prompt)["tokens"]
+
+        done = threading.Event()
+        threading.Thread(target=lambda: (gw.chat(prompt, max_tokens=400), done.set()), daemon=True).start()
+        wait_until(lambda: next(p for p in gw.debug_pods() if p["name"] == holder)["in_flight"] == 1 or done.is_set(),
+                   timeout=5, what="the long request in flight on the holder")
+        assert not done.is_set(), "the request ended before it could be observed"
+        busy = {p["name"]: p for p in debug_route(gw, prompt + " What does clause 7 say?")["pods"]}
+        assert busy[holder]["in_flight_tokens"] == prompt_tokens, busy[holder]
+        assert busy[holder]["load_score"] > costs[holder] + 0.9 * route["blocks"], busy[holder]
+        assert done.wait(30)
+        wait_until(lambda: debug_route(gw, prompt)["pods"] and all(
+            p["in_flight_tokens"] == 0 for p in debug_route(gw, prompt)["pods"]), timeout=5,
+            what="the context released at the end of the response")
+    finally:
+        for p in pods:
+            p.stop()
+
+
+def test_prefix_cache_preble_spreads_new_prompts_and_exploits_cached_ones(tmp_path, sims, gateway_factory):
+    """prefix-cache-preble: new prompts go where the window load is lowest (three prompts, three pods: each pod's
+    load then equal), and a prompt mostly cached on one pod goes there (exploit), through the real relay."""
+    gw = gateway_factory(sims, config={"routing": {
+        "strategy": "prefix-cache-preble", "strategies": {"prefix-cache-preble": {"decode_token_cost": 0}}}})
+    prompts = [" ".join(f"{topic} fact number {i}." for i in range(40)) for topic in ("tides", "comets", "ferns")]
+    holders = {}
+    for prompt in prompts:
+        status, headers, body = gw.chat(prompt)
+        assert status == 200, body
+        assert headers["routing-strategy"] == "prefix-cache-preble"
+        holders[prompt] = headers["target-pod"]
+    assert len(set(holders.values())) == 3, holders
+    for prompt in prompts:
+        route = debug_route(gw, prompt + " One more?")
+        assert route["selection"] == "exploit" and route["pod"] == holders[prompt], route
+        status, headers, body = gw.chat(prompt + " One more?")
+        assert status == 200 and headers["target-pod"] == holders[prompt], (headers, body)

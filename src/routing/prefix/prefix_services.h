@@ -28,6 +28,12 @@ struct PromptBlocks {
   // False when the prompt could not be put in the index's token domain (the remote tokenizer did not answer):
   // no hashes, and the request is routed by load alone rather than hashed in another domain.
   bool usable = true;
+  // Engine tokens per block (prefill-cost's unit): the block size over the prompt's bytes per token; at
+  // PrefixServices::kBytesPerToken bytes per token when the prompt is empty.
+  double blockTokens() const {
+    return tokens && bytes ? static_cast<double>(block_bytes) * static_cast<double>(tokens) / static_cast<double>(bytes)
+                           : static_cast<double>(block_bytes) / 4;
+  }
   // The fraction of the prompt `matched_blocks` blocks cover (0..1).
   double fraction(size_t matched_blocks) const {
     return bytes == 0 ? 0 : std::min(1.0, static_cast<double>(matched_blocks * block_bytes) / static_cast<double>(bytes));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "config/yaml_reader.h"
 #include "routing/load_score.h"
 
 namespace prefixgate::routing {
@@ -12,8 +13,23 @@ void setMatchPercents(std::span<Candidate> candidates, std::span<const uint32_t>
     candidates[i].match_percent = total_blocks ? static_cast<int>(matched[i] * 100 / total_blocks) : 0;
 }
 
+void PrefillCostSettings::read(config::YamlReader& r) {
+  r.read("prefill_weight", prefill_weight);
+  if (!(prefill_weight >= 0) || prefill_weight > 1000) r.problem("prefill_weight", "must be between 0 and 1000");
+}
+
+void prefillCosts(std::span<const Candidate> candidates, std::span<const uint32_t> matched, size_t total_blocks,
+                  double block_tokens, double prefill_weight, std::span<double> cost_out) {
+  const double per_block = block_tokens > 0 ? block_tokens : 1;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const double to_compute = static_cast<double>(total_blocks - std::min<size_t>(matched[i], total_blocks));
+    cost_out[i] = prefill_weight * to_compute + std::max(0.0, candidates[i].in_flight_tokens) / per_block;
+  }
+}
+
 void blendScores(std::span<Candidate> candidates, std::span<const uint32_t> matched, size_t total_blocks,
-                 double prefix_weight, double load_weight, const config::LoadBalanceConfig& load_config) {
+                 double prefix_weight, double load_weight, const config::LoadBalanceConfig& load_config,
+                 std::span<const double> prefill_costs, double prefill_weight) {
   setMatchPercents(candidates, matched, total_blocks);
   ensureLoadScores(candidates, load_config);
   // Min-max over the finite scores; an infinite one (KV nearly full; only when every pod is, since the Router
@@ -24,13 +40,24 @@ void blendScores(std::span<Candidate> candidates, std::span<const uint32_t> matc
     lo = std::min(lo, c.load_score);
     hi = std::max(hi, c.load_score);
   }
-  const double total_weight = prefix_weight + load_weight;
+  const bool with_prefill = prefill_weight > 0 && prefill_costs.size() == candidates.size();
+  double cost_lo = INFINITY, cost_hi = -INFINITY;
+  if (with_prefill) {
+    for (double cost : prefill_costs) {
+      cost_lo = std::min(cost_lo, cost);
+      cost_hi = std::max(cost_hi, cost);
+    }
+  }
+  const double total_weight = prefix_weight + load_weight + (with_prefill ? prefill_weight : 0);
   for (size_t i = 0; i < candidates.size(); ++i) {
     Candidate& c = candidates[i];
     const double prefix = total_blocks ? static_cast<double>(matched[i]) / static_cast<double>(total_blocks) : 0.0;
     double load = hi > lo ? (hi - c.load_score) / (hi - lo) : 1.0;
     if (std::isinf(c.load_score)) load = lo <= hi ? 0.0 : 1.0;  // all infinite: load does not decide
-    c.score = (prefix_weight * prefix + load_weight * load) / total_weight;
+    double sum = prefix_weight * prefix + load_weight * load;
+    if (with_prefill)
+      sum += prefill_weight * (cost_hi > cost_lo ? (cost_hi - prefill_costs[i]) / (cost_hi - cost_lo) : 1.0);
+    c.score = sum / total_weight;
   }
 }
 
@@ -65,6 +92,43 @@ std::string_view standaloneScores(std::span<Candidate> candidates, std::span<con
   if (any_pass) return kPrefixMatch;
   for (Candidate& c : candidates) c.score = -static_cast<double>(c.in_flight);  // least-request
   return any_match ? kPrefixMatchSkipped : kLeastRequestFallback;
+}
+
+std::string_view prebleScores(std::span<Candidate> candidates, std::span<const double> cached_tokens,
+                              double prompt_tokens, std::span<const double> window_load, double output_tokens,
+                              const PrebleParams& params) {
+  const size_t n = candidates.size();
+  double lo = INFINITY, hi = -INFINITY, best_cached = 0;
+  for (size_t i = 0; i < n; ++i) {
+    lo = std::min(lo, window_load[i]);
+    hi = std::max(hi, window_load[i]);
+    best_cached = std::max(best_cached, cached_tokens[i]);
+  }
+  const double decode = params.decode_token_cost * output_tokens;
+  // Each rule keeps some candidates and ranks them by a cost; the others score below every kept one.
+  std::string_view outcome = kPrebleExplore;  // mostly new: the lowest load after this request's own work there
+  if (hi > params.rebalance_ratio * lo && hi > 0)
+    outcome = kPrebleRebalance;  // the least-loaded candidates take the request until loads even out
+  else if (best_cached > 0 && best_cached > prompt_tokens - best_cached)
+    outcome = kPrebleExploit;  // the cached part is longer than the new part: stay with the cache, least loaded
+  auto kept = [&](size_t i) {
+    if (outcome == kPrebleRebalance) return window_load[i] == lo;
+    if (outcome == kPrebleExploit) return cached_tokens[i] == best_cached;
+    return true;
+  };
+  auto rank = [&](size_t i) {
+    if (outcome != kPrebleExplore) return window_load[i];
+    return window_load[i] + std::max(0.0, prompt_tokens - cached_tokens[i]) + decode;
+  };
+  double worst = 0;
+  for (size_t i = 0; i < n; ++i) worst = std::max(worst, rank(i));
+  for (size_t i = 0; i < n; ++i) {
+    Candidate& c = candidates[i];
+    c.load_score = rank(i);
+    c.score = kept(i) ? -c.load_score : -(worst + 1) - c.load_score;
+    c.match_percent = prompt_tokens > 0 ? static_cast<int>(std::min(1.0, cached_tokens[i] / prompt_tokens) * 100) : 0;
+  }
+  return outcome;
 }
 
 }  // namespace prefixgate::routing

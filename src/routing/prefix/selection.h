@@ -9,6 +9,10 @@
 #include "config/config.h"
 #include "prefixgate/strategy.h"
 
+namespace prefixgate::config {
+class YamlReader;
+}
+
 namespace prefixgate::routing {
 
 // Selection outcome labels (aibrix_prefix_cache_routing_selection_total).
@@ -19,19 +23,53 @@ inline constexpr std::string_view kLeastRequestFallback = "least_request_fallbac
 // Sets each candidate's match_percent from its matched blocks (integer percent of total_blocks).
 void setMatchPercents(std::span<Candidate> candidates, std::span<const uint32_t> matched, size_t total_blocks);
 
+// prefill-cost (NVIDIA Dynamo's KV router rule): per candidate, prefill_weight x the prompt blocks it would have to
+// compute (total_blocks - matched) + the blocks of context it already serves (in_flight_tokens / block_tokens),
+// into `cost_out`. Lower is cheaper.
+// prefill-cost's settings (routing.strategies.prefill-cost), also used by the blend's prefill term.
+struct PrefillCostSettings {
+  double prefill_weight = 1.0;  // a block to compute against a block of context being served (Dynamo's default 1)
+  void read(config::YamlReader& r);
+};
+void prefillCosts(std::span<const Candidate> candidates, std::span<const uint32_t> matched, size_t total_blocks,
+                  double block_tokens, double prefill_weight, std::span<double> cost_out);
+
 // The blend: prefix score = matched fraction (0..1, never stretched, so a 5 % match stays weak) with weight
 // prefix_weight; load score = capacity-aware score normalised so the least loaded gets 1 and the most loaded 0
 // (all equal: 1) with weight load_weight. Fills score. The raw capacity-aware scores are the candidates'
 // load_score as the Router computed them with the request's settings (per-model knobs); when any is missing
 // (NaN: a caller other than the Router) they are all computed here with `load_config`. The chosen pod is not
 // known here, so the caller labels the outcome (see outcomeOfBlend).
+// With `prefill_costs` (prefillCosts; empty = none) and prefill_weight > 0, a third term: the cost min-max
+// normalised so the cheapest candidate gets 1 and the dearest 0 (all equal: 1).
 void blendScores(std::span<Candidate> candidates, std::span<const uint32_t> matched, size_t total_blocks,
-                 double prefix_weight, double load_weight, const config::LoadBalanceConfig& load_config);
+                 double prefix_weight, double load_weight, const config::LoadBalanceConfig& load_config,
+                 std::span<const double> prefill_costs = {}, double prefill_weight = 0);
 std::string_view outcomeOfBlend(std::span<const Candidate> candidates, size_t chosen);
 
 // The standalone rule (blend off): pods holding a match, by match then load, the first whose load is at most
 // mean + factor * sigma of the candidates' loads; else least-request. Returns the outcome label.
 std::string_view standaloneScores(std::span<Candidate> candidates, std::span<const uint32_t> matched,
                                   size_t total_blocks, double factor);
+
+// prefix-cache-preble (Preble, ICLR 2025), in prefill-token units: a prompt token computed costs 1, an output token
+// decode_token_cost.
+struct PrebleParams {
+  double decode_token_cost = 1;  // one output token's decode work in prompt tokens' prefill work
+  double rebalance_ratio = 1.5;  // rebalance when the busiest candidate's window load exceeds this x the least's
+};
+inline constexpr std::string_view kPrebleExploit = "exploit";
+inline constexpr std::string_view kPrebleExplore = "explore";
+inline constexpr std::string_view kPrebleRebalance = "rebalance";
+// Preble's rule over one decision's numbers: `cached_tokens[i]` = prompt tokens candidate i holds, `window_load[i]`
+// = the work routed to it over the window (prefill of what it missed + decode of the outputs asked for),
+// `output_tokens` = this request's. Rebalance when max load > rebalance_ratio x min load: the least-loaded
+// candidate. Else exploit when the longest cached part is longer than the rest of the prompt: among candidates
+// holding it, the least loaded. Else explore: the lowest window load + this request's prefill there (its missed
+// tokens) + its decode. Fills score (higher wins: -cost; the chosen rule's losers below every winner) and
+// load_score (the cost), returns the outcome label.
+std::string_view prebleScores(std::span<Candidate> candidates, std::span<const double> cached_tokens,
+                              double prompt_tokens, std::span<const double> window_load, double output_tokens,
+                              const PrebleParams& params);
 
 }  // namespace prefixgate::routing

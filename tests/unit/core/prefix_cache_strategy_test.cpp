@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
@@ -151,6 +152,95 @@ TEST_F(PrefixCacheTest, RecordsAIBrixSeries) {
   EXPECT_EQ(counts["aibrix_prefix_cache_routing_selection_total|model=m|selection=least_request_fallback"], 1);
   EXPECT_EQ(counts["aibrix_prefix_cache_routing_latency_seconds|model=m"], 2);
   EXPECT_EQ(counts["aibrix_prefix_cache_indexer_status|indexer_type=local|model=m"], 1);
+}
+
+}  // namespace
+}  // namespace prefixgate::routing
+
+namespace prefixgate::routing {
+namespace {
+
+// The other prefix strategies through the same Router, index and tokenizer.
+class PrefixRulesTest : public PrefixCacheTest {
+ protected:
+  void use(const std::string& strategy, const std::string& settings = "") {
+    config_.routing.strategy = strategy;
+    if (!settings.empty()) config_.routing.strategy_settings[strategy] = settings;
+    build();
+  }
+  discovery::PodPtr pod(const std::string& name) { return pods_->snapshot()->find(name); }
+};
+
+// Ensures prefill-cost follows the pod holding the prefix while that saves more prefill than the context it already
+// serves costs, and leaves it once the context in flight there outweighs the blocks saved.
+TEST_F(PrefixRulesTest, PrefillCostWeighsSavedBlocksAgainstContextInFlight) {
+  use("prefill-cost");
+  const std::string prompt = "aaaabbbbccccddddeeeeffffgggghhhh";  // 8 blocks of 4 tokens
+  Decision first = route(prompt);
+  const std::string holder = first.pod->name();
+  first = Decision{};
+  Decision warm = route(prompt + "zz");
+  EXPECT_EQ(warm.pod->name(), holder);
+  EXPECT_EQ(warm.match_percent, 100);  // all 8 full blocks
+  // Context in flight on the holder: 40 blocks (160 tokens), far more than the 8 blocks it would save.
+  warm = Decision{};
+  discovery::InFlightGuard busy(pod(holder), 160);
+  Decision moved = route(prompt + "zz");
+  EXPECT_NE(moved.pod->name(), holder);
+  for (const Candidate& c : moved.candidates)
+    if (c.pod->name() == holder) {
+      EXPECT_DOUBLE_EQ(c.load_score, 40.0);  // 0 blocks to compute + 160 / 4
+    }
+}
+
+// Ensures the blend's prefill term (routing.blend.prefill_cost_weight) changes prefix-cache's choice: with a
+// large weight the cheapest pod by prefill cost wins over the blend's load term.
+TEST_F(PrefixRulesTest, BlendPrefillTermCountsContextInFlight) {
+  config_.routing.blend.prefix_cache_weight = 0.01;  // the prefix term alone would not hold the pod
+  const std::string prompt = "mmmmnnnnoooopppp";
+  Decision first = route(prompt);
+  const std::string holder = first.pod->name();
+  first = Decision{};
+  // The holder has 2 requests in flight with little context; another pod 1 request with a lot.
+  discovery::InFlightGuard h1(pod(holder), 1), h2(pod(holder), 1);
+  const std::string other = holder == "a" ? "b" : "a";
+  const std::string third = holder == "c" ? "b" : "c";
+  discovery::InFlightGuard o1(pod(other), 400), o2(pod(third), 400), o3(pod(third), 1);
+  EXPECT_EQ(route(prompt, true).pod->name(), other);  // the load term decides: the fewest in flight
+  config_.routing.blend.prefill_cost_weight = 100;  // read per decision
+  EXPECT_EQ(route(prompt, true).pod->name(), holder);  // no blocks to compute, least context in flight
+}
+
+// Ensures prefix-cache-preble exploits a mostly cached prompt (the holder, though it has the most window load),
+// explores a mostly new one (lowest load + missed prefill), and rebalances once loads are skewed past the ratio.
+TEST_F(PrefixRulesTest, PrebleExploitsExploresAndRebalances) {
+  use("prefix-cache-preble", "{decode_token_cost: 0}");
+  // Three new 16-token prompts: the first explores (all loads 0), then each rebalances onto a pod with load 0.
+  std::map<std::string, std::string> holder_of;
+  for (const std::string prompt : {"aaaabbbbccccdddd", "eeeeffffgggghhhh", "iiiijjjjkkkkllll"}) {
+    Decision d = route(prompt);
+    holder_of[prompt] = d.pod->name();
+  }
+  EXPECT_EQ(std::set<std::string>({holder_of["aaaabbbbccccdddd"], holder_of["eeeeffffgggghhhh"],
+                                   holder_of["iiiijjjjkkkkllll"]}).size(), 3u);  // loads 16 / 16 / 16
+  // 16 of 18 tokens cached: exploit on the holder.
+  Decision d = route("aaaabbbbccccddddXX");
+  EXPECT_EQ(d.outcome, "exploit");
+  EXPECT_EQ(d.pod->name(), holder_of["aaaabbbbccccdddd"]);  // now its load is 18
+  d = Decision{};
+  // Nothing cached anywhere: explore: the lowest load + 16 missed tokens, not the holder (18 + 16).
+  d = route("QQQQRRRRSSSSTTTT");
+  EXPECT_EQ(d.outcome, "explore");
+  EXPECT_NE(d.pod->name(), holder_of["aaaabbbbccccdddd"]);
+  d = Decision{};
+  // Fully cached, but after that explore one pod has load 32 against 18 and 16 (> 1.5 x 16): rebalance onto the
+  // least loaded though another holds the prompt.
+  d = route("QQQQRRRRSSSSTTTT");
+  EXPECT_EQ(d.outcome, "rebalance");
+  for (const Candidate& c : d.candidates)
+    if (c.pod == d.pod.get()) {
+      EXPECT_DOUBLE_EQ(c.load_score, 16.0);
+    }
 }
 
 }  // namespace

@@ -164,3 +164,27 @@ TEST(ErrorBody, HasOpenAIShape) {
 
 }  // namespace
 }  // namespace prefixgate::openai
+
+namespace prefixgate::openai {
+namespace {
+
+// Ensures the output a request asks for is read from max_completion_tokens (which wins, in either order) or
+// max_tokens, and that anything else leaves it unknown for the engine to validate.
+TEST(ParseRequest, MaxTokens) {
+  auto max_tokens = [](const std::string& fields) {
+    RequestView r;
+    std::string body = R"({"model":"m","messages":[{"role":"user","content":"hi"}])" + fields + "}";
+    EXPECT_FALSE(parse(Endpoint::kChatCompletions, body, r));
+    return r.max_tokens;
+  };
+  EXPECT_EQ(max_tokens(R"(,"max_tokens":64)"), 64u);
+  EXPECT_EQ(max_tokens(R"(,"max_completion_tokens":32,"max_tokens":64)"), 32u);
+  EXPECT_EQ(max_tokens(R"(,"max_tokens":64,"max_completion_tokens":32)"), 32u);
+  EXPECT_EQ(max_tokens(R"(,"max_tokens":"64")"), 0u);
+  EXPECT_EQ(max_tokens(R"(,"max_tokens":-1)"), 0u);
+  EXPECT_EQ(max_tokens(R"(,"max_tokens":null)"), 0u);
+  EXPECT_EQ(max_tokens(""), 0u);
+}
+
+}  // namespace
+}  // namespace prefixgate::openai

@@ -31,7 +31,7 @@ bool hasProblem(const std::vector<std::string>& problems, const std::string& tex
 TEST(StrategyRegistry, BuiltinHasEveryStrategyFile) {
   const std::vector<std::string> names = StrategyRegistry::builtin().names();
   for (const char* name : {"random", "least-request", "prefix-cache", "load-balance", "least-kv-cache", "throughput",
-                           "power-of-two", "least-latency"})
+                           "power-of-two", "least-latency", "session-affinity", "prefill-cost", "prefix-cache-preble"})
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
 }
 
@@ -55,6 +55,22 @@ TEST(StrategyRegistry, SettingsAreCheckedNamingFileKeyAndReason) {
       "discovery: {file: p.yaml}\nrouting: {strategies: {least-latency: {decay_half_life_ms: 500}}}\n", "gw.yaml", none);
   StrategyRegistry::builtin().checkSettings(ok, none);
   EXPECT_TRUE(none.empty()) << none.front();
+}
+
+// Ensures the cost rules' settings are range-checked with the key and the reason.
+TEST(StrategyRegistry, CostRuleSettingsAreChecked) {
+  config::Problems problems;
+  config::Config c = config::parseYaml(
+      "discovery: {file: p.yaml}\nrouting:\n  strategies:\n    prefill-cost: {prefill_weight: -1}\n"
+      "    prefix-cache-preble: {window_ms: 10, rebalance_ratio: 0.5, decode_token_cost: -2}\n",
+      "gw.yaml", problems);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  StrategyRegistry::builtin().checkSettings(c, problems);
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefill-cost.prefill_weight: must be between 0 and 1000"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-preble.window_ms: must be at least 60"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-preble.rebalance_ratio: must be at least 1"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-preble.decode_token_cost: must be between"));
+  EXPECT_EQ(problems.size(), 4u);
 }
 
 // Ensures the pick is the highest score, then the fewest in flight, and among full ties each equally likely.

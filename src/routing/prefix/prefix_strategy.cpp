@@ -1,0 +1,40 @@
+#include "routing/prefix/prefix_strategy.h"
+
+#include "util/scratch.h"
+
+namespace prefixgate::routing {
+
+PrefixStrategy::Match& PrefixStrategy::current() {
+  thread_local Match m;
+  return m;
+}
+
+PrefixStrategy::Match& PrefixStrategy::hashAndMatch(RoutingInput& input) {
+  Match& m = current();
+  m.started = std::chrono::steady_clock::now();
+  util::releaseIfLarge(m.prompt.hashes);  // a huge previous prompt's hashes are not kept for ever
+  services_.hashPrompt(input.request, m.prompt);
+  m.matched.assign(input.candidates.size(), 0);
+  services_.match(input.request.model, m.prompt.hashes, input.candidates, m.pods, m.matched);
+  if (m.prompt.usable) input.prompt_tokens = static_cast<int64_t>(m.prompt.tokens);
+  input.details = {{"tokens", static_cast<int64_t>(m.prompt.tokens)},
+                   {"blocks", static_cast<int64_t>(m.prompt.hashes.size())}};
+  return m;
+}
+
+void PrefixStrategy::recordPick(RoutingInput& input, size_t chosen) {
+  Match& m = current();
+  // What the chosen pod is predicted to hold, for the prediction audit (computed against the engine's answer).
+  if (m.prompt.usable) input.predicted_cached_fraction = m.prompt.fraction(m.matched[chosen]);
+  if (input.dry_run) return;
+  const Candidate& pick = input.candidates[chosen];
+  // Recorded before proxying, so the next request with the same prefix already follows this one.
+  if (!m.prompt.hashes.empty() && !services_.recordRouted(input.request.model, m.prompt.hashes, *pick.pod))
+    metrics_.error(input.request.model, "record_failed");
+  // KV event mode: the blocks count for the pod until its engine begins the request (and publishes them).
+  input.pending = services_.holdPending(input.request.model, m.prompt.hashes, pick.pod_id);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m.started).count();
+  metrics_.decision(input.request.model, pick.match_percent, input.outcome, seconds);
+}
+
+}  // namespace prefixgate::routing
