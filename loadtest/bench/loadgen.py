@@ -139,6 +139,7 @@ class LoadGenerator:
                  label="", router=None, replicas=None):
         self.pools = [ConnectionPool(h, p) for h, p in replicas or [(host, port)]] if router is None else []
         self.plan = {}
+        self.session_of = {}  # request rid -> its session's index: sent as x-session-id (session-affinity)
         self.router = router
         self.scale = 1.0 / time_scale        # wall seconds -> simulated seconds
         self.time_scale = time_scale
@@ -197,8 +198,10 @@ class LoadGenerator:
 
     async def _exchange(self, conn, pool, req, rec, sent_at):
         reader, writer = conn
+        session = self.session_of.get(req.rid)
+        session_line = f"X-Session-Id: s{session}\r\n" if session is not None else ""
         head = (f"POST {req.path} HTTP/1.1\r\nHost: {pool.host_header}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(req.body)}\r\n\r\n").encode()
+                f"{session_line}Content-Length: {len(req.body)}\r\n\r\n").encode()
         writer.write(head + req.body)
         await writer.drain()
         raw_head = await reader.readuntil(b"\r\n\r\n")
@@ -276,6 +279,7 @@ class LoadGenerator:
         """Sends every session of `workload`; stops at `deadline_s` wall seconds (in-flight requests are then
         recorded as errors, unsent ones are not recorded). Returns the records, in completion order."""
         self.total = sum(len(s.requests) for s in workload.sessions)
+        self.session_of = {req.rid: i for i, s in enumerate(workload.sessions) for req in s.requests}
         if len(self.pools) > 1:
             self.plan = replica_plan(workload.sessions, len(self.pools))
         self.t0 = time.perf_counter()

@@ -25,6 +25,8 @@ STRATEGIES = {
     "prefix-cache-uncapped": {"strategy": "prefix-cache", "prefix_cache": {"capacity_aware": False}},
     # KV event sync: the index follows the engines' own cache events (the pods publish them).
     "prefix-cache-kv": {"strategy": "prefix-cache", "prefix_cache": {"kv_event_sync": True}},
+    # prefill-cost's cost as a third scorer of the blend, weighed like its load term.
+    "prefix-cache-prefill": {"strategy": "prefix-cache", "blend": {"prefill_cost_weight": 4}},
 }
 # Strategies whose pods publish their KV cache events (and list them in the pods file).
 KV_EVENT_STRATEGIES = {"prefix-cache-kv"}

@@ -19,6 +19,7 @@ class FakePod:
     def __init__(self, name, cached_tokens=0):
         self.name, self.cached_tokens, self.matches, self.completions = name, cached_tokens, 0, 0
         self.port = None
+        self.session_ids = []  # each completion's x-session-id header (None when absent)
 
     async def handle(self, reader, writer):
         try:
@@ -37,6 +38,8 @@ class FakePod:
                                  + b"\r\n\r\n" + body)
                 else:
                     self.completions += 1
+                    self.session_ids.append(next((line.split(b":", 1)[1].strip().decode() for line in head.split(b"\r\n")
+                                                  if line.lower().startswith(b"x-session-id:")), None))
                     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked"
                                  b"\r\nx-sim-pod: " + self.name.encode() + b"\r\n\r\n")
                     events = [b'data: {"choices":[{"delta":{"content":" the"}}]}\n\n'] * 3 + [
@@ -171,3 +174,12 @@ def test_requests_reach_the_replicas_the_plan_names(pods):
     assert {r.rid: r.pod for r in records} == {rid: pods[i].name for rid, i in plan.items()}
     assert {r.rid: r.replica for r in records} == plan
     assert [p.completions for p in pods] == [4, 2] and notes["connections"] >= 2   # 0 1 0, 1 0, 0
+
+
+def test_every_request_names_its_session(pods):
+    """Ensures each request carries x-session-id naming its session (session-affinity pins conversations by it):
+    the turns of one session share an id, different sessions do not."""
+    w = Workload(name="fake", title="", description="", sessions=chat([3, 2]))
+    records, _, _ = run_workload("127.0.0.1", pods[0].port, w, 1.0, 30, progress=False)
+    assert len(records) == 5 and all(r.ok for r in records)
+    assert sorted(pods[0].session_ids) == ["s0", "s0", "s0", "s1", "s1"]
