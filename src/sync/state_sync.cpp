@@ -693,7 +693,6 @@ StateSync::Status StateSync::status() const {
   s.replica_id = replica_id_;
   s.connected = connected_.load(std::memory_order_relaxed);
   s.shares_records = share_records_;
-  s.shares_sessions = sessions_ != nullptr;
   std::lock_guard lock(view_mutex_);
   s.replicas = live_replicas_;
   s.stream_position = position_view_;

@@ -59,7 +59,6 @@ class StateSync final : public routing::RecordSink, public routing::SessionSink 
     std::string replica_id;
     bool connected = false;
     bool shares_records = false;
-    bool shares_sessions = false;
     std::vector<std::string> replicas;  // the live replicas seen by the last load read (others)
     std::string stream_position;
   };
