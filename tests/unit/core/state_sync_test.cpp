@@ -146,7 +146,8 @@ TEST(SessionBatch, RefusesMalformedBatches) {
   SessionPin pin;
   EXPECT_FALSE(too_long.next(pin));
   EXPECT_NE(too_long.error().find("session id of 257 bytes (at most 256)"), std::string::npos) << too_long.error();
-  SessionBatchReader before_epoch(std::string("PS\x01\x01\x05\x06\x01s\x01p", 11));  // pinned 6 ms before time 5
+  const std::string early("PS\x01\x01\x05\x06\x01s\x01p", 11);  // pinned 6 ms before time 5
+  SessionBatchReader before_epoch(early);
   EXPECT_FALSE(before_epoch.next(pin));
   EXPECT_NE(before_epoch.error().find("before its time"), std::string::npos) << before_epoch.error();
   const std::string record_batch = twoRecordBatch();
