@@ -29,6 +29,7 @@ namespace prefixgate::routing {
 
 class PrefixServices;
 class PrefixMetrics;
+class SessionTable;
 
 // What a strategy may need, handed to its factory (no downcasting, no globals). Pointers may be null in tests
 // of strategies that do not use them.
@@ -36,6 +37,7 @@ struct StrategyDeps {
   const config::Config& config;
   PrefixServices* prefix = nullptr;
   PrefixMetrics* prefix_metrics = nullptr;
+  SessionTable* sessions = nullptr;  // session-affinity's pins, shared with state sync (owned by the gateway)
 };
 
 // Reads `name`'s settings (routing.strategies.<name>) into `settings` through its read(), adding problems (file,

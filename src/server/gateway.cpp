@@ -10,6 +10,7 @@
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
 #include "routing/kv/kv_sync.h"
+#include "routing/session_table.h"
 #include "server/control_plane.h"
 #include "server/request_outcome.h"
 #include "server/worker.h"
@@ -94,7 +95,8 @@ bool Gateway::start(std::string& error) {
                {{{"outcome", "hit"}}, stats.hits}, {{{"outcome", "miss"}}, stats.misses}};
          }});
   }
-  routing::StrategyDeps deps{config_, prefix_.get(), prefix_metrics_.get()};
+  sessions_ = std::make_unique<routing::SessionTable>(routing::SessionTable::Settings::fromConfig(config_));
+  routing::StrategyDeps deps{config_, prefix_.get(), prefix_metrics_.get(), sessions_.get()};
   router_ = std::make_unique<routing::Router>(routing::StrategyRegistry::builtin(), deps, pods_, routing::steadyNowMs);
   if (config_.routing.prefix_cache.remoteTokenizerOn()) remote_tokenizer_ = makeRemoteTokenizer();
   // A pod that leaves stops matching in the index at once (its PodId is never reused).
@@ -105,11 +107,13 @@ bool Gateway::start(std::string& error) {
     kv_sync_->start();
   }
   if (config_.state_sync.enabled) {
-    // With KV event sync each replica subscribes to every engine itself: only in-flight counts are shared.
+    // With KV event sync each replica subscribes to every engine itself: its records are not shared (session pins
+    // and in-flight counts are).
     const bool share_records = prefix_->kvEvents() == nullptr;
     state_sync_ = std::make_unique<sync::StateSync>(config_.state_sync, prefix_->recordExpiry(), share_records,
-                                                    pods_, prefix_.get(), metrics_.registry());
+                                                    pods_, prefix_.get(), sessions_.get(), metrics_.registry());
     if (share_records) prefix_->setRecordSink(state_sync_.get());
+    sessions_->setSink(state_sync_.get());
     state_sync_->start();
   }
   control_->health = std::make_unique<discovery::HealthChecker>(control_->io, pods_, config_.health_check);

@@ -20,6 +20,7 @@ namespace prefixgate::routing {
 class PrefixServices;
 class PrefixMetrics;
 class KvSync;
+class SessionTable;
 }  // namespace prefixgate::routing
 
 namespace prefixgate::tokenize {
@@ -81,6 +82,7 @@ class Gateway {
   metrics::ApiKeyMetrics api_key_metrics_{metrics_.registry()};
   std::unique_ptr<routing::PrefixServices> prefix_;
   std::unique_ptr<routing::PrefixMetrics> prefix_metrics_;
+  std::unique_ptr<routing::SessionTable> sessions_;  // session-affinity's pins; before router_, whose strategy uses it
   std::unique_ptr<routing::Router> router_;
   std::unique_ptr<tokenize::RemoteTokenizer> remote_tokenizer_;
   std::unique_ptr<routing::KvSync> kv_sync_;  // KV event sync's subscriber thread; null in standard mode

@@ -1,6 +1,9 @@
 #include "sync/record_batch.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "routing/session_table.h"
 
 namespace prefixgate::sync {
 namespace {
@@ -70,6 +73,43 @@ bool getKey(std::string_view& in, Record& out, std::string& error) {
   return true;
 }
 
+std::string batchHeader(char kind, uint8_t version, size_t count) {
+  std::string out = {'P', kind, static_cast<char>(version)};
+  putVarint(out, count);
+  return out;
+}
+
+bool getSessionKey(std::string_view& in, SessionPin& out, std::string& error) {
+  if (!getString(in, out.id) || !getString(in, out.pod)) {
+    error = "truncated session pin";
+    return false;
+  }
+  if (out.id.size() > routing::SessionTable::kMaxIdBytes) {
+    error = "session id of " + std::to_string(out.id.size()) + " bytes (at most " +
+            std::to_string(routing::SessionTable::kMaxIdBytes) + ")";
+    return false;
+  }
+  return true;
+}
+
+// What tells one kind of batch from another, and how one entry is read.
+template <class Entry>
+struct BatchKind;
+template <>
+struct BatchKind<Record> {
+  static constexpr char kKind = 'G';
+  static constexpr uint8_t kVersion = kRecordBatchVersion;
+  static constexpr const char* kWhat = "record";
+  static bool read(std::string_view& in, Record& out, std::string& error) { return readRecord(in, out, error); }
+};
+template <>
+struct BatchKind<SessionPin> {
+  static constexpr char kKind = 'S';
+  static constexpr uint8_t kVersion = kSessionBatchVersion;
+  static constexpr const char* kWhat = "session";
+  static bool read(std::string_view& in, SessionPin& out, std::string& error) { return readSession(in, out, error); }
+};
+
 }  // namespace
 
 void appendRecord(std::string& out, int64_t wall_ms, std::string_view model, std::string_view pod,
@@ -79,11 +119,19 @@ void appendRecord(std::string& out, int64_t wall_ms, std::string_view model, std
 }
 
 std::string makeBatch(std::string_view records, size_t count) {
-  std::string out = "PG";
-  out.push_back(static_cast<char>(kRecordBatchVersion));
-  putVarint(out, count);
-  out.append(records);
-  return out;
+  return batchHeader(BatchKind<Record>::kKind, kRecordBatchVersion, count).append(records);
+}
+
+void appendSession(std::string& out, const SessionPin& pin) {
+  const int64_t wall = std::max<int64_t>(pin.wall_ms, 0);
+  putVarint(out, static_cast<uint64_t>(wall));
+  putVarint(out, static_cast<uint64_t>(std::clamp<int64_t>(wall - pin.pinned_ms, 0, wall)));
+  putString(out, pin.id);
+  putString(out, pin.pod);
+}
+
+std::string makeSessionBatch(std::string_view sessions, size_t count) {
+  return batchHeader(BatchKind<SessionPin>::kKind, kSessionBatchVersion, count).append(sessions);
 }
 
 bool readRecord(std::string_view& in, Record& out, std::string& error) {
@@ -96,30 +144,51 @@ bool readRecord(std::string_view& in, Record& out, std::string& error) {
   return getKey(in, out, error);
 }
 
-BatchReader::BatchReader(std::string_view batch) : in_(batch) {
-  if (in_.size() < 3 || in_[0] != 'P' || in_[1] != 'G') {
-    error_ = "not a record batch";
+bool readSession(std::string_view& in, SessionPin& out, std::string& error) {
+  uint64_t ms = 0, pinned_for = 0;
+  if (!getVarint(in, ms) || ms > static_cast<uint64_t>(INT64_MAX) || !getVarint(in, pinned_for)) {
+    error = "truncated session pin time";
+    return false;
+  }
+  if (pinned_for > ms) {
+    error = "session pinned " + std::to_string(pinned_for) + " ms before its time";
+    return false;
+  }
+  out.wall_ms = static_cast<int64_t>(ms);
+  out.pinned_ms = static_cast<int64_t>(ms - pinned_for);
+  return getSessionKey(in, out, error);
+}
+
+template <class Entry>
+BatchReaderOf<Entry>::BatchReaderOf(std::string_view batch) : in_(batch) {
+  using Kind = BatchKind<Entry>;
+  if (in_.size() < 3 || in_[0] != 'P' || in_[1] != Kind::kKind) {
+    error_ = std::string("not a ") + Kind::kWhat + " batch";
     return;
   }
-  if (static_cast<uint8_t>(in_[2]) != kRecordBatchVersion) {
-    error_ = "record batch version " + std::to_string(static_cast<uint8_t>(in_[2])) + " (this gateway reads " +
-             std::to_string(kRecordBatchVersion) + ")";
+  if (static_cast<uint8_t>(in_[2]) != Kind::kVersion) {
+    error_ = std::string(Kind::kWhat) + " batch version " + std::to_string(static_cast<uint8_t>(in_[2])) +
+             " (this gateway reads " + std::to_string(Kind::kVersion) + ")";
     return;
   }
   in_.remove_prefix(3);
   if (!getVarint(in_, left_)) error_ = "truncated batch header";
 }
 
-bool BatchReader::next(Record& out) {
+template <class Entry>
+bool BatchReaderOf<Entry>::next(Entry& out) {
   if (!error_.empty()) return false;
   if (left_ == 0) {
-    if (!in_.empty()) error_ = std::to_string(in_.size()) + " bytes after the batch's last record";
+    if (!in_.empty()) error_ = std::to_string(in_.size()) + " bytes after the batch's last " + BatchKind<Entry>::kWhat;
     return false;
   }
-  if (!readRecord(in_, out, error_)) return false;
+  if (!BatchKind<Entry>::read(in_, out, error_)) return false;
   --left_;
   return true;
 }
+
+template class BatchReaderOf<Record>;
+template class BatchReaderOf<SessionPin>;
 
 std::string encodeKey(std::string_view model, std::string_view pod, std::span<const BlockHash> hashes) {
   std::string out;
@@ -134,6 +203,29 @@ bool decodeKey(std::string_view key, Record& out, std::string& error) {
     error = std::to_string(key.size()) + " bytes after the record";
     return false;
   }
+  return true;
+}
+
+std::string encodeSessionKey(const SessionPin& pin) {
+  std::string out;
+  putString(out, pin.id);
+  putString(out, pin.pod);
+  putVarint(out, static_cast<uint64_t>(std::max<int64_t>(pin.pinned_ms, 0)));
+  return out;
+}
+
+bool decodeSessionKey(std::string_view key, SessionPin& out, std::string& error) {
+  uint64_t pinned = 0;
+  if (!getSessionKey(key, out, error)) return false;
+  if (!getVarint(key, pinned) || pinned > static_cast<uint64_t>(INT64_MAX)) {
+    error = "truncated session pin time";
+    return false;
+  }
+  if (!key.empty()) {
+    error = std::to_string(key.size()) + " bytes after the session pin";
+    return false;
+  }
+  out.pinned_ms = static_cast<int64_t>(pinned);
   return true;
 }
 

@@ -1,12 +1,19 @@
 #pragma once
-// The wire form of prefix records shared between replicas (docs/state-sync.md). A record says "pod P of model M
-// was routed the prompt whose chained block hashes are H, at wall-clock time T". Pods are named by their address
-// (host:port), which every replica's discovery gives the same; PodIds are per process.
-//   batch  := "PG" version:u8 count:varint record*        (one stream entry)
-//   record := wall_ms:varint key
-//   key    := model:str pod:str blocks:varint hash:u64le*  (a snapshot member: the record without its time)
-//   str    := length:varint bytes
-// Pure functions, no allocation beyond the output; decoding bounds every length by the bytes left.
+// The wire form of what replicas share (docs/state-sync.md): prefix records and session pins.
+// A record says "pod P of model M was routed the prompt whose chained block hashes are H, at wall-clock time T".
+// A session pin says "session S was routed to pod P at time T; it has been pinned there since time T0".
+// Pods are named by their address (host:port), which every replica's discovery gives the same; PodIds are per
+// process.
+//   batch    := "PG" version:u8 count:varint record*       (a stream entry's field d)
+//   record   := wall_ms:varint key
+//   key      := model:str pod:str blocks:varint hash:u64le* (a snapshot member: the record without its time)
+//   sessions := "PS" version:u8 count:varint session*      (a stream entry's field s)
+//   session  := wall_ms:varint pinned_for_ms:varint id:str pod:str   (T0 = wall_ms - pinned_for_ms)
+//   session key := id:str pod:str pinned_ms:varint          (a member of the sessions snapshot: the pin without its
+//                                                             use time)
+//   str      := length:varint bytes
+// Pure functions, no allocation beyond the output; decoding bounds every length by the bytes left, and a session
+// id by SessionTable::kMaxIdBytes.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -18,11 +25,19 @@
 namespace prefixgate::sync {
 
 inline constexpr uint8_t kRecordBatchVersion = 1;
+inline constexpr uint8_t kSessionBatchVersion = 1;
 struct Record {
   int64_t wall_ms = 0;
   std::string_view model;  // views into the decoded bytes
   std::string_view pod;
   std::vector<BlockHash> hashes;
+};
+
+struct SessionPin {
+  int64_t wall_ms = 0;    // when the session was last routed to the pod
+  int64_t pinned_ms = 0;  // when it was pinned to the pod (<= wall_ms)
+  std::string_view id;    // views into the decoded bytes
+  std::string_view pod;
 };
 
 // Appends one record (its time and key) to `out`: the body of a batch, without the batch's header.
@@ -31,13 +46,19 @@ void appendRecord(std::string& out, int64_t wall_ms, std::string_view model, std
 // A batch: the header for `count` records followed by `records` (appendRecord's output).
 std::string makeBatch(std::string_view records, size_t count);
 
-// Reads a batch record by record. Any malformed byte (a length past the end, a bad header or version, a count that
-// does not match) ends the reading with error() set; records already returned stay valid.
-class BatchReader {
+// A batch of session pins: the header for `count` pins followed by `sessions` (appendSession's output).
+void appendSession(std::string& out, const SessionPin& pin);
+std::string makeSessionBatch(std::string_view sessions, size_t count);
+
+// Reads a batch (of records, or of session pins) entry by entry. Any malformed byte (a length past the end, a bad
+// header or version, a count that does not match, a session id over its bound) ends the reading with error() set;
+// entries already returned stay valid.
+template <class Entry>
+class BatchReaderOf {
  public:
-  explicit BatchReader(std::string_view batch);
-  // The next record into `out` (views into the batch); false at the end or on error.
-  bool next(Record& out);
+  explicit BatchReaderOf(std::string_view batch);
+  // The next entry into `out` (views into the batch); false at the end or on error.
+  bool next(Entry& out);
   const std::string& error() const { return error_; }
 
  private:
@@ -45,11 +66,19 @@ class BatchReader {
   uint64_t left_ = 0;
   std::string error_;
 };
+using BatchReader = BatchReaderOf<Record>;
+using SessionBatchReader = BatchReaderOf<SessionPin>;
 
 // A record's key (see above) and its inverse; `decodeKey` also fails on trailing bytes.
 std::string encodeKey(std::string_view model, std::string_view pod, std::span<const BlockHash> hashes);
 bool decodeKey(std::string_view key, Record& out, std::string& error);
 // Reads one record (time and key) from the front of `in`, advancing it; used by BatchReader and the outbox.
 bool readRecord(std::string_view& in, Record& out, std::string& error);
+// The same for one session pin.
+bool readSession(std::string_view& in, SessionPin& out, std::string& error);
+// A session pin's snapshot member (see above; wall_ms is the member's score) and its inverse, which also fails on
+// trailing bytes.
+std::string encodeSessionKey(const SessionPin& pin);
+bool decodeSessionKey(std::string_view key, SessionPin& out, std::string& error);
 
 }  // namespace prefixgate::sync

@@ -48,6 +48,13 @@ std::pair<uint64_t, uint64_t> streamId(std::string_view id) {
   return {ms, seq};
 }
 
+// A sorted set's score (integer milliseconds, as written here); 0 when malformed.
+int64_t scoreMs(std::string_view score) {
+  int64_t ms = 0;
+  std::from_chars(score.data(), score.data() + score.size(), ms);
+  return ms;
+}
+
 const RedisReply* field(const RedisReply& flat, std::string_view name) {
   for (size_t i = 0; i + 1 < flat.elements.size(); i += 2)
     if (flat.elements[i].str == name) return &flat.elements[i + 1];
@@ -55,72 +62,6 @@ const RedisReply* field(const RedisReply& flat, std::string_view name) {
 }
 
 }  // namespace
-
-// ---- Outbox ----
-
-Outbox::Outbox(uint64_t max_pending_bytes, uint64_t bytes_per_second, uint32_t max_blocks_per_record)
-    : max_pending_bytes_(max_pending_bytes),
-      bytes_per_second_(bytes_per_second),
-      max_blocks_(max_blocks_per_record),
-      tokens_(static_cast<double>(bytes_per_second)) {}
-
-Outbox::Added Outbox::add(int64_t wall_ms, int64_t steady_ms, std::string_view model, std::string_view pod,
-                          std::span<const BlockHash> hashes) {
-  hashes = hashes.first(std::min<size_t>(hashes.size(), max_blocks_));
-  std::lock_guard lock(mutex_);
-  if (steady_ms > refilled_ms_) {
-    tokens_ = std::min(static_cast<double>(bytes_per_second_),
-                       tokens_ + static_cast<double>(bytes_per_second_) * static_cast<double>(steady_ms - refilled_ms_) / 1000.0);
-    refilled_ms_ = steady_ms;
-  }
-  const size_t before = pending_.records.size();
-  appendRecord(pending_.records, wall_ms, model, pod, hashes);
-  const auto size = static_cast<double>(pending_.records.size() - before);
-  const Added verdict = tokens_ < size                                  ? Added::kOverRate
-                        : pending_.records.size() > max_pending_bytes_ ? Added::kFull
-                                                                        : Added::kQueued;
-  if (verdict != Added::kQueued) {
-    pending_.records.resize(before);
-    return verdict;
-  }
-  tokens_ -= size;
-  ++pending_.count;
-  return Added::kQueued;
-}
-
-Outbox::Taken Outbox::take() {
-  std::lock_guard lock(mutex_);
-  Taken out = std::move(pending_);
-  pending_ = {};
-  return out;
-}
-
-size_t Outbox::putBack(Taken taken) {
-  std::lock_guard lock(mutex_);
-  // Keep the older records first, record by record, while they fit beside what was queued since.
-  std::string_view in = taken.records;
-  std::string kept;
-  size_t kept_count = 0;
-  Record r;
-  std::string error;
-  while (!in.empty()) {
-    const std::string_view before = in;
-    if (!readRecord(in, r, error)) break;
-    const size_t size = before.size() - in.size();
-    if (kept.size() + size + pending_.records.size() > max_pending_bytes_) break;
-    kept.append(before.substr(0, size));
-    ++kept_count;
-  }
-  const size_t dropped = taken.count - kept_count;
-  pending_.records.insert(0, kept);
-  pending_.count += kept_count;
-  return dropped;
-}
-
-size_t Outbox::pendingBytes() const {
-  std::lock_guard lock(mutex_);
-  return pending_.records.size();
-}
 
 // ---- loads ----
 
@@ -168,6 +109,16 @@ struct StateSync::Metrics {
                           "pending_full (state_sync.max_pending_bytes while Redis is away), unknown_pod (a pod this "
                           "replica does not route to), malformed (a batch it cannot read)")
                     .Register(registry)),
+        sessions(prometheus::BuildCounter()
+                     .Name("prefixgate_state_sync_sessions_total")
+                     .Help("Session pins (session-affinity) shared with the other replicas through Redis (sent: new "
+                           "pins, moves and refreshes) and applied from them (received, stream and snapshot)")
+                     .Register(registry)),
+        sessions_dropped(prometheus::BuildCounter()
+                             .Name("prefixgate_state_sync_sessions_dropped_total")
+                             .Help("Session pins not shared or not applied: over_rate, pending_full, unknown_pod (a "
+                                   "pod this replica does not route to), malformed (a batch or member it cannot read)")
+                             .Register(registry)),
         bytes(prometheus::BuildCounter()
                   .Name("prefixgate_state_sync_bytes_total")
                   .Help("Bytes of Redis commands sent and replies received by state sync")
@@ -202,6 +153,12 @@ struct StateSync::Metrics {
         pending_full(dropped.Add({{"reason", "pending_full"}})),
         unknown_pod(dropped.Add({{"reason", "unknown_pod"}})),
         malformed(dropped.Add({{"reason", "malformed"}})),
+        sessions_sent(sessions.Add({{"direction", "sent"}})),
+        sessions_received(sessions.Add({{"direction", "received"}})),
+        sessions_over_rate(sessions_dropped.Add({{"reason", "over_rate"}})),
+        sessions_pending_full(sessions_dropped.Add({{"reason", "pending_full"}})),
+        sessions_unknown_pod(sessions_dropped.Add({{"reason", "unknown_pod"}})),
+        sessions_malformed(sessions_dropped.Add({{"reason", "malformed"}})),
         bytes_sent(bytes.Add({{"direction", "sent"}})),
         bytes_received(bytes.Add({{"direction", "received"}})),
         lag_seconds(lag.Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
@@ -213,6 +170,8 @@ struct StateSync::Metrics {
         replicas_gauge(replicas.Add({})) {}
   prometheus::Family<prometheus::Counter>& records;
   prometheus::Family<prometheus::Counter>& dropped;
+  prometheus::Family<prometheus::Counter>& sessions;
+  prometheus::Family<prometheus::Counter>& sessions_dropped;
   prometheus::Family<prometheus::Counter>& bytes;
   prometheus::Family<prometheus::Histogram>& lag;
   prometheus::Family<prometheus::Counter>& snapshot_loads;
@@ -226,6 +185,12 @@ struct StateSync::Metrics {
   prometheus::Counter& pending_full;
   prometheus::Counter& unknown_pod;
   prometheus::Counter& malformed;
+  prometheus::Counter& sessions_sent;
+  prometheus::Counter& sessions_received;
+  prometheus::Counter& sessions_over_rate;
+  prometheus::Counter& sessions_pending_full;
+  prometheus::Counter& sessions_unknown_pod;
+  prometheus::Counter& sessions_malformed;
   prometheus::Counter& bytes_sent;
   prometheus::Counter& bytes_received;
   prometheus::Histogram& lag_seconds;
@@ -240,7 +205,7 @@ struct StateSync::Metrics {
 
 StateSync::StateSync(const config::StateSyncConfig& config, std::chrono::nanoseconds record_expiry,
                      bool share_records, discovery::PodRegistry& pods, routing::PrefixServices* prefix,
-                     prometheus::Registry& registry)
+                     routing::SessionTable* sessions, prometheus::Registry& registry)
     : config_(config),
       expiry_(std::chrono::duration_cast<milliseconds>(
           std::min<std::chrono::nanoseconds>(record_expiry, std::chrono::hours(24 * 365)))),
@@ -248,6 +213,7 @@ StateSync::StateSync(const config::StateSyncConfig& config, std::chrono::nanosec
       replica_id_(config.replica_id.empty() ? defaultReplicaId() : config.replica_id),
       pods_(pods),
       prefix_(prefix),
+      sessions_(sessions),
       metrics_(std::make_unique<Metrics>(registry)),
       outbox_(config.max_pending_bytes, config.max_send_bytes_per_second, config.max_blocks_per_record) {
   std::string error;
@@ -259,12 +225,12 @@ StateSync::StateSync(const config::StateSyncConfig& config, std::chrono::nanosec
 StateSync::~StateSync() { stop(); }
 
 void StateSync::start() {
-  log::info("state sync: replica {} shares {} through redis {}:{} (keys {}:*)", replica_id_,
-            share_records_ ? "prefix records and in-flight counts" : "in-flight counts", address_.host,
+  log::info("state sync: replica {} shares {}{}in-flight counts through redis {}:{} (keys {}:*)", replica_id_,
+            share_records_ ? "prefix records, " : "", sessions_ ? "session pins, " : "", address_.host,
             address_.port, config_.key_prefix);
   asio::co_spawn(io_, writerLoop(), asio::detached);
   asio::co_spawn(io_, staleLoadWatch(), asio::detached);
-  if (share_records_) asio::co_spawn(io_, readerLoop(), asio::detached);
+  if (share_records_ || sessions_) asio::co_spawn(io_, readerLoop(), asio::detached);
   thread_ = std::thread([this] { io_.run(); });
 }
 
@@ -280,6 +246,15 @@ void StateSync::recordWritten(std::string_view model, std::span<const BlockHash>
     case Outbox::Added::kQueued: break;
     case Outbox::Added::kOverRate: metrics_->over_rate.Increment(); break;
     case Outbox::Added::kFull: metrics_->pending_full.Increment(); break;
+  }
+}
+
+void StateSync::sessionPinned(std::string_view id, const discovery::PodState& pod, int64_t pinned_ago_ms) {
+  const int64_t wall = wallNowMs();
+  switch (outbox_.addSession(routing::steadyNowMs(), SessionPin{wall, wall - pinned_ago_ms, id, pod.spec().address})) {
+    case Outbox::Added::kQueued: break;
+    case Outbox::Added::kOverRate: metrics_->sessions_over_rate.Increment(); break;
+    case Outbox::Added::kFull: metrics_->sessions_pending_full.Increment(); break;
   }
 }
 
@@ -307,11 +282,10 @@ asio::awaitable<void> StateSync::writerLoop() {
     const int64_t wall = wallNowMs();
     std::string commands;
     size_t count = 0;
-    Outbox::Taken batch;
-    if (share_records_) batch = outbox_.take();
-    std::string batch_bytes;
-    if (batch.count > 0) {
-      // The snapshot learns the batch's records (newest time per record) at its next update.
+    Outbox::Taken batch = outbox_.take();
+    const bool do_send = batch.count > 0 || batch.session_count > 0;
+    if (do_send) {
+      // The snapshots learn the batch's records and pins (newest time per member) at their next update.
       std::string_view in = batch.records;
       Record r;
       std::string error;
@@ -320,10 +294,27 @@ asio::awaitable<void> StateSync::writerLoop() {
         int64_t& newest = snapshot_pending_[encodeKey(r.model, r.pod, r.hashes)];
         newest = std::max(newest, r.wall_ms);
       }
-      batch_bytes = makeBatch(batch.records, batch.count);
+      in = batch.sessions;
+      SessionPin pin;
+      while (sessions_ && !in.empty() && readSession(in, pin, error)) {
+        if (session_snapshot_pending_.size() >= sessions_->settings().max_sessions) break;
+        int64_t& newest = session_snapshot_pending_[encodeSessionKey(pin)];
+        newest = std::max(newest, pin.wall_ms);
+      }
+      // One stream entry: the records (field d) and the pins (field s) of this flush, each only when there are any.
+      const std::string stream_key = key("records");
       const std::string max_entries = std::to_string(config_.stream_max_entries);
-      appendCommand(commands, {"XADD", key("records"), "MAXLEN", "~", max_entries, "*", "r", replica_id_, "d",
-                               batch_bytes});
+      std::vector<std::string_view> xadd = {"XADD", stream_key, "MAXLEN", "~", max_entries, "*", "r", replica_id_};
+      std::string batch_bytes, session_bytes;
+      if (batch.count > 0) {
+        batch_bytes = makeBatch(batch.records, batch.count);
+        xadd.insert(xadd.end(), {"d", batch_bytes});
+      }
+      if (batch.session_count > 0) {
+        session_bytes = makeSessionBatch(batch.sessions, batch.session_count);
+        xadd.insert(xadd.end(), {"s", session_bytes});
+      }
+      appendCommand(commands, xadd);
       ++count;
     }
     const bool do_load = now >= next_load;
@@ -337,26 +328,9 @@ asio::awaitable<void> StateSync::writerLoop() {
       appendCommand(commands, {"SMEMBERS", key("replicas")});
       count += 3;
     }
-    const bool do_snapshot = share_records_ && now >= next_snapshot && !snapshot_pending_.empty();
-    if (do_snapshot) {
-      std::vector<std::string> scores;
-      scores.reserve(snapshot_pending_.size());
-      std::vector<std::string_view> args = {"ZADD", ""};
-      const std::string snapshot_key = key("snapshot");
-      args[1] = snapshot_key;
-      for (const auto& [member, ms] : snapshot_pending_) scores.push_back(std::to_string(ms));
-      size_t i = 0;
-      for (const auto& [member, ms] : snapshot_pending_) {
-        args.push_back(scores[i++]);
-        args.push_back(member);
-      }
-      appendCommand(commands, args);
-      const std::string oldest = "(" + std::to_string(wall - expiry_.count());
-      appendCommand(commands, {"ZREMRANGEBYSCORE", snapshot_key, "-inf", oldest});
-      const std::string keep = "-" + std::to_string(uint64_t{config_.snapshot_max_records} + 1);
-      appendCommand(commands, {"ZREMRANGEBYRANK", snapshot_key, "0", keep});
-      count += 3;
-    }
+    const bool do_snapshot =
+        now >= next_snapshot && (!snapshot_pending_.empty() || !session_snapshot_pending_.empty());
+    if (do_snapshot) snapshotCommands(commands, count, wall);
     if (count == 0) continue;
     RedisConnection::Result result = co_await writer_->run(std::move(commands), count);
     countReconnects(*writer_, connects_seen);
@@ -368,9 +342,10 @@ asio::awaitable<void> StateSync::writerLoop() {
                               "counts, records wait (up to state_sync.max_pending_bytes)",
                               address_.host, address_.port, result.error);
       failing = true;
-      if (batch.count > 0) {
-        const size_t dropped = outbox_.putBack(std::move(batch));
-        if (dropped) metrics_->pending_full.Increment(static_cast<double>(dropped));
+      if (do_send) {
+        const Outbox::Dropped dropped = outbox_.putBack(std::move(batch));
+        metrics_->pending_full.Increment(static_cast<double>(dropped.records));
+        metrics_->sessions_pending_full.Increment(static_cast<double>(dropped.sessions));
       }
       co_await pause(backoff);
       backoff = std::min(backoff * 2, backoff_max);
@@ -389,8 +364,11 @@ asio::awaitable<void> StateSync::writerLoop() {
         log::warn("state sync: redis answered {}", reply.str);
       }
     size_t at = 0;
-    if (batch.count > 0) {
-      if (!result.replies[at].isError()) metrics_->sent.Increment(static_cast<double>(batch.count));
+    if (do_send) {
+      if (!result.replies[at].isError()) {
+        metrics_->sent.Increment(static_cast<double>(batch.count));
+        metrics_->sessions_sent.Increment(static_cast<double>(batch.session_count));
+      }
       ++at;
     }
     if (do_load) {
@@ -400,9 +378,37 @@ asio::awaitable<void> StateSync::writerLoop() {
     }
     if (do_snapshot) {
       snapshot_pending_.clear();
+      session_snapshot_pending_.clear();
       next_snapshot = now + config_.snapshot_interval_ms;
     }
   }
+}
+
+// ZADD of what the snapshots lack, then their trims: records to the index expiry and snapshot_max_records, pins to
+// the session TTL and max_sessions.
+void StateSync::snapshotCommands(std::string& commands, size_t& count, int64_t wall) {
+  const auto add = [&](const std::string& snapshot_key, const std::map<std::string, int64_t, std::less<>>& pending,
+                       int64_t max_age_ms, uint64_t max_members) {
+    if (pending.empty()) return;
+    std::vector<std::string> scores;
+    scores.reserve(pending.size());
+    for (const auto& [member, ms] : pending) scores.push_back(std::to_string(ms));
+    std::vector<std::string_view> args = {"ZADD", snapshot_key};
+    size_t i = 0;
+    for (const auto& [member, ms] : pending) {
+      args.push_back(scores[i++]);
+      args.push_back(member);
+    }
+    appendCommand(commands, args);
+    const std::string oldest = "(" + std::to_string(wall - max_age_ms);
+    appendCommand(commands, {"ZREMRANGEBYSCORE", snapshot_key, "-inf", oldest});
+    const std::string keep = "-" + std::to_string(max_members + 1);
+    appendCommand(commands, {"ZREMRANGEBYRANK", snapshot_key, "0", keep});
+    count += 3;
+  };
+  add(key("snapshot"), snapshot_pending_, expiry_.count(), config_.snapshot_max_records);
+  if (sessions_)
+    add(key("sessions"), session_snapshot_pending_, sessions_->settings().ttl_ms, sessions_->settings().max_sessions);
 }
 
 asio::awaitable<void> StateSync::staleLoadWatch() {
@@ -532,9 +538,11 @@ asio::awaitable<void> StateSync::readerLoop() {
             if (entry.elements.size() < 2) continue;
             stream_position_ = entry.elements[0].str;
             const RedisReply* from = field(entry.elements[1], "r");
+            if (!from || from->str == replica_id_) continue;
             const RedisReply* data = field(entry.elements[1], "d");
-            if (!from || !data || from->str == replica_id_) continue;
-            applyBatch(data->str, now_wall);
+            if (data && share_records_) applyBatch(data->str, now_wall);
+            const RedisReply* pins = field(entry.elements[1], "s");
+            if (pins && sessions_) applySessions(pins->str, now_wall);
           }
         }
         std::lock_guard lock(view_mutex_);
@@ -556,38 +564,61 @@ asio::awaitable<void> StateSync::readerLoop() {
 asio::awaitable<bool> StateSync::loadSnapshot(RedisConnection& conn) {
   const int64_t wall = wallNowMs();
   std::string commands;
-  appendCommand(commands, {"ZRANGEBYSCORE", key("snapshot"), "(" + std::to_string(wall - expiry_.count()), "+inf",
-                           "WITHSCORES"});
-  RedisConnection::Result result = co_await conn.run(std::move(commands), 1);
+  size_t count = 0;
+  if (share_records_) {
+    appendCommand(commands, {"ZRANGEBYSCORE", key("snapshot"), "(" + std::to_string(wall - expiry_.count()), "+inf",
+                             "WITHSCORES"});
+    ++count;
+  }
+  if (sessions_) {
+    appendCommand(commands, {"ZRANGEBYSCORE", key("sessions"),
+                             "(" + std::to_string(wall - sessions_->settings().ttl_ms), "+inf", "WITHSCORES"});
+    ++count;
+  }
+  RedisConnection::Result result = co_await conn.run(std::move(commands), count);
   if (!result.ok()) co_return false;
   metrics_->bytes_received.Increment(static_cast<double>(result.bytes_received));
-  const RedisReply& reply = result.replies[0];
-  if (reply.isError()) {
-    metrics_->errors_total.Increment();
-    log::warn("state sync: loading the snapshot: {}", reply.str);
-  }
-  size_t applied = 0;
-  Record r;
-  std::string error;
-  // Oldest first (ascending scores), so the index's LRU order follows the records' ages.
-  for (size_t i = 0; i + 1 < reply.elements.size(); i += 2) {
-    if (!decodeKey(reply.elements[i].str, r, error)) {
-      metrics_->malformed.Increment();
-      continue;
+  for (const RedisReply& reply : result.replies)
+    if (reply.isError()) {
+      metrics_->errors_total.Increment();
+      log::warn("state sync: loading the snapshot: {}", reply.str);
     }
-    int64_t ms = 0;
-    const std::string& score = reply.elements[i + 1].str;
-    std::from_chars(score.data(), score.data() + score.size(), ms);
-    r.wall_ms = ms;
-    applyRecord(r, wall, true);
-    ++applied;
+  // Oldest first (ascending scores), so the index's and the session table's LRU orders follow the ages.
+  size_t applied = 0, pins = 0, at = 0;
+  std::string error;
+  if (share_records_) {
+    const RedisReply& reply = result.replies[at++];
+    Record r;
+    for (size_t i = 0; i + 1 < reply.elements.size(); i += 2) {
+      if (!decodeKey(reply.elements[i].str, r, error)) {
+        metrics_->malformed.Increment();
+        continue;
+      }
+      r.wall_ms = scoreMs(reply.elements[i + 1].str);
+      applyRecord(r, wall, true);
+      ++applied;
+    }
+  }
+  if (sessions_) {
+    const RedisReply& reply = result.replies[at++];
+    SessionPin pin;
+    for (size_t i = 0; i + 1 < reply.elements.size(); i += 2) {
+      if (!decodeSessionKey(reply.elements[i].str, pin, error)) {
+        metrics_->sessions_malformed.Increment();
+        continue;
+      }
+      pin.wall_ms = scoreMs(reply.elements[i + 1].str);
+      applySession(pin, wall);
+      ++pins;
+    }
   }
   // The snapshot is up to one snapshot interval (plus a flush) behind the stream: read the stream from a little
-  // before that, with a second of margin for clocks. Records applied twice change nothing.
+  // before that, with a second of margin for clocks. Records and pins applied twice change nothing.
   const int64_t behind = 2 * static_cast<int64_t>(config_.snapshot_interval_ms) + 1000;
   stream_position_ = std::to_string(std::max<int64_t>(0, wall - behind)) + "-0";
   metrics_->snapshot_loads_total.Increment();
-  log::info("state sync: loaded a snapshot of {} records; reading the stream from {}", applied, stream_position_);
+  log::info("state sync: loaded a snapshot of {} records and {} session pins; reading the stream from {}", applied,
+            pins, stream_position_);
   co_return true;
 }
 
@@ -601,9 +632,35 @@ void StateSync::applyBatch(std::string_view batch, int64_t now_wall_ms) {
   }
 }
 
-void StateSync::applyRecord(const Record& r, int64_t now_wall_ms, bool from_snapshot) {
-  discovery::PodState* pod = podAt(r.pod, r.model);
+void StateSync::applySessions(std::string_view batch, int64_t now_wall_ms) {
+  SessionBatchReader reader(batch);
+  SessionPin pin;
+  while (reader.next(pin)) applySession(pin, now_wall_ms);
+  if (!reader.error().empty()) {
+    metrics_->sessions_malformed.Increment();
+    log::warn("state sync: a session batch from another replica is malformed: {}", reader.error());
+  }
+}
+
+void StateSync::applySession(const SessionPin& pin, int64_t now_wall_ms) {
+  const discovery::PodState* pod = podAt(pin.pod);
   if (!pod) {
+    metrics_->sessions_unknown_pod.Increment();
+    return;
+  }
+  // Wall-clock times from the other replica, as ages, onto the table's steady clock.
+  const int64_t now = routing::steadyNowMs();
+  const auto local = [&](int64_t wall_ms) { return now - std::max<int64_t>(0, now_wall_ms - wall_ms); };
+  sessions_->applyRemote(pin.id, {pod->id(), local(pin.wall_ms), local(pin.pinned_ms)}, now);
+  metrics_->sessions_received.Increment();
+}
+
+void StateSync::applyRecord(const Record& r, int64_t now_wall_ms, bool from_snapshot) {
+  discovery::PodState* pod = podAt(r.pod);
+  const auto serves = [&r](const discovery::PodState& p) {
+    return std::find(p.spec().models.begin(), p.spec().models.end(), r.model) != p.spec().models.end();
+  };
+  if (!pod || !serves(*pod)) {
     metrics_->unknown_pod.Increment();
     return;
   }
@@ -612,7 +669,7 @@ void StateSync::applyRecord(const Record& r, int64_t now_wall_ms, bool from_snap
   metrics_->received.Increment();
 }
 
-discovery::PodState* StateSync::podAt(std::string_view address, std::string_view model) {
+discovery::PodState* StateSync::podAt(std::string_view address) {
   std::shared_ptr<const discovery::PodSet> now = pods_.snapshot();
   if (now != pods_seen_) {
     pods_seen_ = std::move(now);
@@ -620,10 +677,7 @@ discovery::PodState* StateSync::podAt(std::string_view address, std::string_view
     for (const discovery::PodPtr& pod : pods_seen_->pods()) by_address_[pod->spec().address] = pod.get();
   }
   auto it = by_address_.find(address);
-  if (it == by_address_.end()) return nullptr;
-  const auto& models = it->second->spec().models;
-  if (std::find(models.begin(), models.end(), model) == models.end()) return nullptr;
-  return it->second;
+  return it == by_address_.end() ? nullptr : it->second;
 }
 
 std::vector<std::pair<std::string, int32_t>> StateSync::replicaLoads(std::string_view address) const {

@@ -1,20 +1,64 @@
-// libFuzzer target for the record batches replicas exchange through Redis (sync/record_batch.h): another replica's
-// stream entry or a snapshot member is read as untrusted bytes. Nothing may crash, leak, over-allocate or trip a
-// sanitizer; every record read, written again, reads back the same; a batch read without error, written again,
-// reads back as many records without error; and a key that decodes, encoded again, decodes to the same record.
+// libFuzzer target for the record and session pin batches replicas exchange through Redis (sync/record_batch.h):
+// another replica's stream entry or a snapshot member is read as untrusted bytes, as records and as session pins.
+// Nothing may crash, leak, over-allocate or trip a sanitizer; every record or pin read, written again, reads back
+// the same; a batch read without error, written again, reads back as many entries without error; a key that
+// decodes, encoded again, decodes to the same record or pin; no session id over SessionTable::kMaxIdBytes is read.
 // Build and run: scripts/fuzz.sh.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "fuzz_input.h"
+#include "routing/session_table.h"
 #include "sync/record_batch.h"
 
 using namespace prefixgate::sync;
 using prefixgate::fuzz::check;
 
+namespace {
+
+bool samePin(const SessionPin& a, const SessionPin& b) {
+  return a.wall_ms == b.wall_ms && a.pinned_ms == b.pinned_ms && a.id == b.id && a.pod == b.pod;
+}
+
+void sessions(std::string_view in) {
+  SessionBatchReader reader(in);
+  SessionPin pin;
+  std::string again;
+  size_t count = 0;
+  while (reader.next(pin)) {
+    check(pin.id.size() <= prefixgate::routing::SessionTable::kMaxIdBytes && pin.pinned_ms <= pin.wall_ms);
+    std::string one;
+    appendSession(one, pin);
+    std::string_view view = one;
+    SessionPin back;
+    std::string error;
+    check(readSession(view, back, error) && view.empty() && samePin(back, pin));
+    again += one;
+    ++count;
+  }
+  if (reader.error().empty()) {
+    const std::string rewritten = makeSessionBatch(again, count);
+    SessionBatchReader second(rewritten);
+    size_t n = 0;
+    while (second.next(pin)) ++n;
+    check(second.error().empty() && n == count);
+  }
+  SessionPin key;
+  std::string error;
+  if (decodeSessionKey(in, key, error)) {
+    const std::string encoded = encodeSessionKey(key);
+    SessionPin back;
+    check(decodeSessionKey(encoded, back, error) && back.id == key.id && back.pod == key.pod &&
+          back.pinned_ms == key.pinned_ms);
+  }
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
+  sessions(in);
   BatchReader reader(in);
   Record r;
   std::string again;

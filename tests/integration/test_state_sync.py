@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness import Gateway, RedisServer, Sim, wait_until
+from harness import Gateway, RedisServer, Sim, wait_until, write_pods
 
 PODS = 4
 
@@ -234,6 +234,127 @@ def test_with_kv_event_sync_only_in_flight_counts_go_through_redis(tmp_path, red
         assert status["enabled"] and not status["shares_records"]
         assert a.metric("prefixgate_state_sync_records_total", direction="sent") == 0
         assert redis.command("EXISTS", "prefixgate:records") == 0
+    finally:
+        for s in sims:
+            s.stop()
+
+
+def session_config(redis, **extra):
+    return {"routing": {"strategy": "session-affinity"},
+            "state_sync": {"enabled": True, "redis": redis.url, "load_interval_ms": 50, **extra}}
+
+
+def session_chat(gw, session, max_tokens=4):
+    status, headers, raw = gw.chat(f"a turn of {session}", max_tokens=max_tokens, headers={"x-session-id": session})
+    assert status == 200, raw
+    return headers["target-pod"]
+
+
+def session_route(gw, session):
+    """The replica's dry-run decision for the session: (pod, selection), selection being session-affinity's
+    outcome: pinned (it knows the session and its pod is a candidate), new or moved."""
+    status, _, raw = gw.admin("POST", "/debug/route", chat_body(f"a turn of {session}"), {"x-session-id": session})
+    assert status == 200, raw
+    decision = json.loads(raw)
+    return decision["pod"], decision.get("selection")
+
+
+def hold(gw, session, count, max_tokens):
+    """Starts `count` long requests of `session` through `gw` (on its pinned pod); returns their threads."""
+    def run():
+        try:
+            session_chat(gw, session, max_tokens=max_tokens)
+        except (OSError, AssertionError):
+            pass  # the test may end first
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def slow_pods(tmp_path, n=4):
+    return [Sim(tmp_path, f"slow-{i}", "--decode-ms-per-token", "10", time_scale="1") for i in range(n)]
+
+
+def busiest_for(gw, pod, at_least):
+    wait_until(lambda: next(p for p in gw.debug_pods() if p["name"] == pod)["in_flight_all_replicas"] >= at_least,
+               timeout=3, what=f"{pod} counted busy through state sync")
+
+
+def test_a_session_pinned_or_moved_by_one_replica_is_followed_by_another(tmp_path, redis, replicas):
+    """Ensures a session pinned through replica A goes through replica B to the same pod though B sees that pod as the
+    busiest of four (a session B did not know would go to an idle one: checked with a fresh session), and that B
+    follows A's move of the session to another pod."""
+    sims = slow_pods(tmp_path)
+    threads = []
+    try:
+        a = Gateway(tmp_path, sims, config=session_config(redis), name="replica-a")
+        b = Gateway(tmp_path, sims, config=session_config(redis), name="replica-b")
+        replicas += [a, b]
+        pinned = session_chat(a, "conversation-1")
+        threads = hold(a, "conversation-1", 3, max_tokens=300)  # ~3 s each on the pinned pod, counted by B too
+        busiest_for(b, pinned, 3)
+        assert session_chat(b, "someone-else") != pinned  # B's own choice for a session it does not know
+        assert session_chat(b, "conversation-1") == pinned
+        assert a.metric("prefixgate_state_sync_sessions_total", direction="sent") >= 1
+        assert b.metric("prefixgate_state_sync_sessions_total", direction="received") >= 1
+        # Reusing the pin sent nothing more (A's three held requests and B's request were not changes).
+        assert a.metric("prefixgate_state_sync_sessions_total", direction="sent") == 1
+        # The pinned pod leaves A's pod set: A moves the session; B, which still routes to that pod, follows the move.
+        write_pods(a.pods_file, [s for s in sims if s.name != pinned])
+        wait_until(lambda: pinned not in {p["name"] for p in a.debug_pods()}, timeout=3, what="A drops the pod")
+        moved = session_chat(a, "conversation-1")
+        assert moved != pinned
+        wait_until(lambda: session_route(b, "conversation-1") == (moved, "pinned"), timeout=2,
+                   what=f"B follows the move to {moved}")
+    finally:
+        for t in threads:
+            t.join(timeout=15)
+        for s in sims:
+            s.stop()
+
+
+def test_a_replica_started_late_follows_an_earlier_session_from_the_snapshot(tmp_path, redis, replicas):
+    """Ensures a replica started after a session was pinned (past the stream window it reads at start) learns the pin
+    from the sessions snapshot and routes the session there, though it sees that pod as the busiest."""
+    sims = slow_pods(tmp_path)
+    threads = []
+    try:
+        a = Gateway(tmp_path, sims, config=session_config(redis, snapshot_interval_ms=100), name="replica-a")
+        replicas.append(a)
+        pinned = session_chat(a, "early-conversation")
+        threads = hold(a, "early-conversation", 3, max_tokens=800)  # ~8 s: still running when the late one starts
+        time.sleep(1.5)  # past the stream window a new replica reads (2 x snapshot interval + 1 s)
+        assert redis.command("ZCARD", "prefixgate:sessions") == 1
+        late = Gateway(tmp_path, sims, config=session_config(redis, snapshot_interval_ms=100), name="replica-late")
+        replicas.append(late)
+        busiest_for(late, pinned, 3)
+        assert session_chat(late, "someone-else") != pinned
+        assert session_chat(late, "early-conversation") == pinned
+        assert late.metric("prefixgate_state_sync_snapshot_loads_total") >= 1
+        assert late.metric("prefixgate_state_sync_sessions_total", direction="received") >= 1
+    finally:
+        for t in threads:
+            t.join(timeout=15)
+        for s in sims:
+            s.stop()
+
+
+def test_with_kv_event_sync_sessions_are_still_shared(tmp_path, redis, replicas):
+    """Ensures session pins go through Redis in KV event mode too (where prefix records do not), so the stream reader
+    runs there."""
+    sims = [Sim(tmp_path, f"kv-{i}", kv_events=True) for i in range(2)]
+    try:
+        config = session_config(redis)
+        config["routing"] = {"strategy": "session-affinity", "prefix_cache": {"kv_event_sync": True}}
+        a = Gateway(tmp_path, sims, config=config, name="kv-a")
+        b = Gateway(tmp_path, sims, config=config, name="kv-b")
+        replicas += [a, b]
+        assert session_route(b, "kv-conversation")[1] == "new"
+        pinned = session_chat(a, "kv-conversation")
+        wait_until(lambda: session_route(b, "kv-conversation") == (pinned, "pinned"), timeout=2,
+                   what="B follows A's session")
+        assert a.metric("prefixgate_state_sync_records_total", direction="sent") == 0
     finally:
         for s in sims:
             s.stop()

@@ -1,4 +1,4 @@
-// The pure parts of replica state sync: the record wire form, the outbox's bounds, the load text, and the hooks in
+// The pure parts of replica state sync: the record and session pin wire forms, the outbox's bounds, the load text, and the hooks in
 // the prefix services (only records the index wrote are shared). The exchange through Redis is tested end to end
 // with real replicas in tests/integration/test_state_sync.py.
 #include <gtest/gtest.h>
@@ -99,6 +99,86 @@ TEST(RecordBatch, KeysIdentifyRecordsWithoutTheirTime) {
   EXPECT_FALSE(decodeKey(a.substr(0, a.size() - 1), r, error));
 }
 
+std::string twoSessionBatch() {
+  std::string sessions;
+  appendSession(sessions, {1764633600500, 1764633600100, "conversation-1", "10.0.0.1:8000"});
+  appendSession(sessions, {1764633600600, 1764633600600, std::string(256, 'x'), "[::1]:9"});
+  return makeSessionBatch(sessions, 2);
+}
+
+// Ensures session pins round-trip through a batch with both times, the id (up to 256 bytes) and the pod.
+TEST(SessionBatch, RoundTrips) {
+  const std::string batch = twoSessionBatch();
+  SessionBatchReader reader(batch);
+  SessionPin pin;
+  ASSERT_TRUE(reader.next(pin)) << reader.error();
+  EXPECT_EQ(pin.wall_ms, 1764633600500);
+  EXPECT_EQ(pin.pinned_ms, 1764633600100);
+  EXPECT_EQ(pin.id, "conversation-1");
+  EXPECT_EQ(pin.pod, "10.0.0.1:8000");
+  ASSERT_TRUE(reader.next(pin)) << reader.error();
+  EXPECT_EQ(pin.pinned_ms, pin.wall_ms);
+  EXPECT_EQ(pin.id, std::string(256, 'x'));
+  EXPECT_FALSE(reader.next(pin));
+  EXPECT_EQ(reader.error(), "");
+}
+
+// Ensures every truncation of a session batch is an error, never read past its end or taken as complete.
+TEST(SessionBatch, EveryTruncationIsAnError) {
+  const std::string batch = twoSessionBatch();
+  for (size_t n = 0; n < batch.size(); ++n) {
+    SessionBatchReader reader(std::string_view(batch).substr(0, n));
+    SessionPin pin;
+    size_t pins = 0;
+    while (reader.next(pin)) ++pins;
+    EXPECT_LT(pins, 2u) << n;
+    EXPECT_NE(reader.error(), "") << "truncated at " << n;
+  }
+}
+
+// Ensures a session id over 256 bytes, a pin older than its epoch, a record batch read as pins and trailing bytes
+// are refused with a reason.
+TEST(SessionBatch, RefusesMalformedBatches) {
+  std::string long_id;
+  appendSession(long_id, {5, 5, std::string(257, 'x'), "p"});
+  const std::string long_batch = makeSessionBatch(long_id, 1);
+  SessionBatchReader too_long(long_batch);
+  SessionPin pin;
+  EXPECT_FALSE(too_long.next(pin));
+  EXPECT_NE(too_long.error().find("session id of 257 bytes (at most 256)"), std::string::npos) << too_long.error();
+  const std::string early("PS\x01\x01\x05\x06\x01s\x01p", 11);  // pinned 6 ms before time 5
+  SessionBatchReader before_epoch(early);
+  EXPECT_FALSE(before_epoch.next(pin));
+  EXPECT_NE(before_epoch.error().find("before its time"), std::string::npos) << before_epoch.error();
+  const std::string record_batch = twoRecordBatch();
+  SessionBatchReader records(record_batch);
+  EXPECT_FALSE(records.next(pin));
+  EXPECT_EQ(records.error(), "not a session batch");
+  const std::string trailing = twoSessionBatch() + "x";
+  SessionBatchReader extra(trailing);
+  while (extra.next(pin)) {
+  }
+  EXPECT_NE(extra.error().find("after the batch's last session"), std::string::npos);
+}
+
+// Ensures a sessions snapshot member is the pin without its use time (a refresh updates one member's score) and
+// that decoding refuses truncations, trailing bytes and an oversized id.
+TEST(SessionBatch, KeysIdentifyPinsWithoutTheirUseTime) {
+  const std::string key = encodeSessionKey({900, 700, "conv", "p:1"});
+  EXPECT_EQ(key, encodeSessionKey({950, 700, "conv", "p:1"}));
+  EXPECT_NE(key, encodeSessionKey({950, 940, "conv", "p:1"}));  // pinned again: another member
+  EXPECT_NE(key, encodeSessionKey({900, 700, "conv", "p:2"}));
+  SessionPin pin;
+  std::string error;
+  ASSERT_TRUE(decodeSessionKey(key, pin, error)) << error;
+  EXPECT_EQ(pin.id, "conv");
+  EXPECT_EQ(pin.pod, "p:1");
+  EXPECT_EQ(pin.pinned_ms, 700);
+  EXPECT_FALSE(decodeSessionKey(key + "z", pin, error));
+  for (size_t n = 0; n < key.size(); ++n) EXPECT_FALSE(decodeSessionKey(key.substr(0, n), pin, error)) << n;
+  EXPECT_FALSE(decodeSessionKey(encodeSessionKey({1, 1, std::string(257, 'x'), "p"}), pin, error));
+}
+
 size_t countRecords(const Outbox::Taken& taken) {
   std::string_view in = taken.records;
   Record r;
@@ -154,7 +234,7 @@ TEST(Outbox, BoundsWaitingBytesAndPutsBackOldestFirst) {
   EXPECT_EQ(box.add(102, 0, "m", "p", block), Outbox::Added::kFull);
   Outbox::Taken failed = box.take();
   ASSERT_EQ(box.add(103, 0, "m", "p", block), Outbox::Added::kQueued);
-  EXPECT_EQ(box.putBack(std::move(failed)), 1u);  // room for the older of the two only
+  EXPECT_EQ(box.putBack(std::move(failed)).records, 1u);  // room for the older of the two only
   EXPECT_EQ(box.pendingBytes(), 2 * size);
   EXPECT_EQ(box.add(104, 0, "m", "p", block), Outbox::Added::kFull);
   Outbox::Taken t = box.take();
@@ -165,6 +245,33 @@ TEST(Outbox, BoundsWaitingBytesAndPutsBackOldestFirst) {
   while (!in.empty() && readRecord(in, r, error)) times.push_back(r.wall_ms);
   EXPECT_EQ(times, (std::vector<int64_t>{100, 103}));
   EXPECT_EQ(t.count, 2u);
+}
+
+// Ensures session pins share the records' byte bound, are taken with them, and are put back oldest first after a
+// failed send (what does not fit beside the pins queued since is dropped and counted).
+TEST(Outbox, QueuesSessionPinsBesideRecordsUnderOneBound) {
+  std::string one;
+  appendSession(one, {100, 100, "s", "p"});
+  Outbox box(one.size() * 2, 1 << 20, 64);
+  ASSERT_EQ(box.addSession(0, {100, 100, "s", "p"}), Outbox::Added::kQueued);
+  ASSERT_EQ(box.addSession(0, {101, 101, "t", "p"}), Outbox::Added::kQueued);
+  EXPECT_EQ(box.addSession(0, {102, 102, "u", "p"}), Outbox::Added::kFull);
+  EXPECT_EQ(box.add(102, 0, "m", "p", hashes({1})), Outbox::Added::kFull);  // the records' room is the same
+  Outbox::Taken failed = box.take();
+  EXPECT_EQ(failed.session_count, 2u);
+  EXPECT_EQ(failed.count, 0u);
+  ASSERT_EQ(box.addSession(0, {103, 103, "v", "p"}), Outbox::Added::kQueued);
+  const Outbox::Dropped dropped = box.putBack(std::move(failed));
+  EXPECT_EQ(dropped.sessions, 1u);
+  EXPECT_EQ(dropped.records, 0u);
+  Outbox::Taken t = box.take();
+  std::string_view in = t.sessions;
+  SessionPin pin;
+  std::string error;
+  std::vector<std::string> ids;
+  while (!in.empty() && readSession(in, pin, error)) ids.emplace_back(pin.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"s", "v"}));
+  EXPECT_EQ(t.session_count, 2u);
 }
 
 // Ensures a replica's published loads list only pods with requests in flight, and that reading several replicas'
