@@ -57,13 +57,45 @@ def _check_config(tmp, extra):
     return subprocess.run([GATEWAY_BIN, "--config", str(conf), "--check"], capture_output=True, text=True, timeout=30)
 
 
+def _setting_value(text):
+    """A strategy setting given on the command line: an int, a float, true/false, else the text."""
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text, text)
+
+
+def with_settings(specs, name):
+    """`NAME:key=value[+key=value]`: the strategy NAME (a named one or the gateway's) with those settings under
+    routing.strategies.<its gateway strategy> (e.g. `prefill-cost:prefill_weight=4`, for a sweep). None when NAME is
+    unknown or a pair is malformed."""
+    base, _, pairs = name.partition(":")
+    if base not in specs or specs[base] is None or not pairs:
+        return None
+    routing = json.loads(json.dumps(specs[base]))   # a deep copy
+    strategy = routing["strategy"]
+    settings = routing.setdefault("strategies", {}).setdefault(strategy, {})
+    for pair in pairs.split("+"):
+        key, eq, value = pair.partition("=")
+        if not key or not eq:
+            return None
+        settings[key] = _setting_value(value)
+    return routing
+
+
 def resolve_strategies(text, offered, oracle=True):
-    """The strategies to run: `all` = the four named ones, any other the gateway offers, and the oracle."""
+    """The strategies to run: `all` = the named ones, any other the gateway offers, and the oracle; a name may
+    carry settings (`prefill-cost:prefill_weight=4`, see with_settings)."""
     specs = dict(STRATEGIES)
     for name in offered:
         specs.setdefault(name, {"strategy": name})
     specs[ORACLE] = None
     names = list(specs) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if ":" in name and name not in specs and (routing := with_settings(specs, name)) is not None:
+            specs[name] = routing
     if text == "all" and not oracle:
         names.remove(ORACLE)
     unknown = [n for n in names if n not in specs]

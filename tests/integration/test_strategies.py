@@ -91,7 +91,7 @@ def test_prefill_cost_follows_the_cache_and_counts_the_context_in_flight(tmp_pat
         assert costs[holder] < 1, costs  # at most the last partial block to compute
         for name, cost in costs.items():
             if name != holder:
-                assert cost == route["blocks"], costs  # every block to compute, nothing in flight
+                assert cost == 16 * route["blocks"], costs  # every block to compute (weight 16), nothing in flight
         prompt_tokens = debug_route(gw, prompt)["tokens"]
 
         done = threading.Event()

@@ -28,7 +28,9 @@ void setMatchPercents(std::span<Candidate> candidates, std::span<const uint32_t>
 // into `cost_out`. Lower is cheaper.
 // prefill-cost's settings (routing.strategies.prefill-cost), also used by the blend's prefill term.
 struct PrefillCostSettings {
-  double prefill_weight = 1.0;  // a block to compute against a block of context being served (Dynamo's default 1)
+  // A block to compute against a block of context being served. Dynamo's default is 1; 16 fits the engine
+  // simulator (docs/benchmarks.md, "Every strategy": 1 spreads conversations away from their caches).
+  double prefill_weight = 16;
   void read(config::YamlReader& r);
 };
 void prefillCosts(std::span<const Candidate> candidates, std::span<const uint32_t> matched, size_t total_blocks,

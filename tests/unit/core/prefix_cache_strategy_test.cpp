@@ -182,14 +182,14 @@ TEST_F(PrefixRulesTest, PrefillCostWeighsSavedBlocksAgainstContextInFlight) {
   Decision warm = route(prompt + "zz");
   EXPECT_EQ(warm.pod->name(), holder);
   EXPECT_EQ(warm.match_percent, 100);  // all 8 full blocks
-  // Context in flight on the holder: 40 blocks (160 tokens), far more than the 8 blocks it would save.
+  // Context in flight on the holder: 200 blocks (800 tokens), more than the 16 x 8 it would save.
   warm = Decision{};
-  discovery::InFlightGuard busy(pod(holder), 160);
+  discovery::InFlightGuard busy(pod(holder), 800);
   Decision moved = route(prompt + "zz");
   EXPECT_NE(moved.pod->name(), holder);
   for (const Candidate& c : moved.candidates)
     if (c.pod->name() == holder) {
-      EXPECT_DOUBLE_EQ(c.load_score, 40.0);  // 0 blocks to compute + 160 / 4
+      EXPECT_DOUBLE_EQ(c.load_score, 200.0);  // 0 blocks to compute + 800 / 4
     }
 }
 
