@@ -2,8 +2,10 @@
 // The pods the gateway can route to: an immutable snapshot swapped atomically by discovery, and per-pod live
 // state (in-flight count, health) that outlives snapshots so counters survive a pods-file reload.
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -77,7 +79,8 @@ class PredictionTotals {
 
 // Time to first byte of one pod as the gateway measured it (request start to the engine's first response byte),
 // for least-latency: an EWMA (each sample weighs kWeight against the past), with the time of the last sample.
-// Request threads add, strategies read; a small lock (one sample per response).
+// Every response adds one sample, whatever the strategy, so it takes no lock: the EWMA is updated by compare and
+// swap (concurrent samples each land once), and a reader that sees samples > 0 sees the EWMA they were folded into.
 class LatencyEstimate {
  public:
   struct Sample {
@@ -87,19 +90,22 @@ class LatencyEstimate {
   };
   static constexpr double kWeight = 0.2;  // the last ~5 responses dominate
   void add(double seconds, int64_t now_ms) {
-    std::lock_guard lock(mutex_);
-    sample_.seconds = sample_.samples == 0 ? seconds : kWeight * seconds + (1 - kWeight) * sample_.seconds;
-    sample_.last_ms = now_ms;
-    ++sample_.samples;
+    double old = seconds_.load(std::memory_order_relaxed);
+    while (!seconds_.compare_exchange_weak(old, std::isnan(old) ? seconds : kWeight * seconds + (1 - kWeight) * old,
+                                           std::memory_order_relaxed)) {
+    }
+    last_ms_.store(now_ms, std::memory_order_relaxed);
+    samples_.fetch_add(1, std::memory_order_release);
   }
   Sample read() const {
-    std::lock_guard lock(mutex_);
-    return sample_;
+    const uint64_t samples = samples_.load(std::memory_order_acquire);
+    return {seconds_.load(std::memory_order_relaxed), last_ms_.load(std::memory_order_relaxed), samples};
   }
 
  private:
-  mutable std::mutex mutex_;
-  Sample sample_;
+  std::atomic<double> seconds_{std::numeric_limits<double>::quiet_NaN()};  // NaN until the first sample
+  std::atomic<int64_t> last_ms_{0};
+  std::atomic<uint64_t> samples_{0};
 };
 
 // Live state of one pod. Shared (by shared_ptr) between the snapshots that list it and the requests in flight

@@ -22,14 +22,11 @@ openai::GatewayError errorFor(RouteFailure f) {
 
 namespace {
 
-// A candidate as the decision starts: the in-flight count (every replica's, with state sync), the in-flight tokens
-// (the other replicas' requests at `tokens_per_request` each) and, when recent enough, the engine's load.
-Candidate candidateFor(const discovery::PodState& pod, int64_t now_ms, int64_t max_engine_age_ms,
-                       double tokens_per_request) {
+// A candidate as the decision starts: the in-flight count (every replica's, with state sync), this gateway's
+// in-flight tokens and, when recent enough, the engine's load.
+Candidate candidateFor(const discovery::PodState& pod, int64_t now_ms, int64_t max_engine_age_ms) {
   Candidate c{&pod, pod.id(), pod.inFlightAllReplicas()};
-  const int32_t local = pod.inFlight();
-  c.in_flight_tokens = static_cast<double>(std::max<int64_t>(0, pod.inFlightTokens())) +
-                       static_cast<double>(std::max(0, c.in_flight - local)) * tokens_per_request;
+  c.in_flight_tokens = static_cast<double>(std::max<int64_t>(0, pod.inFlightTokens()));
   const engine::EngineLoadView view = pod.engine().view();
   if (view.fresh(now_ms, max_engine_age_ms)) {
     c.waiting = std::isnan(view.waiting) ? 0 : view.waiting;
@@ -39,18 +36,25 @@ Candidate candidateFor(const discovery::PodState& pod, int64_t now_ms, int64_t m
   return c;
 }
 
-}  // namespace
-
-FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, const CandidateFilter& filter) {
-  FilteredCandidates out;
-  const bool panic = panicking(serving, filter.panic_threshold_percent, filter.now_ms);
-  // The mean prompt tokens of this gateway's requests in flight: the size assumed for the other replicas' ones.
+// With state sync, the other replicas' requests in flight to each candidate count at the mean prompt tokens of
+// this gateway's own requests in flight (only their counts cross Redis).
+void addOtherReplicasTokens(std::span<const discovery::PodPtr> serving, std::vector<Candidate>& candidates) {
   int64_t tokens = 0, requests = 0;
   for (const discovery::PodPtr& pod : serving) {
     tokens += std::max<int64_t>(0, pod->inFlightTokens());
     requests += std::max(0, pod->inFlight());
   }
-  const double tokens_per_request = requests > 0 ? static_cast<double>(tokens) / static_cast<double>(requests) : 0;
+  if (requests == 0) return;
+  const double per_request = static_cast<double>(tokens) / static_cast<double>(requests);
+  for (Candidate& c : candidates) c.in_flight_tokens += std::max(0, c.in_flight - c.pod->inFlight()) * per_request;
+}
+
+}  // namespace
+
+FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, const CandidateFilter& filter) {
+  FilteredCandidates out;
+  const bool panic = panicking(serving, filter.panic_threshold_percent, filter.now_ms);
+  bool other_replicas = false;
   out.candidates.reserve(serving.size());
   for (const discovery::PodPtr& pod : serving) {
     if (!(panic ? pod->healthy() && !pod->removed() : pod->ready(filter.now_ms))) continue;
@@ -60,9 +64,11 @@ FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, 
       ++out.full;
       continue;
     }
-    out.candidates.push_back(candidateFor(*pod, filter.now_ms, filter.max_engine_age_ms, tokens_per_request));
+    out.candidates.push_back(candidateFor(*pod, filter.now_ms, filter.max_engine_age_ms));
+    other_replicas |= out.candidates.back().in_flight > pod->inFlight();
   }
   if (out.candidates.empty()) return out;
+  if (other_replicas) addOtherReplicasTokens(serving, out.candidates);
   // A pod whose KV cache is nearly full (infinite capacity-aware score) is not a candidate unless every pod is.
   // The scores stay on the candidates: load-aware strategies use them as computed with this request's settings.
   capacityLoadScores(out.candidates, filter.load_balance);

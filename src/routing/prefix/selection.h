@@ -28,6 +28,7 @@ void setMatchPercents(std::span<Candidate> candidates, std::span<const uint32_t>
 // into `cost_out`. Lower is cheaper.
 // prefill-cost's settings (routing.strategies.prefill-cost), also used by the blend's prefill term.
 struct PrefillCostSettings {
+  static constexpr std::string_view kStrategyName = "prefill-cost";  // whose settings these are
   // A block to compute against a block of context being served. Dynamo's default is 1; 16 fits the engine
   // simulator (docs/benchmarks.md, "Every strategy": 1 spreads conversations away from their caches).
   double prefill_weight = 16;

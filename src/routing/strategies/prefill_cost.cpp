@@ -13,7 +13,7 @@ namespace {
 
 class PrefillCostStrategy final : public PrefixStrategy {
  public:
-  static constexpr std::string_view kName = "prefill-cost";
+  static constexpr std::string_view kName = PrefillCostSettings::kStrategyName;
   using Settings = PrefillCostSettings;
   PrefillCostStrategy(const config::Config& config, PrefixServices& services, PrefixMetrics& metrics,
                       const Settings& settings)

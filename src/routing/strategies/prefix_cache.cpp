@@ -20,7 +20,7 @@ class PrefixCacheStrategy final : public PrefixStrategy {
   static std::unique_ptr<Strategy> create(const StrategyDeps& deps) {
     PrefillCostSettings prefill;
     std::vector<std::string> ignored;
-    readStrategySettings(deps.config, "prefill-cost", prefill, ignored);
+    readStrategySettings(deps.config, std::string(PrefillCostSettings::kStrategyName), prefill, ignored);
     return createPrefixStrategy<PrefixCacheStrategy>(deps, prefill);
   }
   std::string_view name() const override { return kName; }

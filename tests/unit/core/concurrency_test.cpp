@@ -137,3 +137,36 @@ TEST(GatewayMetricsConcurrency, ShardsOfOneSeriesMergeAtScrape) {
 
 }  // namespace
 }  // namespace prefixgate
+
+namespace prefixgate {
+namespace {
+
+// Ensures the lock-free time-to-first-byte estimate loses no sample when responses on several threads add at once
+// (each lands exactly once in the EWMA and the count), and that a reader that sees a sample count never sees the
+// estimate before its first sample.
+TEST(LatencyEstimateConcurrency, ConcurrentSamplesAndReaders) {
+  discovery::LatencyEstimate estimate;
+  std::atomic<bool> done{false};
+  std::atomic<int> torn{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      const discovery::LatencyEstimate::Sample s = estimate.read();
+      if (s.samples > 0 && !(s.seconds > 0)) torn.fetch_add(1);
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kRecorders; ++t)
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < kRecordsPerThread; ++i) estimate.add(0.5, t * kRecordsPerThread + i);
+    });
+  for (auto& w : writers) w.join();
+  done = true;
+  reader.join();
+  const discovery::LatencyEstimate::Sample s = estimate.read();
+  EXPECT_EQ(s.samples, uint64_t{kRecorders} * kRecordsPerThread);
+  EXPECT_NEAR(s.seconds, 0.5, 1e-9);
+  EXPECT_EQ(torn.load(), 0);
+}
+
+}  // namespace
+}  // namespace prefixgate
