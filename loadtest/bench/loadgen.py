@@ -7,11 +7,11 @@ Two modes:
 
 Per request it records TTFT (send -> first chunk with content), the gaps between content chunks (ITL), the
 end-to-end time, the usage chunk's prompt/cached/completion tokens, the `target-pod` header (or the simulator's
-`x-sim-pod` when sent to a pod directly), errors, and the send lag: wall milliseconds between the moment the
-request was due (its session's arrival time, or the end of the previous turn + the think time) and the moment its
-bytes were written. Several gateway replicas (`replicas=`) get the requests round-robin (replica_plan).
-Everything the client does before writing (waiting for the event loop, opening a connection,
-the oracle's cache queries) counts in the lag, so a client too busy to keep the schedule shows in it. Content
+`x-sim-pod` when sent to a pod directly) and `x-prefix-match-percent`, errors, and the send lag: wall milliseconds
+between the moment the request was due (its session's arrival time, or the end of the previous turn + the think
+time) and the moment its bytes were written. Several gateway replicas (`replicas=`) get the requests round-robin
+(replica_plan). Everything the client does before writing (waiting for the event loop, opening a connection, the
+oracle's cache queries) counts in the lag, so a client too busy to keep the schedule shows in it. Content
 chunks are recognised by a byte search, not a JSON parse; only the usage chunk is parsed, which keeps one Python
 process at thousands of events per second. Every loop is bounded: by the requests given, by a per-request
 timeout and by a deadline for the whole run.
@@ -68,6 +68,12 @@ def parse_head(raw):
         if sep:
             headers[name.strip().lower()] = value.strip()
     return status, headers
+
+
+def match_percent(headers):
+    """The gateway's x-prefix-match-percent (0-100), or -1 when absent or not a number (no prefix strategy ran)."""
+    value = headers.get("x-prefix-match-percent", "")
+    return int(value) if value.isascii() and value.isdigit() else -1
 
 
 class _Stream:
@@ -211,6 +217,7 @@ class LoadGenerator:
         status, headers = parse_head(raw_head)
         rec.status = status
         rec.pod = headers.get("target-pod") or headers.get("x-sim-pod") or rec.pod
+        rec.match_percent = match_percent(headers)
         chunked = "chunked" in headers.get("transfer-encoding", "")
         if status != 200 or not chunked:
             body = []

@@ -61,6 +61,7 @@ class Record:
     status: int = 0          # HTTP status; 0 = no response (connection error, timeout, run deadline)
     error: str = ""
     pod: str = ""            # the gateway's target-pod header
+    match_percent: int = -1  # the gateway's x-prefix-match-percent header (the chosen pod's match), -1 = none
     replica: int = 0         # the gateway replica it was sent to (LoadGenerator's replicas), else 0
     ttft_s: float = -1.0     # send -> first content chunk
     e2e_s: float = -1.0      # send -> last byte

@@ -7,17 +7,18 @@ import threading
 
 import pytest
 
-from bench.loadgen import replica_plan, run_workload
+from bench.loadgen import match_percent, replica_plan, run_workload
 from bench.model import BenchRequest, Session, Workload
 from bench.oracle import OracleRouter
 
 
 class FakePod:
     """A tiny HTTP/1.1 keep-alive server: streams 3 SSE content events per completion, answers cache matches with
-    a fixed cached_tokens."""
+    a fixed cached_tokens; `match_header` is sent as x-prefix-match-percent on completions (None: no header)."""
 
-    def __init__(self, name, cached_tokens=0):
+    def __init__(self, name, cached_tokens=0, match_header=None):
         self.name, self.cached_tokens, self.matches, self.completions = name, cached_tokens, 0, 0
+        self.match_header = match_header
         self.port = None
         self.session_ids = []  # each completion's x-session-id header (None when absent)
 
@@ -40,8 +41,9 @@ class FakePod:
                     self.completions += 1
                     self.session_ids.append(next((line.split(b":", 1)[1].strip().decode() for line in head.split(b"\r\n")
                                                   if line.lower().startswith(b"x-session-id:")), None))
+                    match = f"x-prefix-match-percent: {self.match_header}\r\n" if self.match_header else ""
                     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked"
-                                 b"\r\nx-sim-pod: " + self.name.encode() + b"\r\n\r\n")
+                                 b"\r\nx-sim-pod: " + self.name.encode() + b"\r\n" + match.encode() + b"\r\n")
                     events = [b'data: {"choices":[{"delta":{"content":" the"}}]}\n\n'] * 3 + [
                         b'data: {"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":3,'
                         b'"prompt_tokens_details":{"cached_tokens":' + str(self.cached_tokens).encode() + b'}}}\n\n',
@@ -59,7 +61,7 @@ class FakePod:
 def pods():
     """Two fake pods served from a background event loop."""
     loop = asyncio.new_event_loop()
-    fakes = [FakePod("pod-a", cached_tokens=0), FakePod("pod-b", cached_tokens=64)]
+    fakes = [FakePod("pod-a", cached_tokens=0), FakePod("pod-b", cached_tokens=64, match_header="75")]
     ready = threading.Event()
 
     async def start():
@@ -183,3 +185,16 @@ def test_every_request_names_its_session(pods):
     records, _, _ = run_workload("127.0.0.1", pods[0].port, w, 1.0, 30, progress=False)
     assert len(records) == 5 and all(r.ok for r in records)
     assert sorted(pods[0].session_ids) == ["s0", "s0", "s0", "s1", "s1"]
+
+
+def test_each_record_carries_the_gateways_prefix_match_header(pods):
+    """Ensures x-prefix-match-percent is recorded per request (pod-b sends 75), -1 without it (pod-a) or when it is
+    not a number."""
+    w = Workload(name="fake", title="", description="", sessions=chat([1, 1, 1, 1]))
+    replicas = [("127.0.0.1", p.port) for p in pods]
+    records, _, _ = run_workload("127.0.0.1", 0, w, 1.0, 30, progress=False, replicas=replicas)
+    assert len(records) == 4 and all(r.ok for r in records)
+    assert sorted((r.pod, r.match_percent) for r in records) == [("pod-a", -1)] * 2 + [("pod-b", 75)] * 2
+    assert match_percent({"x-prefix-match-percent": "100"}) == 100
+    assert match_percent({"x-prefix-match-percent": "-"}) == match_percent({}) == -1
+    assert match_percent({"x-prefix-match-percent": "\xb2"}) == -1   # a latin-1 superscript two: isdigit(), no int
