@@ -52,7 +52,10 @@ FIELDS = ["throughput_rps", "output_tps", "ttft_p50", "ttft_p90", "ttft_p99", "i
           "pod_inflight_peak", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "preemptions", "errors", "wall_s",
           # several replicas (bench/replicas.py; absent otherwise)
           "sync_lag_p99_s", "sync_records_sent", "sync_records_received", "sync_records_dropped",
-          "sync_bytes_per_request", "sync_redis_errors", "sync_reconnects", "redis_used_memory"]
+          "sync_bytes_per_request", "sync_redis_errors", "sync_reconnects", "redis_used_memory",
+          # the decisions (bench/decisions.py)
+          "follow_rate", "hit_followed", "hit_moved", "ttft_p90_followed", "ttft_p90_moved", "moved_share_of_misses",
+          "inflight_gap_moved", "pods_per_group", "pod_load_cv", "match_moved_mean"]
 
 
 def add_oracle_ratios(runs, oracle="oracle"):

@@ -35,6 +35,7 @@ sys.path.insert(0, str(HERE.parent))
 import provenance  # noqa: E402
 from bench import report, workloads  # noqa: E402
 from bench.aggregate import add_oracle_ratios, aggregate, short_of_seeds  # noqa: E402
+from bench.decisions import decision_stats  # noqa: E402
 from bench.runner import (ORACLE, check_replica, gateway_strategies, gateway_takes_random_seed,  # noqa: E402
                           resolve_strategies, rotated, run_one, sim_supports, state_sync_refusal)
 from bench.stats import LAG_LIMIT_MS, steady_stages, summarize  # noqa: E402
@@ -173,6 +174,7 @@ def run_seeds(name, params, strategies, args, tmp, seeded_gateway):
                 records, wall, notes = run_one(workload, strategy, routing, seed, args, tmp, seeded_gateway)
                 row = summarize(strategy, records, by_rid, wall, notes.pop("engine_hit_ratio"),
                                 workload.params.get("token_scale", 1.0)) | notes
+                row |= decision_stats(records, args.pods)
                 row |= {"seed": seed, "attempt": attempt, "position": position}
                 if workload.stages:
                     row["stages"] = steady_stages(records, workload.stages, by_rid)

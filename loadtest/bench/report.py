@@ -1,6 +1,7 @@
 """The quality report: a Markdown file with, per workload, the figures over seeds (mean ± 95 % confidence
-half-width), the steady-state TTFT per rate stage for stepped workloads, every run's lag and validity, with several
-gateway replicas what they exchanged through Redis, PNG plots of the first seed, and a summary.json with every per-seed row and the aggregates, all written into one folder."""
+half-width), the steady-state TTFT per rate stage for stepped workloads, the routing decisions behind them, every
+run's lag and validity, with several gateway replicas what they exchanged through Redis, PNG plots of the first
+seed, and a summary.json with every per-seed row and the aggregates, all written into one folder."""
 import json
 import math
 from pathlib import Path
@@ -76,6 +77,41 @@ def stage_table(aggregates, stages):
             cells.append(text)
         lines.append(f"| {name} | " + " | ".join(cells or ["-"] * len(stages)) + " |")
     return lines
+
+
+# The decisions table (bench/decisions.py): (aggregate keys shown "a / b", title, format, what the column means).
+DECISION_COLUMNS = [
+    (("follow_rate",), "follow rate", "pct",
+     "share of the requests after a group's first that went to the pod of the group's previous request"),
+    (("hit_followed", "hit_moved"), "hit followed / moved", "pct",
+     "token hit ratio of the requests that followed / moved"),
+    (("ttft_p90_followed", "ttft_p90_moved"), "TTFT p90 s followed / moved", "sec",
+     "TTFT p90 of the requests that followed / moved"),
+    (("moved_share_of_misses",), "moves' share of misses", "pct",
+     "of the prompt tokens not cached in requests after a group's first, the share in moved requests"),
+    (("inflight_gap_moved",), "in-flight gap of moves", "num1",
+     "median over moved requests of (requests in flight at the previous pod - at the chosen pod) when sent, as "
+     "the client saw them: 1 = a warm pod left for one request of load"),
+    (("match_moved_mean",), "match % of moves", "num0",
+     "mean `x-prefix-match-percent` of moved requests: the chosen pod's match in the gateway's index (low = it "
+     "knowingly moved to a cold pod; \"-\": no prefix strategy ran)"),
+    (("pods_per_group",), "pods per group", "num2", "mean distinct pods used by a group of two requests or more"),
+    (("pod_load_cv",), "load CV", "num2", "coefficient of variation of the requests served per pod (0 = even)"),
+]
+
+
+def decisions_table(aggregates):
+    """Why a strategy wins or loses: its per-request decisions (mean ± half-width over the valid seeds), with a
+    line per column saying what it is."""
+    lines = ["**Decisions** (bench/decisions.py; a group = a conversation, a prefix group or a trace chain; in send "
+             "order, each of its requests after the first either followed the previous one to its pod or moved; "
+             "mean ± 95 % CI over the valid seeds):", "",
+             "| strategy | " + " | ".join(title for _, title, _, _ in DECISION_COLUMNS) + " |",
+             "| --- " * (len(DECISION_COLUMNS) + 1) + "|"]
+    for name, agg in aggregates.items():
+        lines.append(f"| {name} | " + " | ".join(" / ".join(pm(agg[k], fmt) for k in keys)
+                                                  for keys, _, fmt, _ in DECISION_COLUMNS) + " |")
+    return lines + [""] + [f"- {title}: {meaning}" for _, title, _, meaning in DECISION_COLUMNS] + [""]
 
 
 # The replicas' table (several gateways per run): (aggregate key, title, format), as COLUMNS.
@@ -166,6 +202,7 @@ def workload_section(workload, rows, aggregates, plotted, out_dir, seeds, replic
                   "and the figure depends on the stage length):", "",
                   *stage_table(aggregates, workload.stages), ""]
     lines += ["Over the whole run, mean ± 95 % CI over the valid seeds:", "", aggregate_table(aggregates), ""]
+    lines += decisions_table(aggregates)
     if replicas > 1:
         lines += replicas_section(rows, aggregates, replicas, seeds[0])
     invalid = [r for r in rows if not r["valid"]]
