@@ -33,6 +33,10 @@ struct Candidate {
   // Prompt tokens of the requests in flight to the pod (their context, which it is prefilling or decoding):
   // this gateway's exact sum, plus with state sync the other replicas' requests at this gateway's mean per request.
   double in_flight_tokens = 0;
+  // This gateway's requests sent to the pod still waiting for their first byte, and the prompt tokens they were
+  // predicted to miss (the prefill work queued ahead of a new request), read once when the decision starts.
+  int32_t prefill_requests = 0;
+  double prefill_tokens = 0;
   double score = 0;            // filled by the strategy: higher wins
   int match_percent = -1;      // filled by prefix strategies (explanations, headers); -1 = not computed
   double load_score = NAN;     // filled by load-aware strategies (explanations); NaN = not computed
@@ -42,6 +46,16 @@ struct Candidate {
   double kv_usage = NAN;       // KV cache usage 0..1; NaN = unknown
   double capacity = 0;         // measured output tokens/s; 0 = not measured (scored as the mean of the others)
   bool excluded = false;       // set by the Router on pods it filtered out (listed by /debug/route, never scored)
+  // Filled by the wait scorer (explanations): the request's estimated time to first token here and its parts, in
+  // seconds; NaN = not computed.
+  struct Wait {
+    double total = NAN;  // the sum of the parts
+    double base = NAN;     // the pod's learned fixed cost per request
+    double prefill = NAN;  // its own uncached tokens at the pod's learned prefill rate
+    double queue = NAN;    // the prefill work ahead of it (this gateway's and the engine's other waiting requests)
+    double decode = NAN;   // the requests decoding there, at the pod's learned cost per request
+  };
+  Wait wait{};
 };
 
 // Per-request settings resolved from the model's config profile.
@@ -76,6 +90,9 @@ struct RoutingInput {
   // Set by strategies that tokenized the prompt: its token count, which the request's in-flight context counts
   // against the chosen pod (Candidate::in_flight_tokens). -1 = not known (the Router estimates it).
   int64_t prompt_tokens = -1;
+  // Set by prefix strategies in onPicked: the prompt tokens the chosen pod is predicted to miss (to prefill), counted
+  // against it until the engine's first byte (Candidate::prefill_tokens). -1 = not known (the prompt tokens count).
+  int64_t uncached_tokens = -1;
 };
 
 class Strategy {

@@ -19,14 +19,17 @@ STRATEGIES = {
     "random": {"strategy": "random"},
     "least-request": {"strategy": "least-request"},
     "prefix-cache": {"strategy": "prefix-cache"},
-    "prefix-cache-standalone": {"strategy": "prefix-cache", "blend": {"load_balance_weight": 0}},
+    # The scorers of prefix-cache under their own names (whatever routing.prefix_cache.scorer says).
+    "prefix-cache-wait": {"strategy": "prefix-cache-wait"},
+    "prefix-cache-blend": {"strategy": "prefix-cache-blend"},
+    "prefix-cache-standalone": {"strategy": "prefix-cache-blend", "blend": {"load_balance_weight": 0}},
     # AIBrix's standard mode: the routed blocks of a pod are not capped at its KV capacity (prefix-cache caps them:
     # routing.prefix_cache.capacity_aware is on by default).
     "prefix-cache-uncapped": {"strategy": "prefix-cache", "prefix_cache": {"capacity_aware": False}},
     # KV event sync: the index follows the engines' own cache events (the pods publish them).
     "prefix-cache-kv": {"strategy": "prefix-cache", "prefix_cache": {"kv_event_sync": True}},
     # prefill-cost's cost as a third scorer of the blend, weighed like its load term.
-    "prefix-cache-prefill": {"strategy": "prefix-cache", "blend": {"prefill_cost_weight": 4}},
+    "prefix-cache-prefill": {"strategy": "prefix-cache-blend", "blend": {"prefill_cost_weight": 4}},
 }
 # Strategies whose pods publish their KV cache events (and list them in the pods file).
 KV_EVENT_STRATEGIES = {"prefix-cache-kv"}
@@ -173,6 +176,14 @@ def prediction_accuracy(gateways):
     return 1.0 - wrong / base if base else 1.0
 
 
+def learned_rates(gateways):
+    """{pod: its service rates as the first gateway learned them (/debug/pods "rates")}; {} when the gateway binary
+    predates them."""
+    if not gateways:
+        return {}
+    return {p["name"].rsplit("-", 1)[-1]: p["rates"] for p in gateways[0].debug_pods() if "rates" in p}
+
+
 def metrics_texts(gateways):
     """Every gateway's /metrics once the requests they counted stop changing (a response is counted just after its
     last byte, so a read as the client finishes can miss the last); [] when one does not answer."""
@@ -253,6 +264,7 @@ def run_one(workload, name, routing, seed, args, tmp, seeded_gateway):
         notes["crashed"] = dead_processes([p for p in [*gateways, redis, *sims] if p is not None])
         notes.update(engine_notes(scrape_engines(sims)))
         notes["prediction_accuracy"] = prediction_accuracy(gateways)
+        notes["learned_rates"] = learned_rates(gateways)
         notes.update(gateway_figures(gateways, records, redis) if gateways else {})
         notes["replicas"] = len(gateways)
         if routing is None:

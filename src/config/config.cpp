@@ -29,6 +29,7 @@ void readPrefixCache(YamlReader r, PrefixCacheConfig& c) {
   r.read("cpu_block_credit", c.cpu_block_credit);
   r.read("tiktoken_file", c.tiktoken_file);
   r.read("tokenizer_cache_mb", c.tokenizer_cache_mb);
+  r.read("scorer", c.scorer);
   r.finish();
 }
 

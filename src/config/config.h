@@ -38,6 +38,10 @@ struct PrefixCacheConfig {
   // KV event sync: a block the engine holds in CPU memory (offloaded) counts this much of a GPU block.
   double cpu_block_credit = 0.5;
   std::string tiktoken_file;          // cl100k_base.json; empty = the copy fetched by scripts/setup.sh
+  // How prefix-cache weighs a pod's match against its load: "wait" (the estimated time to first token from each
+  // pod's learned rates; prefix-cache-wait) or "blend" (AIBrix's weighted blend, or its standalone rule when
+  // blend.load_balance_weight is 0; prefix-cache-blend).
+  std::string scorer = "blend";
   uint32_t tokenizer_cache_mb = 64;   // tiktoken: token ids of resent prompt segments kept; 0 = off
 };
 

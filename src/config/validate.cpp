@@ -119,6 +119,8 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   const auto& r = c.routing;
   if (r.strategy.empty()) check.fail("routing.strategy", "must not be empty");
   check.strategy("routing.strategy", r.strategy, known);
+  if (r.prefix_cache.scorer != "wait" && r.prefix_cache.scorer != "blend")
+    check.fail("routing.prefix_cache.scorer", "expected wait or blend, got '" + r.prefix_cache.scorer + "'");
   if (r.prefix_cache.tokenizer != "character" && r.prefix_cache.tokenizer != "tiktoken")
     check.fail("routing.prefix_cache.tokenizer", "expected character or tiktoken, got '" + r.prefix_cache.tokenizer + "'");
   check.positive("routing.prefix_cache.block_size", r.prefix_cache.block_size);

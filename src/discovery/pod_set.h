@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "discovery/kv_sync_state.h"
 #include "discovery/passive_ejection.h"
+#include "discovery/service_rates.h"
 #include "engine/engine_load.h"
 #include "prefixgate/types.h"
 
@@ -130,6 +131,19 @@ class PodState {
   }
   // The prompt tokens of this gateway's requests in flight to the pod (prefill-cost's decode term).
   int64_t inFlightTokens() const { return in_flight_tokens_.load(std::memory_order_relaxed); }
+  // This gateway's requests sent to the pod whose first response byte has not come yet (the engine is queueing or
+  // prefilling them), and the prompt tokens they were predicted to miss in its cache: the prefill work ahead of
+  // the next request (PrefillGuard counts them).
+  int32_t prefillRequests() const { return prefill_requests_.load(std::memory_order_relaxed); }
+  int64_t prefillTokens() const { return prefill_tokens_.load(std::memory_order_relaxed); }
+  void addPrefill(int64_t tokens) {
+    prefill_requests_.fetch_add(1, std::memory_order_relaxed);
+    prefill_tokens_.fetch_add(tokens, std::memory_order_relaxed);
+  }
+  void releasePrefill(int64_t tokens) {
+    prefill_requests_.fetch_sub(1, std::memory_order_relaxed);
+    prefill_tokens_.fetch_sub(tokens, std::memory_order_relaxed);
+  }
   // With state sync: the other live replicas' in-flight requests to this pod as last read from Redis (0 when sync
   // is off, or Redis has not answered for longer than a replica's heartbeat lives), and how many other replicas
   // there were. The read is up to one load interval old; setRemoteInFlight notes this gateway's routed count then.
@@ -187,6 +201,9 @@ class PodState {
   // Time to first byte as measured by the gateway (least-latency reads it).
   LatencyEstimate& latency() { return latency_; }
   const LatencyEstimate& latency() const { return latency_; }
+  // Prefill and decode rates learned from its responses (the wait scorer's inputs; RequestOutcome adds).
+  ServiceRates& rates() { return rates_; }
+  const ServiceRates& rates() const { return rates_; }
   // The prediction audit's sums for this pod (kept across pods-file reloads, like the in-flight count).
   PredictionTotals& prediction() { return prediction_; }
   const PredictionTotals& prediction() const { return prediction_; }
@@ -196,6 +213,8 @@ class PodState {
   const PodSpec spec_;
   std::atomic<int32_t> in_flight_{0};
   std::atomic<int64_t> in_flight_tokens_{0};
+  std::atomic<int32_t> prefill_requests_{0};
+  std::atomic<int64_t> prefill_tokens_{0};
   std::atomic<int32_t> remote_in_flight_{0};
   std::atomic<uint32_t> routed_{0};          // requests ever routed here by this gateway (wraps)
   std::atomic<uint32_t> routed_at_read_{0};  // routed_ when the other replicas' counts were last read
@@ -213,6 +232,7 @@ class PodState {
   KvSyncState kv_sync_;
   PredictionTotals prediction_;
   LatencyEstimate latency_;
+  ServiceRates rates_;
 };
 
 using PodPtr = std::shared_ptr<PodState>;
@@ -240,6 +260,34 @@ class InFlightGuard {
     pod_.reset();
   }
   const PodPtr& pod() const { return pod_; }
+
+ private:
+  PodPtr pod_;
+  int64_t tokens_ = 0;
+};
+
+// Counts a request's predicted prefill tokens against a pod from the moment it is chosen until its first response
+// byte (the relay resets it then) or its end, whatever happened.
+class PrefillGuard {
+ public:
+  PrefillGuard() = default;
+  PrefillGuard(PodPtr pod, int64_t tokens) : pod_(std::move(pod)), tokens_(tokens) {
+    if (pod_) pod_->addPrefill(tokens_);
+  }
+  PrefillGuard(PrefillGuard&& o) noexcept : pod_(std::move(o.pod_)), tokens_(o.tokens_) {}
+  PrefillGuard& operator=(PrefillGuard&& o) noexcept {
+    if (this != &o) {
+      reset();
+      pod_ = std::move(o.pod_);
+      tokens_ = o.tokens_;
+    }
+    return *this;
+  }
+  ~PrefillGuard() { reset(); }
+  void reset() {
+    if (pod_) pod_->releasePrefill(tokens_);
+    pod_.reset();
+  }
 
  private:
   PodPtr pod_;

@@ -133,6 +133,7 @@ asio::awaitable<void> endStreamWithError(ClientWriter& writer, ClientFraming fra
 // Streams the response whose head `ex` holds to the client; returns how the body ended.
 asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& d, Exchange& ex, ClientWatch& watch,
                                            RelayOutcome& out) {
+  const auto head_at = std::chrono::steady_clock::now();  // out.first_byte_seconds after the start
   auto& up_head = ex.parser->get();
   const ClientFraming framing = writeResponseHead(*ex.parser, rq, d, rq.head_buffer);
   out.status = static_cast<int>(up_head.result_int());
@@ -185,7 +186,12 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
       break;
     }
     // The first body bytes (a stream's first token, or a whole answer): the engine has computed the prompt.
-    if (d.pending) d.pending.reset();
+    if (out.first_body_seconds < 0) {
+      out.first_body_seconds = out.first_byte_seconds + std::chrono::duration<double>(
+                                                            std::chrono::steady_clock::now() - head_at).count();
+      if (d.pending) d.pending.reset();
+      d.prefill.reset();
+    }
     const std::string_view relayed(buffer.data(), n);
     usage.feed(relayed);
     mid_event = !relayed.ends_with("\n\n");

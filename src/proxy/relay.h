@@ -50,7 +50,9 @@ struct RelayOutcome {
   std::string error;              // why it failed, for the log ("" on success)
   FailureKind failure = FailureKind::kNone;  // why it failed (the gateway's error table maps it)
   std::string error_reason;       // metric label: failureLabel(failure), "" on success
-  double first_byte_seconds = -1;
+  double first_byte_seconds = -1;  // request start to the engine's response head
+  // Request start to the first body byte (a stream's first token: the engine has computed the prompt); -1 = none.
+  double first_body_seconds = -1;
   int retries = 0;
   uint64_t output_tokens = 0;     // counted on the way through (usage, else SSE events)
   // The engine's usage.prompt_tokens and usage.prompt_tokens_details.cached_tokens, last values seen in the body

@@ -25,8 +25,13 @@ namespace {
 // A candidate as the decision starts: the in-flight count (every replica's, with state sync), this gateway's
 // in-flight tokens and, when recent enough, the engine's load.
 Candidate candidateFor(const discovery::PodState& pod, int64_t now_ms, int64_t max_engine_age_ms) {
-  Candidate c{&pod, pod.id(), pod.inFlightAllReplicas()};
+  Candidate c;
+  c.pod = &pod;
+  c.pod_id = pod.id();
+  c.in_flight = pod.inFlightAllReplicas();
   c.in_flight_tokens = static_cast<double>(std::max<int64_t>(0, pod.inFlightTokens()));
+  c.prefill_requests = std::max(0, pod.prefillRequests());
+  c.prefill_tokens = static_cast<double>(std::max<int64_t>(0, pod.prefillTokens()));
   const engine::EngineLoadView view = pod.engine().view();
   if (view.fresh(now_ms, max_engine_age_ms)) {
     c.waiting = std::isnan(view.waiting) ? 0 : view.waiting;
@@ -76,6 +81,13 @@ FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, 
   // Before any strategy: when load is severely skewed, only the least-loaded pods stay candidates.
   applyImbalanceGate(out.candidates, filter.load_imbalance);
   return out;
+}
+
+double queuedElsewhere(const Candidate& c, double prompt_tokens) {
+  const double others = c.waiting - static_cast<double>(c.prefill_requests);
+  if (!(others > 0)) return 0;
+  const double per_request = c.prefill_requests > 0 ? c.prefill_tokens / c.prefill_requests : prompt_tokens;
+  return others * per_request;
 }
 
 int64_t estimatedPromptTokens(const openai::RequestView& request) {
@@ -204,7 +216,15 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
     if (pod.get() == candidates[best].pod) chosen = pod;
   // Counted at the moment of choice, so the next decision (on any thread) already sees it.
   const int64_t tokens = input.prompt_tokens >= 0 ? input.prompt_tokens : estimatedPromptTokens(query.request);
-  if (!query.dry_run) d.guard = discovery::InFlightGuard(chosen, tokens);
+  const int64_t to_prefill = input.uncached_tokens >= 0 ? std::min(input.uncached_tokens, tokens) : tokens;
+  // What the pod had to do when the request was sent, for learning its rates from the response's first byte.
+  const Candidate& pick = candidates[best];
+  d.sent = {pick.prefill_tokens + queuedElsewhere(pick, tokens), static_cast<double>(to_prefill),
+            static_cast<double>(std::max(0, pick.in_flight - pick.prefill_requests))};
+  if (!query.dry_run) {
+    d.guard = discovery::InFlightGuard(chosen, tokens);
+    d.prefill = discovery::PrefillGuard(chosen, to_prefill);
+  }
   d.pod = std::move(chosen);
   d.match_percent = candidates[best].match_percent;
   d.predicted_cached_fraction = input.predicted_cached_fraction;

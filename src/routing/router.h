@@ -42,6 +42,15 @@ struct Decision {
   std::string_view outcome;             // strategy-specific selection label ("" = none)
   std::vector<Candidate> candidates;    // every scored candidate (for /debug/route)
   std::vector<std::pair<std::string, int64_t>> details;  // facts the strategy computed (tokens, blocks)
+  // Counts the tokens the pod must prefill for the request until its first byte (the relay resets it then).
+  discovery::PrefillGuard prefill;
+  // The pod's work when the request was sent (ServiceRates' inputs): prefill tokens queued ahead of it, its own
+  // (predicted uncached) tokens, requests decoding.
+  struct Sent {
+    double prefill_ahead_tokens = 0;
+    double own_tokens = 0;
+    double decoding = 0;
+  } sent;
 };
 
 // The strategy a request resolves to, known before choose(): what the session must prepare for it.
@@ -92,6 +101,11 @@ struct FilteredCandidates {
 // whose KV cache is nearly full leave unless every pod's is, and the load-imbalance gate keeps only the least
 // loaded when counts are severely skewed. Pure over the pods' current state.
 FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, const CandidateFilter& filter);
+
+// The prefill tokens queued at the candidate's engine by others (other replicas, clients sent to it directly): its
+// engine-reported waiting requests beyond this gateway's own not yet begun, each at this gateway's mean queued
+// request there (none queued: `prompt_tokens`, this request's size). 0 when the engine reports none.
+double queuedElsewhere(const Candidate& c, double prompt_tokens);
 
 // A request's prompt tokens when no strategy tokenized it: its token ids when it has them (its own or the
 // engine's), else its prompt text at ~4 bytes per token (PrefixServices::kBytesPerToken's estimate).

@@ -107,6 +107,28 @@ json stateSyncJson(Gateway& g) {
           {"stream_position", s.stream_position}};
 }
 
+// The pod's learned service rates (discovery::ServiceRates; the defaults until its first sample).
+json ratesJson(const discovery::PodState& pod) {
+  const discovery::ServiceRates::Rates r = pod.rates().read();
+  return {{"samples", r.samples},
+          {"base_ms", r.base_s * 1000},
+          {"prefill_tokens_per_s", 1 / r.prefill_s_per_token},
+          {"queue_ms_per_1k_tokens", r.queue_s_per_token * 1e6},
+          {"decode_ms_per_request", r.decode_s_per_request * 1000},
+          {"prefill_requests", pod.prefillRequests()},
+          {"prefill_tokens", pod.prefillTokens()}};
+}
+
+// A candidate's estimated wait and its parts in milliseconds (the wait scorer's); null when it did not run.
+json waitJson(const routing::Candidate& c) {
+  if (std::isnan(c.wait.total)) return nullptr;
+  return {{"total_ms", c.wait.total * 1000},
+          {"base_ms", c.wait.base * 1000},
+          {"prefill_ms", c.wait.prefill * 1000},
+          {"queue_ms", c.wait.queue * 1000},
+          {"decode_ms", c.wait.decode * 1000}};
+}
+
 json podsJson(Gateway& g) {
   auto snapshot = g.pods().snapshot();
   const int64_t now = routing::steadyNowMs();
@@ -131,7 +153,8 @@ json podsJson(Gateway& g) {
                                                                           : pod->engine().kvCapacityTokens()},
                     {"kv_sync", kvSyncJson(*pod, now, g.config().routing.prefix_cache.silent_publisher_ms)},
                     {"engine", engineJson(*pod, now, max_age)},
-                    {"prediction", predictionJson(*pod)}});
+                    {"prediction", predictionJson(*pod)},
+                    {"rates", ratesJson(*pod)}});
   }
   return json{{"pods", pods}, {"state_sync", stateSyncJson(g)}};
 }
@@ -164,6 +187,9 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
                     {"waiting", c.waiting},
                     {"kv_cache_usage", std::isnan(c.kv_usage) ? json(nullptr) : json(c.kv_usage)},
                     {"capacity_tokens_per_s", c.capacity},
+                    {"prefill_requests", c.prefill_requests},
+                    {"prefill_tokens", c.prefill_tokens},
+                    {"wait", waitJson(c)},
                     // Filtered out before scoring (KV cache nearly full): never picked while another pod is not.
                     {"excluded", c.excluded}});
   }

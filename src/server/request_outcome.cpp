@@ -60,6 +60,16 @@ void RequestOutcome::setDecision(const routing::Decision& decision, const proxy:
   // The pod's time to first byte, for least-latency: answers the engine gave (not a failure's 5xx).
   if (decision.pod && relayed.first_byte_seconds >= 0 && relayed.status > 0 && relayed.status < 500)
     decision.pod->latency().add(relayed.first_byte_seconds, routing::steadyNowMs());
+  // The pod's service rates (the wait scorer's): a streamed 200's first token (its first body byte; a non-streamed
+  // answer's first byte comes after its whole decode) against the work the pod had when the request was sent; its
+  // own tokens as the engine reported them (prompt - cached) when the usage says.
+  if (decision.pod && relayed.status == 200 && stream_ && relayed.first_body_seconds >= 0) {
+    double own = decision.sent.own_tokens;
+    if (relayed.prompt_tokens && relayed.cached_tokens && *relayed.cached_tokens <= *relayed.prompt_tokens)
+      own = static_cast<double>(*relayed.prompt_tokens - *relayed.cached_tokens);
+    decision.pod->rates().add(own, decision.sent.prefill_ahead_tokens, decision.sent.decoding,
+                              relayed.first_body_seconds);
+  }
   retries_ = relayed.retries;
   output_tokens_ = relayed.output_tokens;
   engine_cached_tokens_ = relayed.cached_tokens;

@@ -129,3 +129,83 @@ def test_prefix_cache_preble_spreads_new_prompts_and_exploits_cached_ones(tmp_pa
         assert route["selection"] == "exploit" and route["pod"] == holders[prompt], route
         status, headers, body = gw.chat(prompt + " One more?")
         assert status == 200 and headers["target-pod"] == holders[prompt], (headers, body)
+
+
+def test_prefix_cache_wait_learns_each_pods_prefill_rate_and_routes_by_estimated_wait(tmp_path, gateway_factory):
+    """The wait scorer's rates are learned from the relayed streams (time to the first token against the tokens each
+    pod had to compute): a pod whose engine prefills 10x slower is measured slower, /debug/route shows each
+    candidate's estimated wait in parts that add up, and a new long prompt goes to the pod with the shorter wait.
+    Every request is routed at random while learning: rates are learned whatever the strategy."""
+    fast = Sim(tmp_path, "fast", "--prefill-tokens-per-s", "25000", time_scale="1")
+    slow = Sim(tmp_path, "slow", "--prefill-tokens-per-s", "2500", time_scale="1")
+    try:
+        gw = gateway_factory([fast, slow], config={"routing": {"strategy": "random"}})
+        seen = Counter()
+        for i in range(40):  # prompts of 100 to 1,100 tokens (4 bytes each), one at a time
+            prompt = f"sample {i} " + "word " * (80 + (i * 197) % 1000)
+            status, headers, body = gw.chat(prompt, max_tokens=2, stream=True)
+            assert status == 200, body
+            seen[headers["target-pod"]] += 1
+        assert min(seen.values()) >= 8, seen  # both pods have enough samples (min_samples 8)
+        rates = {p["name"]: p["rates"] for p in gw.debug_pods()}
+        assert rates["fast"]["samples"] == seen["fast"] and rates["slow"]["samples"] == seen["slow"], rates
+        # The true ratio is 10; the fit must see most of it.
+        assert rates["slow"]["prefill_tokens_per_s"] * 4 < rates["fast"]["prefill_tokens_per_s"], rates
+        assert rates["fast"]["prefill_requests"] == 0 == rates["slow"]["prefill_requests"], rates
+
+        long_prompt = "an entirely new question " + "token " * 1500
+        status, _, raw = gw.admin("POST", "/debug/route", json.dumps(
+            {"model": "sim-model", "messages": [{"role": "user", "content": long_prompt}]}),
+            headers={"routing-strategy": "prefix-cache-wait"})
+        assert status == 200, raw
+        route = json.loads(raw)
+        assert route["strategy"] == "prefix-cache-wait" and route["pod"] == "fast", route
+        waits = {p["name"]: p["wait"] for p in route["pods"]}
+        for name, w in waits.items():
+            parts = w["base_ms"] + w["prefill_ms"] + w["queue_ms"] + w["decode_ms"]
+            assert abs(parts - w["total_ms"]) < 1e-6 * max(1, w["total_ms"]), w
+        assert waits["slow"]["prefill_ms"] > 4 * waits["fast"]["prefill_ms"], waits
+        # The strategy routes a real request the same way.
+        status, headers, body = gw.chat(long_prompt, max_tokens=2, headers={"routing-strategy": "prefix-cache-wait"})
+        assert status == 200 and headers["target-pod"] == "fast", (headers, body)
+    finally:
+        fast.stop()
+        slow.stop()
+
+
+def test_prefix_cache_wait_stays_on_the_warm_pod_until_its_queue_outweighs_the_saving(tmp_path, gateway_factory):
+    """prefix-cache-wait: a follow-up of a long prompt goes back to the pod holding it (its wait has only the new
+    tokens' prefill); while that pod has a long prompt of another client still prefilling (its queue), the follow-up
+    goes to an idle pod instead, and the queue is released at the engine's first byte."""
+    pods = [Sim(tmp_path, f"engine-{i}", "--prefill-tokens-per-s", "2500", time_scale="1") for i in range(2)]
+    try:
+        gw = gateway_factory(pods, config={"routing": {"strategy": "prefix-cache-wait"}})
+        prompt = " ".join(f"clause {i} of the shared contract text." for i in range(40))
+        status, headers, body = gw.chat(prompt, max_tokens=2)
+        assert status == 200 and headers["routing-strategy"] == "prefix-cache-wait", (headers, body)
+        holder = headers["target-pod"]
+        other = next(p.name for p in pods if p.name != holder)
+        route = debug_route(gw, prompt + " What does clause 7 say?")
+        assert route["pod"] == holder, route
+        waits = {p["name"]: p["wait"] for p in route["pods"]}
+        assert waits[holder]["prefill_ms"] < waits[other]["prefill_ms"] / 4, waits
+
+        # A long prompt extending the same prefix (about 4 s of prefill at 2,500 tokens/s) follows it to the holder,
+        # where it stays queued until its first byte.
+        done = threading.Event()
+        big = prompt + " " + "unrelated material " * 2000
+        threading.Thread(target=lambda: (gw.chat(big, max_tokens=2), done.set()), daemon=True).start()
+        wait_until(lambda: next(p for p in gw.debug_pods() if p["name"] == holder)["rates"]["prefill_requests"] == 1
+                   or done.is_set(), timeout=5, what="the long prompt queued on the holder")
+        assert not done.is_set(), "the long prompt ended before it could be observed"
+        route = debug_route(gw, prompt + " What does clause 7 say?")
+        waits = {p["name"]: p["wait"] for p in route["pods"]}
+        assert waits[holder]["queue_ms"] > 0 == waits[other]["queue_ms"], waits
+        assert route["pod"] == other, route  # the queue costs more than prefilling the follow-up on the idle pod
+        assert done.wait(30)
+        wait_until(lambda: all(p["rates"]["prefill_requests"] == 0 for p in gw.debug_pods()), timeout=5,
+                   what="the queue released at the first byte")
+        assert debug_route(gw, prompt + " What does clause 7 say?")["pod"] == holder
+    finally:
+        for p in pods:
+            p.stop()

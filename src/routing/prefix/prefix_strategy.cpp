@@ -1,5 +1,7 @@
 #include "routing/prefix/prefix_strategy.h"
 
+#include <cmath>
+
 #include "util/scratch.h"
 
 namespace prefixgate::routing {
@@ -25,7 +27,12 @@ PrefixStrategy::Match& PrefixStrategy::hashAndMatch(RoutingInput& input) {
 void PrefixStrategy::recordPick(RoutingInput& input, size_t chosen) {
   Match& m = current();
   // What the chosen pod is predicted to hold, for the prediction audit (computed against the engine's answer).
-  if (m.prompt.usable) input.predicted_cached_fraction = m.prompt.fraction(m.matched[chosen]);
+  if (m.prompt.usable) {
+    input.predicted_cached_fraction = m.prompt.fraction(m.matched[chosen]);
+    // What the pod will prefill (queued against it until the first token; the wait scorer's queue).
+    const double tokens = static_cast<double>(m.prompt.tokens);
+    input.uncached_tokens = static_cast<int64_t>(std::lround(tokens * (1 - input.predicted_cached_fraction)));
+  }
   if (input.dry_run) return;
   const Candidate& pick = input.candidates[chosen];
   // Recorded before proxying, so the next request with the same prefix already follows this one.

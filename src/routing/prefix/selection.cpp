@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "config/yaml_reader.h"
+#include "discovery/pod_set.h"
 #include "routing/load_score.h"
+#include "routing/router.h"
 
 namespace prefixgate::routing {
 
@@ -129,6 +131,68 @@ std::string_view prebleScores(std::span<Candidate> candidates, std::span<const d
     c.match_percent = prompt_tokens > 0 ? static_cast<int>(std::min(1.0, cached_tokens[i] / prompt_tokens) * 100) : 0;
   }
   return outcome;
+}
+
+void WaitSettings::read(config::YamlReader& r) {
+  r.read("min_samples", min_samples);
+  r.read("speed_tolerance", speed_tolerance);
+  if (min_samples > 1000000) r.problem("min_samples", "must be at most 1000000");
+  if (!(speed_tolerance >= 0) || speed_tolerance > 100) r.problem("speed_tolerance", "must be between 0 and 100");
+}
+
+void candidateRates(std::span<const Candidate> candidates, const WaitSettings& settings,
+                    std::span<discovery::ServiceRates::Rates> out) {
+  using Rates = discovery::ServiceRates::Rates;
+  auto learned = [&](const Rates& r) { return r.samples > 0 && r.samples >= settings.min_samples; };
+  // The fleet's rates: each rate's median over the pods that learned theirs (one odd pod does not move it).
+  thread_local std::vector<double> base, prefill, queue, decode;
+  base.clear();
+  prefill.clear();
+  queue.clear();
+  decode.clear();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    out[i] = candidates[i].pod ? candidates[i].pod->rates().read() : discovery::ServiceRates::kDefaults;
+    if (!learned(out[i])) continue;
+    base.push_back(out[i].base_s);
+    prefill.push_back(out[i].prefill_s_per_token);
+    queue.push_back(out[i].queue_s_per_token);
+    decode.push_back(out[i].decode_s_per_request);
+  }
+  auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    const size_t mid = v.size() / 2;
+    return v.size() % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+  };
+  Rates fleet = discovery::ServiceRates::kDefaults;
+  if (!base.empty()) fleet = {median(base), median(prefill), median(queue), median(decode), 0};
+  // A pod keeps its own rates only when it is measurably faster or slower than the fleet: its predicted time to
+  // first token for a reference request beyond speed_tolerance of the fleet's.
+  auto reference = [](const Rates& r) { return r.base_s + kWaitReferenceTokens * r.prefill_s_per_token; };
+  const double fleet_reference = reference(fleet);
+  for (Rates& r : out) {
+    if (!learned(r)) {
+      r = fleet;
+      continue;
+    }
+    const double ratio = reference(r) / fleet_reference;
+    if (ratio <= 1 + settings.speed_tolerance && ratio >= 1 / (1 + settings.speed_tolerance)) r = fleet;
+  }
+}
+
+void waitScores(std::span<Candidate> candidates, std::span<const double> uncached_tokens, double prompt_tokens,
+                std::span<const discovery::ServiceRates::Rates> rates) {
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Candidate& c = candidates[i];
+    const discovery::ServiceRates::Rates& r = rates[i];
+    Candidate::Wait& w = c.wait;
+    w.base = r.base_s;
+    w.prefill = std::max(0.0, uncached_tokens[i]) * r.prefill_s_per_token;
+    w.queue = (std::max(0.0, c.prefill_tokens) + queuedElsewhere(c, prompt_tokens)) * r.queue_s_per_token;
+    w.decode = std::max(0, c.in_flight - c.prefill_requests) * r.decode_s_per_request;
+    w.total = w.base + w.prefill + w.queue + w.decode;
+    c.load_score = w.total;
+    c.score = -w.total;
+  }
 }
 
 }  // namespace prefixgate::routing

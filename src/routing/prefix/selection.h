@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "config/config.h"
+#include "discovery/service_rates.h"
 #include "prefixgate/strategy.h"
 
 namespace prefixgate::config {
@@ -74,5 +75,34 @@ inline constexpr std::string_view kPrebleRebalance = "rebalance";
 std::string_view prebleScores(std::span<Candidate> candidates, std::span<const double> cached_tokens,
                               double prompt_tokens, std::span<const double> window_load, double output_tokens,
                               const PrebleParams& params);
+
+// The wait scorer (prefix-cache-wait): each candidate is scored by the request's estimated time to first token
+// there, from the pod's learned rates (discovery::ServiceRates):
+//   base + its own uncached tokens x prefill s/token + the prefill tokens queued ahead of it x queue s/token
+//        + decoding requests x decode s/request
+// and the lowest wait wins: a request stays on the pod holding its prefix until that pod's queue costs more than
+// prefilling the whole prompt elsewhere ("sticky until saturated").
+struct WaitSettings {
+  static constexpr std::string_view kStrategyName = "prefix-cache-wait";  // whose settings these are
+  // Responses a pod must have answered before its own rates count; until then it is scored with the fleet's rates
+  // (each rate's median over the candidates that have that many), or with ServiceRates::kDefaults when none has.
+  uint32_t min_samples = 8;
+  // Pods are scored with the fleet's rates unless a pod's own predict a time to first token for a reference request
+  // (kWaitReferenceTokens uncached tokens) more than this fraction away from the fleet's (slower than 1 + x times,
+  // or faster than 1 / (1 + x) times): per-pod fits of identical pods differ by about that much from noise (8
+  // identical simulated pods learned 34,000 to 81,000 prefill tokens/s in one run), and that noise would move
+  // requests off the pods holding their prefix.
+  double speed_tolerance = 0.5;
+  void read(config::YamlReader& r);
+};
+inline constexpr double kWaitReferenceTokens = 1000;
+// Each candidate's rates (candidates[i].pod's, with the fleet's as above) into `out`.
+void candidateRates(std::span<const Candidate> candidates, const WaitSettings& settings,
+                    std::span<discovery::ServiceRates::Rates> out);
+// Fills each candidate's wait (and its parts), score (-wait) and load_score (the wait) from `uncached_tokens[i]`
+// (prompt tokens candidate i is predicted to miss), its prefill queue (Candidate::prefill_tokens + queuedElsewhere)
+// and its decoding requests (in_flight - prefill_requests).
+void waitScores(std::span<Candidate> candidates, std::span<const double> uncached_tokens, double prompt_tokens,
+                std::span<const discovery::ServiceRates::Rates> rates);
 
 }  // namespace prefixgate::routing

@@ -1,32 +1,63 @@
 // prefix-cache: send each request to a pod that already holds the longest prefix of its prompt, weighed against
-// load (the blend, by default) or by AIBrix's standalone rule when routing.blend.load_balance_weight is 0.
+// load by one of two scorers (routing.prefix_cache.scorer):
+// - wait: the request's estimated time to first token on each pod, from the pod's learned prefill and decode rates
+//   (waitScores): it stays on the pod holding its prefix until that pod's queue costs more than prefilling the whole
+//   prompt elsewhere;
+// - blend: AIBrix's weighted blend of match and load (with routing.blend.prefill_cost_weight > 0 also prefill-cost's
+//   cost), or AIBrix's standalone rule when routing.blend.load_balance_weight is 0.
+// prefix-cache-wait and prefix-cache-blend are the two scorers under their own names, whatever the setting.
 // Standard mode: the index records where the gateway routed each block. KV event mode: the engines' events say what
-// they hold (PrefixServices::match). With routing.blend.prefill_cost_weight > 0 the blend also weighs each pod's
-// prefill cost (prefill-cost's rule).
+// they hold (PrefixServices::match).
 #include "routing/prefix/prefix_strategy.h"
 #include "routing/prefix/selection.h"
+#include "routing/router.h"
 #include "routing/strategy_registry.h"
 
 namespace prefixgate::routing {
 namespace {
 
-class PrefixCacheStrategy final : public PrefixStrategy {
+enum class Scorer { kConfigured, kWait, kBlend };
+
+// prefix-cache-wait's settings are its own (routing.strategies.prefix-cache-wait, checked by the registry under that
+// name); prefix-cache with scorer wait reads the same.
+template <Scorer>
+struct SettingsOf {};
+template <>
+struct SettingsOf<Scorer::kWait> {
+  using Settings = WaitSettings;
+};
+
+template <Scorer kScorer>
+class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScorer> {
  public:
+  static constexpr std::string_view kName = kScorer == Scorer::kWait    ? WaitSettings::kStrategyName
+                                            : kScorer == Scorer::kBlend ? std::string_view("prefix-cache-blend")
+                                                                        : std::string_view("prefix-cache");
   PrefixCacheStrategy(const config::Config& config, PrefixServices& services, PrefixMetrics& metrics,
-                      const PrefillCostSettings& prefill)
-      : PrefixStrategy(config, services, metrics), prefill_(prefill) {}
-  static constexpr std::string_view kName = "prefix-cache";
-  // The blend's prefill term weighs blocks as prefill-cost does (its settings, checked under its name).
-  static std::unique_ptr<Strategy> create(const StrategyDeps& deps) {
+                      const PrefillCostSettings& prefill, const WaitSettings& wait)
+      : PrefixStrategy(config, services, metrics),
+        prefill_(prefill),
+        wait_settings_(wait),
+        wait_(kScorer == Scorer::kWait || (kScorer == Scorer::kConfigured && config.routing.prefix_cache.scorer == "wait")) {}
+  // The blend's prefill term weighs blocks as prefill-cost does, the wait scorer's settings are prefix-cache-wait's
+  // (each checked under its own name).
+  static std::unique_ptr<Strategy> create(const StrategyDeps& deps, const WaitSettings& wait) {
     PrefillCostSettings prefill;
     std::vector<std::string> ignored;
     readStrategySettings(deps.config, std::string(PrefillCostSettings::kStrategyName), prefill, ignored);
-    return createPrefixStrategy<PrefixCacheStrategy>(deps, prefill);
+    return createPrefixStrategy<PrefixCacheStrategy>(deps, prefill, wait);
+  }
+  static std::unique_ptr<Strategy> create(const StrategyDeps& deps) {
+    WaitSettings wait;
+    std::vector<std::string> ignored;
+    readStrategySettings(deps.config, std::string(WaitSettings::kStrategyName), wait, ignored);
+    return create(deps, wait);
   }
   std::string_view name() const override { return kName; }
 
   void score(RoutingInput& input) override {
     Match& m = hashAndMatch(input);
+    if (wait_) return scoreWait(input, m);
     const auto& blend = config_.routing.blend;
     const size_t blocks = m.prompt.hashes.size();
     if (blend.load_balance_weight > 0) {
@@ -53,10 +84,34 @@ class PrefixCacheStrategy final : public PrefixStrategy {
   }
 
  private:
+  void scoreWait(RoutingInput& input, Match& m) {
+    const size_t n = input.candidates.size();
+    thread_local std::vector<double> uncached;
+    thread_local std::vector<discovery::ServiceRates::Rates> rates;
+    uncached.resize(n);
+    rates.resize(n);
+    // An unusable prompt (no hashes) is predicted to miss everywhere: its estimated size.
+    const double tokens = m.prompt.usable ? static_cast<double>(m.prompt.tokens)
+                                          : static_cast<double>(estimatedPromptTokens(input.request));
+    for (size_t i = 0; i < n; ++i) uncached[i] = tokens * (1 - (m.prompt.usable ? m.prompt.fraction(m.matched[i]) : 0));
+    candidateRates(input.candidates, wait_settings_, rates);
+    setMatchPercents(input.candidates, m.matched, m.prompt.hashes.size());
+    waitScores(input.candidates, uncached, tokens, rates);
+    input.outcome = {};
+  }
+
   PrefillCostSettings prefill_;
+  WaitSettings wait_settings_;
+  const bool wait_;
 };
+
+using PrefixCache = PrefixCacheStrategy<Scorer::kConfigured>;
+using PrefixCacheWait = PrefixCacheStrategy<Scorer::kWait>;
+using PrefixCacheBlend = PrefixCacheStrategy<Scorer::kBlend>;
 
 }  // namespace
 }  // namespace prefixgate::routing
 
-PREFIXGATE_STRATEGY(prefix_cache, PrefixCacheStrategy)
+PREFIXGATE_STRATEGY(prefix_cache, PrefixCache)
+PREFIXGATE_STRATEGY(prefix_cache_wait, PrefixCacheWait)
+PREFIXGATE_STRATEGY(prefix_cache_blend, PrefixCacheBlend)

@@ -163,7 +163,7 @@ TEST(Config, EnvironmentOverridesAndValidates) {
 // Validation catches unknown strategies (listing the valid ones), bad addresses and impossible values.
 TEST(Config, ValidateReportsEachBadValue) {
   Problems problems;
-  Config c = parseYaml("listen: nope\ndiscovery: {file: p.yaml}\nrouting: {strategy: fastest, prefix_cache: {tokenizer: gpt}}\n"
+  Config c = parseYaml("listen: nope\ndiscovery: {file: p.yaml}\nrouting: {strategy: fastest, prefix_cache: {tokenizer: gpt, scorer: fastest}}\n"
                        "models: {m: {locked_routing_strategy: bogus}}\nlimits: {max_connections: 0}\n",
                        "gw.yaml", problems);
   ASSERT_TRUE(problems.empty());
@@ -171,6 +171,7 @@ TEST(Config, ValidateReportsEachBadValue) {
   EXPECT_TRUE(hasProblem(problems, "listen: expected HOST:PORT"));
   EXPECT_TRUE(hasProblem(problems, "routing.strategy: unknown strategy 'fastest' (valid: least-request, prefix-cache, random)"));
   EXPECT_TRUE(hasProblem(problems, "routing.prefix_cache.tokenizer: expected character or tiktoken"));
+  EXPECT_TRUE(hasProblem(problems, "routing.prefix_cache.scorer: expected wait or blend, got 'fastest'"));
   EXPECT_TRUE(hasProblem(problems, "models.m.locked_routing_strategy: unknown strategy 'bogus'"));
   EXPECT_TRUE(hasProblem(problems, "limits.max_connections: must be greater than 0"));
 }

@@ -243,5 +243,70 @@ TEST_F(PrefixRulesTest, PrebleExploitsExploresAndRebalances) {
     }
 }
 
+// Ensures prefix-cache-wait through the Router: a request's predicted uncached tokens are queued on its pod until
+// its first byte (Decision::prefill) and noted for learning (Decision::sent); a follow-up goes back to the pod
+// holding its prefix, until that pod's queue costs more than prefilling it elsewhere.
+TEST_F(PrefixRulesTest, WaitFollowsTheCacheUntilItsQueueCostsMore) {
+  use("prefix-cache-wait");
+  const std::string prompt = "aaaabbbbccccddddeeeeffffgggghhhh";  // 32 tokens, 8 blocks
+  Decision first = route(prompt);
+  const std::string holder = first.pod->name();
+  EXPECT_EQ(first.strategy, "prefix-cache-wait");
+  EXPECT_EQ(pod(holder)->prefillTokens(), 32);  // nothing cached anywhere: the whole prompt to prefill
+  EXPECT_DOUBLE_EQ(first.sent.own_tokens, 32);
+  EXPECT_DOUBLE_EQ(first.sent.prefill_ahead_tokens, 0);
+  first.prefill.reset();  // the first byte
+  EXPECT_EQ(pod(holder)->prefillTokens(), 0);
+  first = Decision{};
+
+  Decision warm = route(prompt + "zzzz");
+  EXPECT_EQ(warm.pod->name(), holder);
+  EXPECT_EQ(warm.match_percent, 88);  // 8 of 9 blocks
+  EXPECT_DOUBLE_EQ(warm.sent.own_tokens, 4);  // only the new block to compute
+  for (const Candidate& c : warm.candidates)
+    if (c.pod->name() != holder) {
+      EXPECT_GT(c.wait.prefill, 0);
+      EXPECT_DOUBLE_EQ(c.wait.queue, 0);
+    }
+  warm = Decision{};
+
+  // Another client's 20 uncached tokens queued on the holder cost less than the 32 it saves; 40 cost more.
+  {
+    discovery::PrefillGuard queued(pod(holder), 20);
+    EXPECT_EQ(route(prompt + "yyyy", true).pod->name(), holder);
+  }
+  discovery::PrefillGuard queued(pod(holder), 40);
+  Decision moved = route(prompt + "xxxx", true);
+  EXPECT_NE(moved.pod->name(), holder);
+  for (const Candidate& c : moved.candidates)
+    if (c.pod->name() == holder) {
+      EXPECT_DOUBLE_EQ(c.prefill_tokens, 40);
+      EXPECT_GT(c.wait.queue, 0);
+    }
+}
+
+// Ensures routing.prefix_cache.scorer picks prefix-cache's scorer: "wait" fills every candidate's wait, "blend"
+// none; prefix-cache-wait and prefix-cache-blend are each scorer whatever the setting.
+TEST_F(PrefixRulesTest, ScorerSettingChoosesPrefixCachesRule) {
+  auto waits = [&](const std::string& header) {
+    openai::RequestView r;
+    r.model = "m";
+    r.prompt_text = "some prompt text here";
+    RouteQuery q{r, header, "", {}, true};
+    Decision d = router_->choose(q, rng_);
+    int filled = 0;
+    for (const Candidate& c : d.candidates) filled += !std::isnan(c.wait.total);
+    return filled;
+  };
+  config_.routing.prefix_cache.scorer = "blend";
+  build();
+  EXPECT_EQ(waits(""), 0);
+  EXPECT_EQ(waits("prefix-cache-wait"), 3);
+  config_.routing.prefix_cache.scorer = "wait";
+  build();
+  EXPECT_EQ(waits(""), 3);
+  EXPECT_EQ(waits("prefix-cache-blend"), 0);
+}
+
 }  // namespace
 }  // namespace prefixgate::routing

@@ -31,7 +31,8 @@ bool hasProblem(const std::vector<std::string>& problems, const std::string& tex
 TEST(StrategyRegistry, BuiltinHasEveryStrategyFile) {
   const std::vector<std::string> names = StrategyRegistry::builtin().names();
   for (const char* name : {"random", "least-request", "prefix-cache", "load-balance", "least-kv-cache", "throughput",
-                           "power-of-two", "least-latency", "session-affinity", "prefill-cost", "prefix-cache-preble"})
+                           "power-of-two", "least-latency", "session-affinity", "prefill-cost", "prefix-cache-preble",
+                           "prefix-cache-wait", "prefix-cache-blend"})
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
 }
 
@@ -62,7 +63,8 @@ TEST(StrategyRegistry, CostRuleSettingsAreChecked) {
   config::Problems problems;
   config::Config c = config::parseYaml(
       "discovery: {file: p.yaml}\nrouting:\n  strategies:\n    prefill-cost: {prefill_weight: -1}\n"
-      "    prefix-cache-preble: {window_ms: 10, rebalance_ratio: 0.5, decode_token_cost: -2}\n",
+      "    prefix-cache-preble: {window_ms: 10, rebalance_ratio: 0.5, decode_token_cost: -2}\n"
+      "    prefix-cache-wait: {min_samples: 2000000, speed_tolerance: -1}\n",
       "gw.yaml", problems);
   ASSERT_TRUE(problems.empty()) << problems.front();
   StrategyRegistry::builtin().checkSettings(c, problems);
@@ -70,7 +72,9 @@ TEST(StrategyRegistry, CostRuleSettingsAreChecked) {
   EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-preble.window_ms: must be at least 60"));
   EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-preble.rebalance_ratio: must be at least 1"));
   EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-preble.decode_token_cost: must be between"));
-  EXPECT_EQ(problems.size(), 4u);
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-wait.min_samples: must be at most 1000000"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-wait.speed_tolerance: must be between 0 and 100"));
+  EXPECT_EQ(problems.size(), 6u);
 }
 
 // Ensures the pick is the highest score, then the fewest in flight, and among full ties each equally likely.

@@ -1,0 +1,226 @@
+// The wait scorer's parts: the per-pod service rates learned from responses (discovery::ServiceRates), the prefill
+// queue the Router counts per pod until the first byte (PrefillGuard, Decision::sent), and the scores
+// (candidateRates, waitScores) on hand-made candidates and through the Router on the real index.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "discovery/pod_set.h"
+#include "discovery/service_rates.h"
+#include "routing/prefix/selection.h"
+#include "routing/load_score.h"
+#include "routing/router.h"
+#include "unit/core/pod_specs.h"
+
+namespace prefixgate::routing {
+namespace {
+
+using discovery::ServiceRates;
+
+// Ensures a pod without samples reads the documented defaults.
+TEST(ServiceRates, DefaultsUntilTheFirstSample) {
+  ServiceRates rates;
+  const ServiceRates::Rates r = rates.read();
+  EXPECT_EQ(r.samples, 0u);
+  EXPECT_DOUBLE_EQ(r.base_s, ServiceRates::kDefaults.base_s);
+  EXPECT_DOUBLE_EQ(r.prefill_s_per_token, 1.0 / 25000);
+  EXPECT_DOUBLE_EQ(r.queue_s_per_token, 1.0 / 25000);
+}
+
+// Ensures the fit recovers a pod's true rates from noisy responses: base 50 ms, 5,000 prefill tokens/s for its own
+// tokens, queued tokens at half that cost, 2 ms per decoding request.
+TEST(ServiceRates, LearnsEachRateFromNoisyResponses) {
+  ServiceRates rates;
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> own(50, 3000), queued(0, 4000), decoding(0, 40);
+  std::normal_distribution<double> noise(0, 0.005);
+  for (int i = 0; i < 400; ++i) {
+    const double o = own(rng), q = queued(rng), d = decoding(rng);
+    rates.add(o, q, d, std::max(0.0, 0.05 + o / 5000 + q / 10000 + 0.002 * d + noise(rng)));
+  }
+  const ServiceRates::Rates r = rates.read();
+  EXPECT_EQ(r.samples, 400u);
+  EXPECT_NEAR(r.base_s, 0.05, 0.01);
+  EXPECT_NEAR(1 / r.prefill_s_per_token, 5000, 250);
+  EXPECT_NEAR(1 / r.queue_s_per_token, 10000, 1000);
+  EXPECT_NEAR(r.decode_s_per_request, 0.002, 0.0003);
+}
+
+// Ensures old responses fade: a pod that became 4x slower is measured so within a few hundred responses.
+TEST(ServiceRates, FollowsAPodThatSlowsDown) {
+  ServiceRates rates;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> own(100, 2000);
+  for (int i = 0; i < 200; ++i) {
+    const double o = own(rng);
+    rates.add(o, 0, 0, 0.02 + o / 20000);
+  }
+  EXPECT_NEAR(1 / rates.read().prefill_s_per_token, 20000, 1000);
+  for (int i = 0; i < 300; ++i) {
+    const double o = own(rng);
+    rates.add(o, 0, 0, 0.02 + o / 5000);
+  }
+  EXPECT_NEAR(1 / rates.read().prefill_s_per_token, 5000, 500);
+}
+
+// Ensures nonsense is ignored and the fit stays within its clamps: negative or non-finite numbers add nothing, and
+// responses that all look alike (no spread in tokens) keep the prior's slopes instead of dividing by nothing.
+TEST(ServiceRates, IgnoresNonsenseAndStaysSane) {
+  ServiceRates rates;
+  rates.add(-1, 0, 0, 0.1);
+  rates.add(100, NAN, 0, 0.1);
+  rates.add(100, 0, 0, INFINITY);
+  rates.add(100, 0, -2, 0.1);
+  EXPECT_EQ(rates.read().samples, 0u);
+  for (int i = 0; i < 50; ++i) rates.add(500, 0, 0, 0.04);
+  const ServiceRates::Rates r = rates.read();
+  EXPECT_EQ(r.samples, 50u);
+  EXPECT_GT(r.prefill_s_per_token, ServiceRates::kMinPrefillSPerToken);
+  EXPECT_LE(r.prefill_s_per_token, ServiceRates::kMaxPrefillSPerToken);
+  EXPECT_NEAR(r.base_s + 500 * r.prefill_s_per_token, 0.04, 0.002);  // what it saw, it predicts
+  EXPECT_GE(r.queue_s_per_token, 0);
+  for (int i = 0; i < 50; ++i) rates.add(10, 5000, 0, 0);  // a queue that seems to shorten the wait: clamped at 0
+  EXPECT_GE(rates.read().queue_s_per_token, 0);
+  EXPECT_GE(rates.read().base_s, 0);
+}
+
+std::vector<Candidate> waitCandidates(std::vector<int32_t> in_flight, std::vector<int32_t> prefill_requests,
+                                      std::vector<double> prefill_tokens) {
+  std::vector<Candidate> out;
+  for (size_t i = 0; i < in_flight.size(); ++i) {
+    Candidate c;
+    c.pod_id = PodId{uint32_t(i + 1)};
+    c.in_flight = in_flight[i];
+    c.prefill_requests = prefill_requests[i];
+    c.prefill_tokens = prefill_tokens[i];
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Ensures the wait is base + own uncached tokens x prefill rate + queued tokens x queue rate + decoding x decode
+// rate, and that it is the score (lowest wait wins).
+TEST(WaitScores, PartsAddUpToTheScore) {
+  std::vector<Candidate> cs = waitCandidates({3, 0}, {1, 0}, {1000, 0});
+  const double uncached[] = {100, 2000};
+  const ServiceRates::Rates rates[] = {{0.02, 1e-4, 5e-5, 0.001, 10}, {0.03, 2e-4, 1e-4, 0.002, 10}};
+  waitScores(cs, uncached, 2000, rates);
+  EXPECT_DOUBLE_EQ(cs[0].wait.base, 0.02);
+  EXPECT_DOUBLE_EQ(cs[0].wait.prefill, 100 * 1e-4);
+  EXPECT_DOUBLE_EQ(cs[0].wait.queue, 1000 * 5e-5);
+  EXPECT_DOUBLE_EQ(cs[0].wait.decode, 2 * 0.001);  // 3 in flight, 1 of them not begun
+  EXPECT_DOUBLE_EQ(cs[0].wait.total, 0.02 + 0.01 + 0.05 + 0.002);
+  EXPECT_DOUBLE_EQ(cs[1].wait.total, 0.03 + 0.4);
+  EXPECT_DOUBLE_EQ(cs[0].score, -cs[0].wait.total);
+  EXPECT_DOUBLE_EQ(cs[1].load_score, cs[1].wait.total);
+}
+
+// Ensures "sticky until saturated": the warm pod (little to compute) wins while its queue costs less than
+// prefilling the prompt elsewhere, and loses once it costs more.
+TEST(WaitScores, StickyUntilTheQueueOutweighsTheSaving) {
+  const ServiceRates::Rates r = ServiceRates::kDefaults;
+  const ServiceRates::Rates rates[] = {r, r};
+  const double uncached[] = {40, 1040};  // the warm pod saves 1,000 tokens
+  std::mt19937_64 rng(1);
+  for (double queued : {0.0, 500.0, 990.0}) {
+    std::vector<Candidate> cs = waitCandidates({1, 0}, {1, 0}, {queued, 0});
+    waitScores(cs, uncached, 1040, rates);
+    EXPECT_EQ(pickBest(cs, rng), 0u) << queued;
+  }
+  std::vector<Candidate> cs = waitCandidates({1, 0}, {1, 0}, {1010, 0});
+  waitScores(cs, uncached, 1040, rates);
+  EXPECT_EQ(pickBest(cs, rng), 1u);
+}
+
+// Ensures the engine's waiting requests beyond this gateway's own count as queued work (other replicas', other
+// clients'), at the mean size of this gateway's queued requests there, else at this request's size.
+TEST(WaitScores, EngineWaitingBeyondOursCountsAsQueue) {
+  Candidate c;
+  c.waiting = 5;
+  c.prefill_requests = 2;
+  c.prefill_tokens = 600;
+  EXPECT_DOUBLE_EQ(queuedElsewhere(c, 1000), 3 * 300);
+  c.prefill_requests = 0;
+  c.prefill_tokens = 0;
+  EXPECT_DOUBLE_EQ(queuedElsewhere(c, 1000), 5 * 1000);
+  c.waiting = 1;
+  c.prefill_requests = 3;
+  EXPECT_DOUBLE_EQ(queuedElsewhere(c, 1000), 0);
+}
+
+// Ensures a pod with fewer than min_samples responses is scored with the median rates of those that have them (with
+// the defaults when none has), and that pods 4x apart keep their own rates.
+TEST(WaitScores, FewSamplesBorrowTheFleetsRates) {
+  discovery::PodRegistry pods;
+  pods.update({testing::podSpec("a", 1), testing::podSpec("b", 2), testing::podSpec("c", 3)});
+  auto a = pods.snapshot()->find("a"), b = pods.snapshot()->find("b"), c = pods.snapshot()->find("c");
+  std::vector<Candidate> cs(3);
+  cs[0].pod = a.get();
+  cs[1].pod = b.get();
+  cs[2].pod = c.get();
+  std::vector<ServiceRates::Rates> out(3);
+  WaitSettings settings;
+  candidateRates(cs, settings, out);
+  for (const auto& r : out) EXPECT_DOUBLE_EQ(r.prefill_s_per_token, ServiceRates::kDefaults.prefill_s_per_token);
+  for (int i = 0; i < 40; ++i) {
+    const double own = 100 + 50 * i;
+    a->rates().add(own, 0, 0, 0.01 + own / 10000);
+    b->rates().add(own, 0, 0, 0.01 + own / 2500);
+  }
+  for (int i = 0; i < 3; ++i) c->rates().add(1000, 0, 0, 5);  // 3 samples: not enough
+  candidateRates(cs, settings, out);
+  EXPECT_NEAR(1 / out[0].prefill_s_per_token, 10000, 800);
+  EXPECT_NEAR(1 / out[1].prefill_s_per_token, 2500, 200);
+  EXPECT_DOUBLE_EQ(out[2].prefill_s_per_token, (out[0].prefill_s_per_token + out[1].prefill_s_per_token) / 2);
+  EXPECT_DOUBLE_EQ(out[2].base_s, (out[0].base_s + out[1].base_s) / 2);  // the median of two
+}
+
+// Ensures pods whose learned speeds differ by less than speed_tolerance are scored alike (the fleet's median
+// rates: their difference is noise; the slow pod does not drag that median), and a pod beyond it keeps its own.
+TEST(WaitScores, PodsWithinTheToleranceShareTheFleetsRates) {
+  discovery::PodRegistry pods;
+  pods.update({testing::podSpec("a", 1), testing::podSpec("b", 2), testing::podSpec("c", 3)});
+  std::vector<Candidate> cs(3);
+  const double rate[] = {40000, 50000, 10000};  // a and b alike, c 4x slower
+  for (size_t i = 0; i < 3; ++i) {
+    auto pod = pods.snapshot()->pods()[i];
+    cs[i].pod = pod.get();
+    for (int k = 0; k < 60; ++k) {
+      const double own = 100 + 40 * k;
+      pod->rates().add(own, 0, 0, 0.005 + own / rate[i]);
+    }
+  }
+  std::vector<ServiceRates::Rates> out(3);
+  WaitSettings settings;
+  candidateRates(cs, settings, out);
+  EXPECT_DOUBLE_EQ(out[0].prefill_s_per_token, out[1].prefill_s_per_token);  // the fleet's median
+  EXPECT_NEAR(1 / out[2].prefill_s_per_token, 10000, 800);
+  settings.speed_tolerance = 0;  // every pod its own
+  candidateRates(cs, settings, out);
+  EXPECT_NEAR(1 / out[0].prefill_s_per_token, 40000, 3000);
+  EXPECT_NEAR(1 / out[1].prefill_s_per_token, 50000, 4000);
+}
+
+// Ensures the prefill queue counts a request's tokens to prefill from its choice until the guard is reset (the
+// relay's first byte), whatever happens after.
+TEST(PrefillGuard, CountsUntilReset) {
+  discovery::PodRegistry pods;
+  pods.update({testing::podSpec("a", 1)});
+  auto a = pods.snapshot()->find("a");
+  {
+    discovery::PrefillGuard g1(a, 300);
+    discovery::PrefillGuard g2(a, 200);
+    EXPECT_EQ(a->prefillRequests(), 2);
+    EXPECT_EQ(a->prefillTokens(), 500);
+    g1.reset();
+    EXPECT_EQ(a->prefillTokens(), 200);
+    discovery::PrefillGuard moved = std::move(g2);
+    EXPECT_EQ(a->prefillRequests(), 1);
+  }
+  EXPECT_EQ(a->prefillRequests(), 0);
+  EXPECT_EQ(a->prefillTokens(), 0);
+}
+
+}  // namespace
+}  // namespace prefixgate::routing
