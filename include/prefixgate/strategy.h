@@ -54,6 +54,9 @@ struct Candidate {
     double prefill = NAN;  // its own uncached tokens at the pod's learned prefill rate
     double queue = NAN;    // the prefill work ahead of it (this gateway's and the engine's other waiting requests)
     double decode = NAN;   // the requests decoding there, at the pod's learned cost per request
+    // Not part of the wait, added to the score: the prefill this choice adds to the fleet's beyond the least any
+    // candidate would (WaitSettings::fleet_work_weight).
+    double work = NAN;
   };
   Wait wait{};
 };

@@ -126,7 +126,8 @@ json waitJson(const routing::Candidate& c) {
           {"base_ms", c.wait.base * 1000},
           {"prefill_ms", c.wait.prefill * 1000},
           {"queue_ms", c.wait.queue * 1000},
-          {"decode_ms", c.wait.decode * 1000}};
+          {"decode_ms", c.wait.decode * 1000},
+          {"fleet_work_ms", c.wait.work * 1000}};
 }
 
 json podsJson(Gateway& g) {

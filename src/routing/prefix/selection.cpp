@@ -137,7 +137,25 @@ void WaitSettings::read(config::YamlReader& r) {
   r.read("min_samples", min_samples);
   r.read("speed_tolerance", speed_tolerance);
   if (min_samples > 1000000) r.problem("min_samples", "must be at most 1000000");
+  r.read("window_ms", window_ms);
+  r.read("rebalance_ratio", rebalance_ratio);
+  r.read("fleet_work_weight", fleet_work_weight);
+  if (!(fleet_work_weight >= 0) || fleet_work_weight > 100) r.problem("fleet_work_weight", "must be between 0 and 100");
   if (!(speed_tolerance >= 0) || speed_tolerance > 100) r.problem("speed_tolerance", "must be between 0 and 100");
+  if (window_ms < 60) r.problem("window_ms", "must be at least 60");
+  if (!(rebalance_ratio == 0 || rebalance_ratio >= 1)) r.problem("rebalance_ratio", "must be 0 (off) or at least 1");
+}
+
+bool balanceNewWork(std::span<Candidate> candidates, double best_cached_fraction, std::span<const double> window_load,
+                    double ratio) {
+  if (ratio <= 0 || best_cached_fraction >= 0.5 || candidates.empty()) return false;
+  const auto [lo, hi] = std::minmax_element(window_load.begin(), window_load.end());
+  if (!(*hi > ratio * *lo)) return false;
+  double worst = 0;
+  for (const Candidate& c : candidates) worst = std::max(worst, -c.score);
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (window_load[i] != *lo) candidates[i].score = -(worst + 1) + candidates[i].score;
+  return true;
 }
 
 void candidateRates(std::span<const Candidate> candidates, const WaitSettings& settings,
@@ -180,18 +198,22 @@ void candidateRates(std::span<const Candidate> candidates, const WaitSettings& s
 }
 
 void waitScores(std::span<Candidate> candidates, std::span<const double> uncached_tokens, double prompt_tokens,
-                std::span<const discovery::ServiceRates::Rates> rates) {
+                std::span<const discovery::ServiceRates::Rates> rates, double fleet_work_weight) {
+  double least_uncached = INFINITY;
+  for (size_t i = 0; i < candidates.size(); ++i) least_uncached = std::min(least_uncached, std::max(0.0, uncached_tokens[i]));
   for (size_t i = 0; i < candidates.size(); ++i) {
     Candidate& c = candidates[i];
     const discovery::ServiceRates::Rates& r = rates[i];
     Candidate::Wait& w = c.wait;
+    const double uncached = std::max(0.0, uncached_tokens[i]);
     w.base = r.base_s;
-    w.prefill = std::max(0.0, uncached_tokens[i]) * r.prefill_s_per_token;
+    w.prefill = uncached * r.prefill_s_per_token;
     w.queue = (std::max(0.0, c.prefill_tokens) + queuedElsewhere(c, prompt_tokens)) * r.queue_s_per_token;
     w.decode = std::max(0, c.in_flight - c.prefill_requests) * r.decode_s_per_request;
     w.total = w.base + w.prefill + w.queue + w.decode;
+    w.work = fleet_work_weight * (uncached - least_uncached) * r.prefill_s_per_token;
     c.load_score = w.total;
-    c.score = -w.total;
+    c.score = -(w.total + w.work);
   }
 }
 

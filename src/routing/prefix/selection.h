@@ -78,10 +78,13 @@ std::string_view prebleScores(std::span<Candidate> candidates, std::span<const d
 
 // The wait scorer (prefix-cache-wait): each candidate is scored by the request's estimated time to first token
 // there, from the pod's learned rates (discovery::ServiceRates):
-//   base + its own uncached tokens x prefill s/token + the prefill tokens queued ahead of it x queue s/token
-//        + decoding requests x decode s/request
-// and the lowest wait wins: a request stays on the pod holding its prefix until that pod's queue costs more than
-// prefilling the whole prompt elsewhere ("sticky until saturated").
+//   wait = base + its own uncached tokens x prefill s/token + the prefill tokens queued ahead of it x queue s/token
+//          + decoding requests x decode s/request
+// plus the prefill the choice makes the fleet do beyond the least any candidate would (fleet_work_weight x the
+// extra uncached tokens x prefill s/token): a token computed on one pod delays the requests queued behind it, and
+// a second copy of a prefix is work the fleet pays for again. The lowest sum wins: a request stays on the pod
+// holding its prefix until that pod's queue costs more than the prefill a move would add ("sticky until
+// saturated").
 struct WaitSettings {
   static constexpr std::string_view kStrategyName = "prefix-cache-wait";  // whose settings these are
   // Responses a pod must have answered before its own rates count; until then it is scored with the fleet's rates
@@ -93,16 +96,29 @@ struct WaitSettings {
   // identical simulated pods learned 34,000 to 81,000 prefill tokens/s in one run), and that noise would move
   // requests off the pods holding their prefix.
   double speed_tolerance = 0.5;
+  // New work is balanced (balanceNewWork): over the last window_ms, when the busiest candidate was sent more than
+  // rebalance_ratio x the requests of the least busy, a request no pod holds half of goes to the least busy. 0 = off.
+  uint32_t window_ms = 180000;
+  double rebalance_ratio = 1.2;
+  // The weight of the fleet's extra prefill against the request's own wait (0: the wait alone).
+  double fleet_work_weight = 1;
   void read(config::YamlReader& r);
 };
 inline constexpr double kWaitReferenceTokens = 1000;
 // Each candidate's rates (candidates[i].pod's, with the fleet's as above) into `out`.
 void candidateRates(std::span<const Candidate> candidates, const WaitSettings& settings,
                     std::span<discovery::ServiceRates::Rates> out);
-// Fills each candidate's wait (and its parts), score (-wait) and load_score (the wait) from `uncached_tokens[i]`
-// (prompt tokens candidate i is predicted to miss), its prefill queue (Candidate::prefill_tokens + queuedElsewhere)
-// and its decoding requests (in_flight - prefill_requests).
+// The wait scorer's balance of new work: a request whose best candidate holds less than half of it is mostly new
+// work, and where it goes its follow-ups will follow (they extend it, and stay with their cache): when the
+// candidates' window loads (requests sent over the window) are skewed (max > ratio x min), only the least loaded
+// keep their wait score, the others score below every one of them. Returns whether it applied (ratio 0: never).
+bool balanceNewWork(std::span<Candidate> candidates, double best_cached_fraction, std::span<const double> window_load,
+                    double ratio);
+
+// Fills each candidate's wait (and its parts, work included), load_score (the wait) and score (-(wait + work)) from
+// `uncached_tokens[i]` (prompt tokens candidate i is predicted to miss), its prefill queue (Candidate::prefill_tokens
+// + queuedElsewhere) and its decoding requests (in_flight - prefill_requests).
 void waitScores(std::span<Candidate> candidates, std::span<const double> uncached_tokens, double prompt_tokens,
-                std::span<const discovery::ServiceRates::Rates> rates);
+                std::span<const discovery::ServiceRates::Rates> rates, double fleet_work_weight);
 
 }  // namespace prefixgate::routing

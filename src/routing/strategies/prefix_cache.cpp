@@ -10,6 +10,7 @@
 // they hold (PrefixServices::match).
 #include "routing/prefix/prefix_strategy.h"
 #include "routing/prefix/selection.h"
+#include "routing/prefix/window_loads.h"
 #include "routing/router.h"
 #include "routing/strategy_registry.h"
 
@@ -38,7 +39,8 @@ class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScor
       : PrefixStrategy(config, services, metrics),
         prefill_(prefill),
         wait_settings_(wait),
-        wait_(kScorer == Scorer::kWait || (kScorer == Scorer::kConfigured && config.routing.prefix_cache.scorer == "wait")) {}
+        wait_(kScorer == Scorer::kWait || (kScorer == Scorer::kConfigured && config.routing.prefix_cache.scorer == "wait")),
+        windows_(wait.window_ms) {}
   // The blend's prefill term weighs blocks as prefill-cost does, the wait scorer's settings are prefix-cache-wait's
   // (each checked under its own name).
   static std::unique_ptr<Strategy> create(const StrategyDeps& deps, const WaitSettings& wait) {
@@ -81,6 +83,7 @@ class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScor
   void onPicked(RoutingInput& input, size_t chosen) override {
     if (input.outcome.empty()) input.outcome = outcomeOfBlend(input.candidates, chosen);
     recordPick(input, chosen);
+    if (wait_ && !input.dry_run) windows_.add(input.candidates[chosen].pod_id, 1, steadyNowMs());
   }
 
  private:
@@ -96,13 +99,21 @@ class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScor
     for (size_t i = 0; i < n; ++i) uncached[i] = tokens * (1 - (m.prompt.usable ? m.prompt.fraction(m.matched[i]) : 0));
     candidateRates(input.candidates, wait_settings_, rates);
     setMatchPercents(input.candidates, m.matched, m.prompt.hashes.size());
-    waitScores(input.candidates, uncached, tokens, rates);
-    input.outcome = {};
+    waitScores(input.candidates, uncached, tokens, rates, wait_settings_.fleet_work_weight);
+    // New work (no pod holds half of it) balances the requests sent over the window when they are skewed.
+    thread_local std::vector<double> load;
+    load.resize(n);
+    windows_.read(input.candidates, steadyNowMs(), load);
+    double best = 0;
+    for (size_t i = 0; i < n; ++i) best = std::max(best, m.prompt.usable ? m.prompt.fraction(m.matched[i]) : 0.0);
+    input.outcome = balanceNewWork(input.candidates, best, load, wait_settings_.rebalance_ratio) ? kPrebleRebalance
+                                                                                                 : std::string_view{};
   }
 
   PrefillCostSettings prefill_;
   WaitSettings wait_settings_;
   const bool wait_;
+  WindowLoads windows_;  // the wait scorer's requests sent per pod over wait_settings_.window_ms
 };
 
 using PrefixCache = PrefixCacheStrategy<Scorer::kConfigured>;

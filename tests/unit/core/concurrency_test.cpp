@@ -168,5 +168,36 @@ TEST(LatencyEstimateConcurrency, ConcurrentSamplesAndReaders) {
   EXPECT_EQ(torn.load(), 0);
 }
 
+// Ensures the learned service rates take concurrent responses (one sample each, none lost) while decisions read
+// them without a lock, and a reader never sees a rate outside the fit's clamps.
+TEST(ServiceRatesConcurrency, ConcurrentSamplesAndReaders) {
+  discovery::ServiceRates rates;
+  std::atomic<bool> done{false};
+  std::atomic<int> insane{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      const discovery::ServiceRates::Rates r = rates.read();
+      if (!(r.prefill_s_per_token >= discovery::ServiceRates::kMinPrefillSPerToken) || !(r.base_s >= 0) ||
+          !(r.queue_s_per_token >= 0) || !(r.decode_s_per_request >= 0))
+        insane.fetch_add(1);
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kRecorders; ++t)
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < kRecordsPerThread; ++i) {
+        const double own = 100 + (t * 37 + i) % 2000;
+        rates.add(own, 0, 0, 0.02 + own / 20000);
+      }
+    });
+  for (auto& w : writers) w.join();
+  done = true;
+  reader.join();
+  const discovery::ServiceRates::Rates r = rates.read();
+  EXPECT_EQ(r.samples, uint64_t{kRecorders} * kRecordsPerThread);
+  EXPECT_NEAR(1 / r.prefill_s_per_token, 20000, 1000);
+  EXPECT_EQ(insane.load(), 0);
+}
+
 }  // namespace
 }  // namespace prefixgate

@@ -270,17 +270,18 @@ TEST_F(PrefixRulesTest, WaitFollowsTheCacheUntilItsQueueCostsMore) {
     }
   warm = Decision{};
 
-  // Another client's 20 uncached tokens queued on the holder cost less than the 32 it saves; 40 cost more.
+  // Another client's uncached tokens queued on the holder: 60 cost less than what a move costs (the 32 tokens the
+  // holder saves, and the fleet's 32 extra: fleet_work_weight 1), 70 cost more.
   {
-    discovery::PrefillGuard queued(pod(holder), 20);
+    discovery::PrefillGuard queued(pod(holder), 60);
     EXPECT_EQ(route(prompt + "yyyy", true).pod->name(), holder);
   }
-  discovery::PrefillGuard queued(pod(holder), 40);
+  discovery::PrefillGuard queued(pod(holder), 70);
   Decision moved = route(prompt + "xxxx", true);
   EXPECT_NE(moved.pod->name(), holder);
   for (const Candidate& c : moved.candidates)
     if (c.pod->name() == holder) {
-      EXPECT_DOUBLE_EQ(c.prefill_tokens, 40);
+      EXPECT_DOUBLE_EQ(c.prefill_tokens, 70);
       EXPECT_GT(c.wait.queue, 0);
     }
 }

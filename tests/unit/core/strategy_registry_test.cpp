@@ -64,7 +64,7 @@ TEST(StrategyRegistry, CostRuleSettingsAreChecked) {
   config::Config c = config::parseYaml(
       "discovery: {file: p.yaml}\nrouting:\n  strategies:\n    prefill-cost: {prefill_weight: -1}\n"
       "    prefix-cache-preble: {window_ms: 10, rebalance_ratio: 0.5, decode_token_cost: -2}\n"
-      "    prefix-cache-wait: {min_samples: 2000000, speed_tolerance: -1}\n",
+      "    prefix-cache-wait: {min_samples: 2000000, speed_tolerance: -1, window_ms: 5, rebalance_ratio: 0.5, fleet_work_weight: -1}\n",
       "gw.yaml", problems);
   ASSERT_TRUE(problems.empty()) << problems.front();
   StrategyRegistry::builtin().checkSettings(c, problems);
@@ -74,7 +74,10 @@ TEST(StrategyRegistry, CostRuleSettingsAreChecked) {
   EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-preble.decode_token_cost: must be between"));
   EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-wait.min_samples: must be at most 1000000"));
   EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-wait.speed_tolerance: must be between 0 and 100"));
-  EXPECT_EQ(problems.size(), 6u);
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-wait.window_ms: must be at least 60"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-wait.rebalance_ratio: must be 0 (off) or at least 1"));
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.strategies.prefix-cache-wait.fleet_work_weight: must be between 0 and 100"));
+  EXPECT_EQ(problems.size(), 9u);
 }
 
 // Ensures the pick is the highest score, then the fewest in flight, and among full ties each equally likely.

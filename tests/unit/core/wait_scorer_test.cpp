@@ -105,32 +105,65 @@ TEST(WaitScores, PartsAddUpToTheScore) {
   std::vector<Candidate> cs = waitCandidates({3, 0}, {1, 0}, {1000, 0});
   const double uncached[] = {100, 2000};
   const ServiceRates::Rates rates[] = {{0.02, 1e-4, 5e-5, 0.001, 10}, {0.03, 2e-4, 1e-4, 0.002, 10}};
-  waitScores(cs, uncached, 2000, rates);
+  waitScores(cs, uncached, 2000, rates, 1);
   EXPECT_DOUBLE_EQ(cs[0].wait.base, 0.02);
   EXPECT_DOUBLE_EQ(cs[0].wait.prefill, 100 * 1e-4);
   EXPECT_DOUBLE_EQ(cs[0].wait.queue, 1000 * 5e-5);
   EXPECT_DOUBLE_EQ(cs[0].wait.decode, 2 * 0.001);  // 3 in flight, 1 of them not begun
   EXPECT_DOUBLE_EQ(cs[0].wait.total, 0.02 + 0.01 + 0.05 + 0.002);
   EXPECT_DOUBLE_EQ(cs[1].wait.total, 0.03 + 0.4);
+  // The fleet's extra prefill: none for the pod missing least, 1,900 tokens at its own rate for the other.
+  EXPECT_DOUBLE_EQ(cs[0].wait.work, 0);
+  EXPECT_DOUBLE_EQ(cs[1].wait.work, 1900 * 2e-4);
   EXPECT_DOUBLE_EQ(cs[0].score, -cs[0].wait.total);
+  EXPECT_DOUBLE_EQ(cs[1].score, -(cs[1].wait.total + cs[1].wait.work));
   EXPECT_DOUBLE_EQ(cs[1].load_score, cs[1].wait.total);
 }
 
-// Ensures "sticky until saturated": the warm pod (little to compute) wins while its queue costs less than
-// prefilling the prompt elsewhere, and loses once it costs more.
+// Ensures "sticky until saturated": the warm pod (little to compute) wins while its queue costs less than what a
+// move costs (the prompt's prefill elsewhere, and with fleet_work_weight 1 that extra prefill again), and loses
+// once it costs more.
 TEST(WaitScores, StickyUntilTheQueueOutweighsTheSaving) {
   const ServiceRates::Rates r = ServiceRates::kDefaults;
   const ServiceRates::Rates rates[] = {r, r};
   const double uncached[] = {40, 1040};  // the warm pod saves 1,000 tokens
   std::mt19937_64 rng(1);
-  for (double queued : {0.0, 500.0, 990.0}) {
+  auto pick = [&](double queued, double weight) {
     std::vector<Candidate> cs = waitCandidates({1, 0}, {1, 0}, {queued, 0});
-    waitScores(cs, uncached, 1040, rates);
-    EXPECT_EQ(pickBest(cs, rng), 0u) << queued;
-  }
-  std::vector<Candidate> cs = waitCandidates({1, 0}, {1, 0}, {1010, 0});
-  waitScores(cs, uncached, 1040, rates);
-  EXPECT_EQ(pickBest(cs, rng), 1u);
+    waitScores(cs, uncached, 1040, rates, weight);
+    return pickBest(cs, rng);
+  };
+  for (double queued : {0.0, 500.0, 990.0}) EXPECT_EQ(pick(queued, 0), 0u) << queued;
+  EXPECT_EQ(pick(1010, 0), 1u);
+  EXPECT_EQ(pick(1990, 1), 0u);  // the move would also cost the fleet 1,000 tokens
+  EXPECT_EQ(pick(2010, 1), 1u);
+}
+
+// Ensures new work (no candidate holds half the prompt) goes to the candidates sent the fewest requests over the
+// window when the window loads are skewed past the ratio, and that a mostly cached prompt, even loads or ratio 0
+// leave the wait scores alone.
+TEST(WaitScores, NewWorkBalancesSkewedWindowLoads) {
+  auto scored = [] {
+    std::vector<Candidate> cs = waitCandidates({0, 0, 0}, {0, 0, 0}, {0, 0, 0});
+    cs[0].score = -0.01;  // the shortest wait
+    cs[1].score = -0.05;
+    cs[2].score = -0.08;
+    return cs;
+  };
+  std::mt19937_64 rng(1);
+  const double skewed[] = {30, 20, 10};
+  std::vector<Candidate> cs = scored();
+  EXPECT_TRUE(balanceNewWork(cs, 0.3, skewed, 1.2));
+  EXPECT_EQ(pickBest(cs, rng), 2u);  // the least loaded, though its wait is the longest
+  EXPECT_LT(cs[0].score, cs[2].score);
+  cs = scored();
+  EXPECT_FALSE(balanceNewWork(cs, 0.6, skewed, 1.2));  // mostly cached somewhere: the wait decides
+  EXPECT_EQ(pickBest(cs, rng), 0u);
+  const double even[] = {11, 10, 10};
+  cs = scored();
+  EXPECT_FALSE(balanceNewWork(cs, 0.3, even, 1.2));  // 11 <= 1.2 x 10
+  EXPECT_FALSE(balanceNewWork(cs, 0.3, skewed, 0));  // off
+  EXPECT_EQ(pickBest(cs, rng), 0u);
 }
 
 // Ensures the engine's waiting requests beyond this gateway's own count as queued work (other replicas', other
