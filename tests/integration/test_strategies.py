@@ -179,7 +179,9 @@ def test_prefix_cache_wait_stays_on_the_warm_pod_until_its_queue_outweighs_the_s
     goes to an idle pod instead, and the queue is released at the engine's first byte."""
     pods = [Sim(tmp_path, f"engine-{i}", "--prefill-tokens-per-s", "2500", time_scale="1") for i in range(2)]
     try:
-        gw = gateway_factory(pods, config={"routing": {"strategy": "prefix-cache-wait"}})
+        # New work's balance off: the long prompt below is mostly new, and must follow its prefix to the holder.
+        gw = gateway_factory(pods, config={"routing": {
+            "strategy": "prefix-cache-wait", "strategies": {"prefix-cache-wait": {"rebalance_ratio": 0}}}})
         prompt = " ".join(f"clause {i} of the shared contract text." for i in range(40))
         status, headers, body = gw.chat(prompt, max_tokens=2)
         assert status == 200 and headers["routing-strategy"] == "prefix-cache-wait", (headers, body)

@@ -309,5 +309,20 @@ TEST_F(PrefixRulesTest, ScorerSettingChoosesPrefixCachesRule) {
   EXPECT_EQ(waits("prefix-cache-blend"), 0);
 }
 
+// Ensures prefix-cache-wait balances new work over the window: twelve new prompts, each answered before the next
+// (nothing in flight, no queue: every wait equal), go four to each pod; with the balance off (rebalance_ratio 0)
+// the same seeded ties land unevenly.
+TEST_F(PrefixRulesTest, WaitBalancesNewWorkOverTheWindow) {
+  auto spread = [&](const std::string& settings) {
+    use("prefix-cache-wait", settings);
+    rng_.seed(7);
+    std::map<std::string, int> count;
+    for (int i = 0; i < 12; ++i) ++count[route("new prompt number " + std::to_string(i) + " about other things").pod->name()];
+    return count;
+  };
+  EXPECT_EQ(spread(""), (std::map<std::string, int>{{"a", 4}, {"b", 4}, {"c", 4}}));
+  EXPECT_NE(spread("{rebalance_ratio: 0}"), (std::map<std::string, int>{{"a", 4}, {"b", 4}, {"c", 4}}));
+}
+
 }  // namespace
 }  // namespace prefixgate::routing
