@@ -41,7 +41,7 @@ struct PrefixCacheConfig {
   // How prefix-cache weighs a pod's match against its load: "wait" (the estimated time to first token from each
   // pod's learned rates; prefix-cache-wait) or "blend" (AIBrix's weighted blend, or its standalone rule when
   // blend.load_balance_weight is 0; prefix-cache-blend).
-  std::string scorer = "blend";
+  std::string scorer = "wait";
   uint32_t tokenizer_cache_mb = 64;   // tiktoken: token ids of resent prompt segments kept; 0 = off
 };
 

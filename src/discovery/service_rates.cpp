@@ -35,8 +35,8 @@ bool solve(double m[kN][kN], double v[kN], double x[kN]) {
 }
 }  // namespace
 
-void ServiceRates::add(double own_tokens, double queued_tokens, double decoding_requests, double ttfb_s) {
-  const double raw[] = {own_tokens, queued_tokens, decoding_requests, ttfb_s};
+void ServiceRates::add(double own_tokens, double queued_tokens, double decoding_requests, double ttft_s) {
+  const double raw[] = {own_tokens, queued_tokens, decoding_requests, ttft_s};
   for (double v : raw)
     if (!std::isfinite(v) || v < 0) return;
   static_assert(kFeatures == kN);
@@ -48,7 +48,7 @@ void ServiceRates::add(double own_tokens, double queued_tokens, double decoding_
   std::lock_guard lock(mutex_);
   for (int r = 0; r < kN; ++r) {
     for (int c = 0; c < kN; ++c) xx_[r][c] = kDecay * xx_[r][c] + f[r] * f[c];
-    xy_[r] = kDecay * xy_[r] + f[r] * ttfb_s;
+    xy_[r] = kDecay * xy_[r] + f[r] * ttft_s;
   }
   for (int r = 0; r < kN; ++r) {
     for (int c = 0; c < kN; ++c) m[r][c] = xx_[r][c] + (r == c ? kPrior : 0);

@@ -1,7 +1,7 @@
 #pragma once
-// How fast one pod serves, learned online from the responses relayed to it (prefix-cache's wait scorer reads it).
-// Model of a response's time to first byte (TTFB):
-//   ttfb = base + prefill_s_per_token x own tokens + queue_s_per_token x queued tokens
+// How fast one pod serves, learned online from the streams relayed to it (prefix-cache's wait scorer reads it).
+// Model of a stream's time to first token (from the request's start to its first body byte: TTFT):
+//   ttft = base + prefill_s_per_token x own tokens + queue_s_per_token x queued tokens
 //          + decode_s_per_request x decoding requests
 // where the own tokens are the request's uncached prompt tokens, the queued tokens those of the requests sent to the
 // pod before it that had not begun answering (the prompt tokens they were predicted to miss), and the decoding
@@ -22,10 +22,10 @@ namespace prefixgate::discovery {
 class ServiceRates {
  public:
   struct Rates {
-    double base_s = 0;                // TTFB with nothing to compute: a step's fixed cost, the wait for a step
+    double base_s = 0;                // TTFT with nothing to compute: a step's fixed cost, the wait for a step
     double prefill_s_per_token = 0;   // 1 / prefill tokens per second (the request's own tokens)
-    double queue_s_per_token = 0;     // added TTFB per prompt token queued ahead of the request
-    double decode_s_per_request = 0;  // added TTFB per request decoding on the pod
+    double queue_s_per_token = 0;     // added TTFT per prompt token queued ahead of the request
+    double decode_s_per_request = 0;  // added TTFT per request decoding on the pod
     uint64_t samples = 0;             // responses learned from (0: the defaults)
   };
   // Until a pod has samples: an 8B model on one H100 (docs/configuration.md, prefix-cache-wait; the engine
@@ -39,9 +39,9 @@ class ServiceRates {
   static constexpr double kMinPrefillSPerToken = 1e-7, kMaxPrefillSPerToken = 1e-2, kMaxBaseS = 30,
                           kMaxDecodeSPerRequest = 1;
 
-  // One response: its own uncached tokens, the queued tokens and decoding requests when it was sent, and its TTFB.
+  // One stream: its own uncached tokens, the queued tokens and decoding requests when it was sent, and its TTFT.
   // Ignores non-finite or negative numbers.
-  void add(double own_tokens, double queued_tokens, double decoding_requests, double ttfb_s);
+  void add(double own_tokens, double queued_tokens, double decoding_requests, double ttft_s);
   Rates read() const {
     const uint64_t samples = samples_.load(std::memory_order_acquire);
     if (samples == 0) return kDefaults;

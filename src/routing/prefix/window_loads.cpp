@@ -9,13 +9,17 @@ void WindowLoads::Ring::add(int64_t now_ms, int64_t bucket_ms, double cost) {
   Bucket& b = buckets_[static_cast<size_t>(epoch % static_cast<int64_t>(kBuckets))];
   if (b.epoch != epoch) b = {epoch, 0};
   b.cost += cost;
+  if (sum_epoch_ == epoch) sum_ += cost;
 }
 
 double WindowLoads::Ring::sum(int64_t now_ms, int64_t bucket_ms) const {
   const int64_t epoch = now_ms / bucket_ms;
+  if (sum_epoch_ == epoch) return sum_;
   double total = 0;
   for (const Bucket& b : buckets_)
     if (b.epoch > epoch - static_cast<int64_t>(kBuckets) && b.epoch <= epoch) total += b.cost;
+  sum_ = total;
+  sum_epoch_ = epoch;
   return total;
 }
 

@@ -35,6 +35,10 @@ class WindowLoads {
       double cost = 0;
     };
     std::array<Bucket, kBuckets> buckets_;
+    // The window's sum as of epoch sum_epoch_ (kept up to date by add within that epoch): a read sums the buckets
+    // once per bucket period, not per decision.
+    mutable double sum_ = 0;
+    mutable int64_t sum_epoch_ = INT64_MIN;
   };
   const int64_t bucket_ms_;
   mutable std::mutex mutex_;

@@ -1,8 +1,8 @@
 // prefix-cache: send each request to a pod that already holds the longest prefix of its prompt, weighed against
 // load by one of two scorers (routing.prefix_cache.scorer):
-// - wait: the request's estimated time to first token on each pod, from the pod's learned prefill and decode rates
-//   (waitScores): it stays on the pod holding its prefix until that pod's queue costs more than prefilling the whole
-//   prompt elsewhere;
+// - wait: the request's estimated time to first token on each pod, from the pod's learned rates, plus the prefill
+//   the choice adds to the fleet (waitScores): it stays on the pod holding its prefix until that pod's queue costs
+//   more than a move; mostly new work is balanced over the window when the pods' loads are skewed (balanceNewWork);
 // - blend: AIBrix's weighted blend of match and load (with routing.blend.prefill_cost_weight > 0 also prefill-cost's
 //   cost), or AIBrix's standalone rule when routing.blend.load_balance_weight is 0.
 // prefix-cache-wait and prefix-cache-blend are the two scorers under their own names, whatever the setting.

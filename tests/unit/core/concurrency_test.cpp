@@ -186,7 +186,7 @@ TEST(ServiceRatesConcurrency, ConcurrentSamplesAndReaders) {
   for (int t = 0; t < kRecorders; ++t)
     writers.emplace_back([&, t] {
       for (int i = 0; i < kRecordsPerThread; ++i) {
-        const double own = 100 + (t * 37 + i) % 2000;
+        const double own = 100 + (t * 7919 + i * 104729) % 2000;  // spread over 100-2,100 in any stretch of samples
         rates.add(own, 0, 0, 0.02 + own / 20000);
       }
     });

@@ -26,6 +26,7 @@ TEST(Config, DefaultsMatchTheContract) {
   EXPECT_EQ(c.routing.prefix_cache.block_size, 128u);
   EXPECT_EQ(c.routing.prefix_cache.block_number, 200000u);
   EXPECT_DOUBLE_EQ(c.routing.prefix_cache.standard_deviation_factor, 2.0);
+  EXPECT_EQ(c.routing.prefix_cache.scorer, "wait");
   EXPECT_DOUBLE_EQ(c.routing.blend.prefix_cache_weight, 5);
   EXPECT_DOUBLE_EQ(c.routing.blend.prefix_cache_load_balance_weight, 4);
   EXPECT_EQ(c.limits.max_body_bytes, 33554432u);

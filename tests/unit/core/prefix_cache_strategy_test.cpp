@@ -127,6 +127,7 @@ TEST_F(PrefixCacheTest, RemovedPodStopsMatching) {
 
 // Standalone mode (blend weight 0) labels its outcomes like AIBrix.
 TEST_F(PrefixCacheTest, StandaloneModeOutcomes) {
+  config_.routing.prefix_cache.scorer = "blend";
   config_.routing.blend.load_balance_weight = 0;
   build();
   EXPECT_EQ(route("mmmmnnnnoooopppp").outcome, "least_request_fallback");
@@ -196,6 +197,8 @@ TEST_F(PrefixRulesTest, PrefillCostWeighsSavedBlocksAgainstContextInFlight) {
 // Ensures the blend's prefill term (routing.blend.prefill_cost_weight) changes prefix-cache's choice: with a
 // large weight the cheapest pod by prefill cost wins over the blend's load term.
 TEST_F(PrefixRulesTest, BlendPrefillTermCountsContextInFlight) {
+  config_.routing.prefix_cache.scorer = "blend";
+  build();
   config_.routing.blend.prefix_cache_weight = 0.01;  // the prefix term alone would not hold the pod
   const std::string prompt = "mmmmnnnnoooopppp";
   Decision first = route(prompt);

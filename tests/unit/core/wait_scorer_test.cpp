@@ -9,6 +9,7 @@
 #include "discovery/pod_set.h"
 #include "discovery/service_rates.h"
 #include "routing/prefix/selection.h"
+#include "routing/prefix/window_loads.h"
 #include "routing/load_score.h"
 #include "routing/router.h"
 #include "unit/core/pod_specs.h"
@@ -233,6 +234,30 @@ TEST(WaitScores, PodsWithinTheToleranceShareTheFleetsRates) {
   candidateRates(cs, settings, out);
   EXPECT_NEAR(1 / out[0].prefill_s_per_token, 40000, 3000);
   EXPECT_NEAR(1 / out[1].prefill_s_per_token, 50000, 4000);
+}
+
+// Ensures the window loads sum what was added over the last window per pod, keep the sum current between reads
+// within a bucket, and forget what is older than the window.
+TEST(WindowLoads, SumOverTheWindowPerPod) {
+  WindowLoads loads(6000);  // 60 buckets of 100 ms
+  std::vector<Candidate> cs(2);
+  cs[0].pod_id = PodId{1};
+  cs[1].pod_id = PodId{2};
+  double out[2];
+  loads.add(PodId{1}, 2, 1000);
+  loads.read(cs, 1000, out);
+  EXPECT_DOUBLE_EQ(out[0], 2);
+  EXPECT_DOUBLE_EQ(out[1], 0);
+  loads.add(PodId{1}, 3, 1050);  // same bucket, after a read
+  loads.read(cs, 1060, out);
+  EXPECT_DOUBLE_EQ(out[0], 5);
+  loads.add(PodId{2}, 1, 4000);
+  loads.read(cs, 4000, out);
+  EXPECT_DOUBLE_EQ(out[0], 5);
+  EXPECT_DOUBLE_EQ(out[1], 1);
+  loads.read(cs, 7050, out);  // 6,050 ms after the first adds: their bucket left the window
+  EXPECT_DOUBLE_EQ(out[0], 0);
+  EXPECT_DOUBLE_EQ(out[1], 1);
 }
 
 // Ensures the prefill queue counts a request's tokens to prefill from its choice until the guard is reset (the
