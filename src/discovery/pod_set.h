@@ -237,16 +237,17 @@ class PodState {
 
 using PodPtr = std::shared_ptr<PodState>;
 
-// Counts a request (and its prompt tokens) against a pod from the moment it is chosen until the guard dies,
-// whatever happened.
-class InFlightGuard {
+// Counts a request against a pod (Add on construction, Release with the same tokens when reset or destroyed,
+// whatever happened); movable, not copyable.
+template <void (PodState::*Add)(int64_t), void (PodState::*Release)(int64_t)>
+class PodCountGuard {
  public:
-  InFlightGuard() = default;
-  explicit InFlightGuard(PodPtr pod, int64_t tokens = 0) : pod_(std::move(pod)), tokens_(tokens) {
-    if (pod_) pod_->addInFlight(tokens_);
+  PodCountGuard() = default;
+  explicit PodCountGuard(PodPtr pod, int64_t tokens = 0) : pod_(std::move(pod)), tokens_(tokens) {
+    if (pod_) ((*pod_).*Add)(tokens_);
   }
-  InFlightGuard(InFlightGuard&& o) noexcept : pod_(std::move(o.pod_)), tokens_(o.tokens_) {}
-  InFlightGuard& operator=(InFlightGuard&& o) noexcept {
+  PodCountGuard(PodCountGuard&& o) noexcept : pod_(std::move(o.pod_)), tokens_(o.tokens_) {}
+  PodCountGuard& operator=(PodCountGuard&& o) noexcept {
     if (this != &o) {
       reset();
       pod_ = std::move(o.pod_);
@@ -254,9 +255,9 @@ class InFlightGuard {
     }
     return *this;
   }
-  ~InFlightGuard() { reset(); }
+  ~PodCountGuard() { reset(); }
   void reset() {
-    if (pod_) pod_->releaseInFlight(tokens_);
+    if (pod_) ((*pod_).*Release)(tokens_);
     pod_.reset();
   }
   const PodPtr& pod() const { return pod_; }
@@ -266,33 +267,11 @@ class InFlightGuard {
   int64_t tokens_ = 0;
 };
 
-// Counts a request's predicted prefill tokens against a pod from the moment it is chosen until its first response
-// byte (the relay resets it then) or its end, whatever happened.
-class PrefillGuard {
- public:
-  PrefillGuard() = default;
-  PrefillGuard(PodPtr pod, int64_t tokens) : pod_(std::move(pod)), tokens_(tokens) {
-    if (pod_) pod_->addPrefill(tokens_);
-  }
-  PrefillGuard(PrefillGuard&& o) noexcept : pod_(std::move(o.pod_)), tokens_(o.tokens_) {}
-  PrefillGuard& operator=(PrefillGuard&& o) noexcept {
-    if (this != &o) {
-      reset();
-      pod_ = std::move(o.pod_);
-      tokens_ = o.tokens_;
-    }
-    return *this;
-  }
-  ~PrefillGuard() { reset(); }
-  void reset() {
-    if (pod_) pod_->releasePrefill(tokens_);
-    pod_.reset();
-  }
-
- private:
-  PodPtr pod_;
-  int64_t tokens_ = 0;
-};
+// A request (and its prompt tokens) in flight to a pod, from the moment it is chosen until the guard dies.
+using InFlightGuard = PodCountGuard<&PodState::addInFlight, &PodState::releaseInFlight>;
+// A request's predicted prefill tokens queued on a pod, from the moment it is chosen until its first response body
+// byte (the relay resets it then) or its end.
+using PrefillGuard = PodCountGuard<&PodState::addPrefill, &PodState::releasePrefill>;
 
 // An immutable view of the pod set. Never modified after publication.
 class PodSet {
