@@ -173,6 +173,8 @@ def test_the_key_name_is_logged_and_counted_and_the_key_never_appears(keyed):
     assert gw.chat("hello", headers=bearer(SECRET_A))[0] == 200
     _, _, forbidden = gw.chat("hello", model="other-model", headers=bearer(SECRET_A))
     _, _, unknown = gw.chat("hello", headers=bearer(SECRET_A[:-1]))
+    # Each request is counted just after its last byte, on its own connection's thread: wait for both.
+    settled_metrics(gw, "prefixgate_api_key_requests_total", 1, key="team-a", status="200")
     metrics = settled_metrics(gw, "prefixgate_api_key_requests_total", 1, key="team-a", status="403")
     assert sample(metrics, "prefixgate_api_key_requests_total", key="team-a", status="200") == 1
     assert sample(metrics, "prefixgate_api_key_unauthenticated_total", reason="unknown") == 1

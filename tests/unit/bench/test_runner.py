@@ -13,8 +13,8 @@ def test_a_name_may_carry_settings_for_its_gateway_strategy():
     assert got["prefill-cost:prefill_weight=16"] == {
         "strategy": "prefill-cost", "strategies": {"prefill-cost": {"prefill_weight": 16}}}
     assert got["prefix-cache-prefill:prefill_weight=2.5+x=on"] == {
-        "strategy": "prefix-cache", "blend": {"prefill_cost_weight": 4},
-        "strategies": {"prefix-cache": {"prefill_weight": 2.5, "x": "on"}}}
+        "strategy": "prefix-cache-blend", "blend": {"prefill_cost_weight": 4},
+        "strategies": {"prefix-cache-blend": {"prefill_weight": 2.5, "x": "on"}}}
     assert got["prefill-cost"] == {"strategy": "prefill-cost"}
     assert ORACLE not in got
 
