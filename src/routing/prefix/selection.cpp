@@ -148,7 +148,7 @@ void WaitSettings::read(config::YamlReader& r) {
 
 bool balanceNewWork(std::span<Candidate> candidates, double best_cached_fraction, std::span<const double> window_load,
                     double ratio) {
-  if (ratio <= 0 || best_cached_fraction >= 0.5 || candidates.empty()) return false;
+  if (ratio <= 0 || best_cached_fraction >= kNewWorkCachedShare || candidates.empty()) return false;
   const auto [lo, hi] = std::minmax_element(window_load.begin(), window_load.end());
   if (!(*hi > ratio * *lo)) return false;
   double worst = 0;
@@ -176,10 +176,10 @@ void candidateRates(std::span<const Candidate> candidates, const WaitSettings& s
     queue.push_back(out[i].queue_s_per_token);
     decode.push_back(out[i].decode_s_per_request);
   }
-  auto median = [](std::vector<double>& v) {
-    std::sort(v.begin(), v.end());
-    const size_t mid = v.size() / 2;
-    return v.size() % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+  auto median = [](std::vector<double>& v) {  // linear time: every decision computes four
+    const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+    std::nth_element(v.begin(), mid, v.end());
+    return v.size() % 2 ? *mid : (*std::max_element(v.begin(), mid) + *mid) / 2;
   };
   Rates fleet = discovery::ServiceRates::kDefaults;
   if (!base.empty()) fleet = {median(base), median(prefill), median(queue), median(decode), 0};

@@ -112,6 +112,7 @@ void candidateRates(std::span<const Candidate> candidates, const WaitSettings& s
 // work, and where it goes its follow-ups will follow (they extend it, and stay with their cache): when the
 // candidates' window loads (requests sent over the window) are skewed (max > ratio x min), only the least loaded
 // keep their wait score, the others score below every one of them. Returns whether it applied (ratio 0: never).
+inline constexpr double kNewWorkCachedShare = 0.5;  // below this share cached on the best candidate: new work
 bool balanceNewWork(std::span<Candidate> candidates, double best_cached_fraction, std::span<const double> window_load,
                     double ratio);
 

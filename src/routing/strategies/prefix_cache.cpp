@@ -100,14 +100,16 @@ class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScor
     candidateRates(input.candidates, wait_settings_, rates);
     setMatchPercents(input.candidates, m.matched, m.prompt.hashes.size());
     waitScores(input.candidates, uncached, tokens, rates, wait_settings_.fleet_work_weight);
-    // New work (no pod holds half of it) balances the requests sent over the window when they are skewed.
+    // New work (no pod holds half of it) balances the requests sent over the window when they are skewed; the
+    // window loads (under their mutex) are read only for new work.
+    input.outcome = {};
+    double best = 0;
+    for (size_t i = 0; i < n; ++i) best = std::max(best, m.prompt.usable ? m.prompt.fraction(m.matched[i]) : 0.0);
+    if (wait_settings_.rebalance_ratio <= 0 || best >= kNewWorkCachedShare) return;
     thread_local std::vector<double> load;
     load.resize(n);
     windows_.read(input.candidates, steadyNowMs(), load);
-    double best = 0;
-    for (size_t i = 0; i < n; ++i) best = std::max(best, m.prompt.usable ? m.prompt.fraction(m.matched[i]) : 0.0);
-    input.outcome = balanceNewWork(input.candidates, best, load, wait_settings_.rebalance_ratio) ? kPrebleRebalance
-                                                                                                 : std::string_view{};
+    if (balanceNewWork(input.candidates, best, load, wait_settings_.rebalance_ratio)) input.outcome = kPrebleRebalance;
   }
 
   PrefillCostSettings prefill_;
