@@ -1,7 +1,10 @@
-"""Starting the real prefixgate and prefixgate-engine-sim binaries on loopback, and talking HTTP to them."""
+"""Starting the real prefixgate and prefixgate-engine-sim binaries (and llama.cpp's llama-server, Redis) on loopback,
+and talking HTTP to them."""
+import hashlib
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -13,7 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 GATEWAY_BIN = os.environ.get("PREFIXGATE_BIN", str(ROOT / "build" / "prefixgate"))
 SIM_BIN = os.environ.get("PREFIXGATE_SIM_BIN", str(ROOT / "build" / "loadtest" / "prefixgate-engine-sim"))
 REDIS_BIN = os.environ.get("PREFIXGATE_REDIS_BIN", "/usr/bin/redis-server")
+LLAMA_DIR = ROOT / "tools" / "llama"
+LLAMA_SERVER_BIN = os.environ.get("PREFIXGATE_LLAMA_SERVER_BIN", str(LLAMA_DIR / "bin" / "llama-server"))
+DEBIAN_PYTHON = "/usr/bin/python3"   # tools/llama/make_model.py needs Debian's numpy
 START_TIMEOUT_S = 20
+LLAMA_START_TIMEOUT_S = 60           # loading the model and warming up, on a busy 2-core machine
 
 
 def wait_until(predicate, timeout=10.0, interval=0.02, what="condition"):
@@ -154,7 +161,8 @@ def write_pods(path, sims):
     import yaml
 
     tmp = Path(str(path) + ".tmp")
-    tmp.write_text(yaml.safe_dump({"pods": [s.pod_entry() if isinstance(s, Sim) else s for s in sims]}))
+    pods = [s.pod_entry() if hasattr(s, "pod_entry") else s for s in sims]   # Sim, LlamaServer or a plain dict
+    tmp.write_text(yaml.safe_dump({"pods": pods}))
     os.replace(tmp, path)
 
 
@@ -194,8 +202,8 @@ class Gateway(Process):
         if wait_ready:
             wait_until(lambda: self.admin("GET", "/readyz")[0] == 200, what="gateway /readyz")
             # /readyz needs one ready pod; a test's first request may be for another pod's model, so wait for every
-            # simulated pod it was given (where /debug/pods is open: an admin token closes it).
-            names = {s.name for s in sims if isinstance(s, Sim)}
+            # engine it was given (where /debug/pods is open: an admin token closes it).
+            names = {s.name for s in sims if isinstance(s, (Sim, LlamaServer))}
             if names and self.admin("GET", "/debug/pods")[0] == 200:
                 wait_until(lambda: names <= {p["name"] for p in self.debug_pods() if p["ready"]},
                            what=f"pods {sorted(names)} ready")
@@ -229,6 +237,124 @@ class Gateway(Process):
 
     def debug_pods(self):
         return json.loads(self.admin("GET", "/debug/pods")[2])["pods"]
+
+
+def llama_available():
+    """True when the llama-server binary (scripts/fetch_llama.sh, or PREFIXGATE_LLAMA_SERVER_BIN) is there."""
+    return os.access(LLAMA_SERVER_BIN, os.X_OK)
+
+
+def llama_model(cache_dir=None, **shape):
+    """The path of a random-weight llama GGUF from tools/llama/make_model.py, written once and then reused: it is
+    cached in `cache_dir` (default tools/llama/models/) under a name made of the generator's arguments (`shape`:
+    seed, embd, layers, heads, ff, ctx; make_model.py's defaults for the rest) and a hash of make_model.py and the
+    vocabulary it copies, so a changed generator or llama.cpp writes a new file. make_model.py writes atomically, so
+    concurrent sessions are safe."""
+    generator = LLAMA_DIR / "make_model.py"
+    vocab = LLAMA_DIR / "src" / "models" / "ggml-vocab-llama-spm.gguf"   # absent: make_model.py says what to run
+    unknown = set(shape) - {"seed", "embd", "layers", "heads", "ff", "ctx"}
+    if unknown:
+        raise ValueError(f"llama_model: unknown arguments {sorted(unknown)}")
+    digest = hashlib.sha256(generator.read_bytes() + (vocab.read_bytes() if vocab.is_file() else b"")).hexdigest()[:12]
+    label = "-".join(f"{k}{shape[k]}" for k in sorted(shape)) or "default"
+    path = Path(cache_dir or LLAMA_DIR / "models") / f"random-{label}-{digest}.gguf"
+    if not path.is_file():
+        args = [DEBIAN_PYTHON, str(generator), "--out", str(path)]
+        for key in sorted(shape):
+            args += [f"--{key}", str(shape[key])]
+        result = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        if result.returncode != 0:
+            raise RuntimeError(f"{generator.name} failed ({result.returncode}): {result.stderr[-2000:]}")
+    return path
+
+
+class LlamaServer:
+    """llama.cpp's llama-server (scripts/fetch_llama.sh) on loopback, serving `model_path` (default: llama_model())
+    under the name `model`, with `parallel` slots sharing `ctx` tokens of KV cache (-c is the total: each slot gets
+    ctx / parallel unless `extra` has --kv-unified), on `threads` CPU threads. `extra`: more llama-server flags (e.g.
+    "--cache-ram", "0"). It binds port 0 (this llama-server can) and reads the port from its log, which goes to
+    `tmp_path`/`name`.log; `port=` fixes it instead (to restart a pod where it was). Ready once GET /health is 200."""
+
+    def __init__(self, tmp_path, name="llama", model_path=None, model="llama-model", parallel=1, ctx=8192,
+                 threads=1, extra=(), port=0):
+        if not llama_available():
+            raise RuntimeError(f"llama-server not found at {LLAMA_SERVER_BIN}: run scripts/fetch_llama.sh "
+                               "(scripts/setup.sh runs it), or set PREFIXGATE_LLAMA_SERVER_BIN")
+        self.name = name
+        self.model = model
+        self.model_path = Path(model_path or llama_model())
+        self.log_path = Path(tmp_path) / f"{name}.log"
+        self.args = [LLAMA_SERVER_BIN, "-m", str(self.model_path), "-a", model, "--host", "127.0.0.1",
+                     "--port", str(port), "-t", str(threads), "--parallel", str(parallel), "-c", str(ctx),
+                     "--metrics", "--slots", "--props", "--no-webui", "--log-colors", "off", *map(str, extra)]
+        # LLAMA_ARG_* variables set llama-server's options: the caller's environment must not change the test's.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=env)
+        try:
+            self.port = wait_until(self._listening_port, timeout=LLAMA_START_TIMEOUT_S,
+                                   what=f"{name} listening (log: {self.log_path})")
+            wait_until(lambda: self._get_status("/health") == 200, timeout=LLAMA_START_TIMEOUT_S,
+                       what=f"{name} /health answering 200")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _listening_port(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"llama-server exited with {self.proc.returncode}: {self.read_log()[-3000:]}")
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.read_log())
+        return int(m.group(1)) if m else None
+
+    def _get_status(self, path):
+        try:
+            return self.call("GET", path, timeout=5)[0]
+        except OSError:
+            return None
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+    def pod_entry(self):
+        return {"name": self.name, "address": self.address, "models": [self.model], "engine": "llamacpp"}
+
+    def read_log(self):
+        return self.log_path.read_text(errors="replace")
+
+    def call(self, method, path, body=None, headers=None, timeout=60):
+        if body is not None and not isinstance(body, (str, bytes)):
+            body = json.dumps(body)
+        return request("127.0.0.1", self.port, method, path, body, headers, timeout)
+
+    def json(self, method, path, body=None):
+        """The JSON answer of a request that must succeed."""
+        status, _, data = self.call(method, path, body)
+        assert status == 200, f"{method} {path}: {status} {data[:500]!r}"
+        return json.loads(data)
+
+    def chat(self, content, max_tokens=4, stream=False, **extra):
+        body = {"model": self.model, "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens,
+                "stream": stream, **extra}
+        return self.call("POST", "/v1/chat/completions", body)
+
+    def metrics_text(self):
+        status, _, data = self.call("GET", "/metrics")
+        assert status == 200, status
+        return data.decode()
+
+    def stop(self, timeout=10):
+        """SIGTERM, wait, then SIGKILL."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        if not self.log.closed:
+            self.log.close()
 
 
 class RedisError(Exception):

@@ -14,6 +14,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev      # KV cache events (ZMQ), published by the engine simulator
   python3-zmq python3-msgpack # KV event tests speak ZMQ and msgpack from Python
   python3 python3-pytest python3-prometheus-client python3-yaml python3-matplotlib
+  python3-numpy               # tools/llama/make_model.py writes the test engine's random-weight model
   nginx haproxy wrk           # the proxy overhead benchmark's peers and load generator
   redis-server redis-tools    # replica state sync tests run a real Redis
 )
@@ -40,5 +41,10 @@ fi
 # helm (not a Debian package) for the chart's tests; the image build needs none (PREFIXGATE_SETUP_NO_HELM=1).
 if [[ -x scripts/fetch_helm.sh && -z "${PREFIXGATE_SETUP_NO_HELM:-}" ]]; then
   scripts/fetch_helm.sh >/dev/null
+fi
+# llama.cpp's llama-server (built from the npm package node-llama-cpp's source bundle) for the tests against a real
+# engine; the image build needs none (PREFIXGATE_SETUP_NO_LLAMA=1). A few minutes the first time, then nothing.
+if [[ -x scripts/fetch_llama.sh && -z "${PREFIXGATE_SETUP_NO_LLAMA:-}" ]]; then
+  scripts/fetch_llama.sh >/dev/null
 fi
 echo "setup: all build and test dependencies are present"
