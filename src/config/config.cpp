@@ -102,6 +102,7 @@ void readDiscovery(YamlReader r, DiscoveryConfig& c) {
     k.read("namespaces", kc.namespaces);
     k.read("label_selector", kc.label_selector);
     k.read("model_label", kc.model_label);
+    k.read("engine_label", kc.engine_label);
     k.read("port_name", kc.port_name);
     k.read("kv_events_port", kc.kv_events_port);
     k.read("kv_replay_port", kc.kv_replay_port);

@@ -111,6 +111,9 @@ struct KubernetesConfig {
   std::vector<std::string> namespaces{"default"};
   std::string label_selector = "model.aibrix.ai/name";
   std::string model_label = "model.aibrix.ai/name";
+  // The slice label naming the pods' engine (vllm, sglang, llamacpp; AIBrix's label); absent or another value:
+  // recognised from each pod's /metrics.
+  std::string engine_label = "model.aibrix.ai/engine";
   std::string port_name;
   uint32_t kv_events_port = 0;
   uint32_t kv_replay_port = 0;

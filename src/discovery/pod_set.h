@@ -32,6 +32,7 @@ struct PodSpec {
   std::string kv_replay;
   uint64_t kv_capacity_tokens = 0;  // optional: the engine's KV cache size in tokens (0 = from its metrics)
   uint32_t data_parallel_size = 1;  // data-parallel ranks; rank r publishes KV events on kv_events' port + r
+  engine::EngineKind engine = engine::EngineKind::kAuto;  // its dialect; kAuto = recognised from its /metrics
   bool operator==(const PodSpec&) const = default;
 };
 
@@ -191,6 +192,11 @@ class PodState {
   uint32_t ejections() const;
   void markRemoved() { removed_.store(true, std::memory_order_relaxed); }
 
+  // The dialect the gateway speaks to the pod's engine: the configured one, else the one its /metrics page was
+  // recognised as (kAuto until the first page that names one). Lock-free.
+  engine::EngineKind engineKind() const {
+    return spec_.engine != engine::EngineKind::kAuto ? spec_.engine : engine_.detectedKind();
+  }
   // Engine-reported load and measured capacity (scraper and relays write, strategies read).
   engine::EngineLoad& engine() { return engine_; }
   const engine::EngineLoad& engine() const { return engine_; }

@@ -25,16 +25,42 @@ void EngineLoad::publish(const EngineSnapshot& snapshot) {
   waiting_.store(snapshot.has_waiting ? snapshot.waiting : NAN, std::memory_order_relaxed);
   kv_usage_.store(snapshot.has_kv_usage ? snapshot.kv_usage : NAN, std::memory_order_relaxed);
   scraped_at_ms_.store(snapshot.scraped_at_ms, std::memory_order_relaxed);
-  if (snapshot.has_cache_config && snapshot.block_size > 0 && snapshot.num_gpu_blocks > 0)
-    kv_capacity_tokens_.store(static_cast<uint64_t>(snapshot.block_size * snapshot.num_gpu_blocks),
-                              std::memory_order_relaxed);
+  if (snapshot.has_kv_capacity && snapshot.kv_capacity_tokens >= 1)
+    kv_capacity_tokens_.store(static_cast<uint64_t>(snapshot.kv_capacity_tokens), std::memory_order_relaxed);
 }
 
-void EngineLoad::markScrapeFailed(std::string error) {
+void EngineLoad::markScrapeFailed(std::string error, ScrapeError reason) {
+  scrape_errors_[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(mutex_);
   snapshot_.stale = true;
   ++snapshot_.failed_scrapes;
   snapshot_.last_error = std::move(error);
+}
+
+void EngineLoad::markCapacityFailed(std::string error) {
+  scrape_errors_[static_cast<size_t>(ScrapeError::kProps)].fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard lock(mutex_);
+  capacity_error_ = std::move(error);
+}
+
+void EngineLoad::publishSlots(uint32_t slots, uint32_t slot_context_tokens) {
+  {
+    std::lock_guard lock(mutex_);
+    capacity_error_.clear();
+  }
+  slots_.store(slots, std::memory_order_relaxed);
+  kv_capacity_tokens_.store(uint64_t{slots} * slot_context_tokens, std::memory_order_relaxed);
+}
+
+std::string_view scrapeErrorLabel(ScrapeError error) {
+  switch (error) {
+    case ScrapeError::kUnreachable: return "unreachable";
+    case ScrapeError::kStatus: return "status";
+    case ScrapeError::kUnknownSeries: return "unknown_series";
+    case ScrapeError::kProps: return "props";
+    case ScrapeError::kCount: break;
+  }
+  return "unreachable";
 }
 
 void EngineLoad::addOutputTokens(uint64_t tokens, int64_t now_ms) {

@@ -8,28 +8,48 @@
 #include <mutex>
 #include <string>
 
+#include "engine/engine_kind.h"
+
 namespace prefixgate::engine {
 
-// One scrape of a vLLM /metrics page (see parseVllmMetrics). A metric the page lacked keeps 0 and has_* false.
+// One scrape of an engine's /metrics page, read in the pod's dialect (engine_metrics.h). A signal the page lacked
+// keeps 0 and has_* false: unknown, never idle.
 struct EngineSnapshot {
   bool valid = false;           // false until the first successful scrape
   int64_t scraped_at_ms = 0;    // steady clock of the last successful scrape
   bool stale = false;           // the latest scrape failed: the values are still those of scraped_at_ms
   uint32_t failed_scrapes = 0;  // consecutive failures since the last success
   std::string last_error;       // why the latest scrape failed ("" after a success)
-  double running = 0;           // vllm:num_requests_running
+  EngineKind engine = EngineKind::kAuto;  // the dialect the page was read as
+  uint32_t known_series = 0;    // samples of the dialect's series on the page (0: nothing could be read: a failure)
+  double running = 0;           // vllm:num_requests_running, sglang:num_running_reqs, llamacpp:requests_processing
   bool has_running = false;
-  double waiting = 0;  // vllm:num_requests_waiting
+  double waiting = 0;  // vllm:num_requests_waiting, sglang:num_queue_reqs, llamacpp:requests_deferred
   bool has_waiting = false;
-  double kv_usage = 0;  // vllm:kv_cache_usage_perc (or vllm:gpu_cache_usage_perc), 0..1
+  double kv_usage = 0;  // vllm:kv_cache_usage_perc (or vllm:gpu_cache_usage_perc), sglang:token_usage; 0..1
   bool has_kv_usage = false;
-  double prefix_cache_hits = 0;     // vllm:prefix_cache_hits_total (tokens)
-  double prefix_cache_queries = 0;  // vllm:prefix_cache_queries_total (tokens)
+  double prefix_cache_hits = 0;     // prompt tokens served from the cache (counter)
+  double prefix_cache_queries = 0;  // prompt tokens looked up (counter)
   bool has_prefix_cache = false;
   double block_size = 0;      // vllm:cache_config_info{block_size}
   double num_gpu_blocks = 0;  // vllm:cache_config_info{num_gpu_blocks}, summed over engines
   bool has_cache_config = false;
+  // The KV cache's size in tokens when the page says it: vLLM num_gpu_blocks x block_size, SGLang
+  // sglang:max_total_num_tokens (llama.cpp's comes from /props, see EngineLoad::publishSlots).
+  double kv_capacity_tokens = 0;
+  bool has_kv_capacity = false;
 };
+
+// Why a scrape failed, for prefixgate_engine_scrape_errors_total{reason} and /debug/pods.
+enum class ScrapeError : uint8_t {
+  kUnreachable,    // no HTTP answer (connect, timeout, a cut response)
+  kStatus,         // an answer other than 200
+  kUnknownSeries,  // a 200 page without a single series of the pod's dialect (or of any known one, with auto)
+  kProps,          // llama.cpp: /props did not answer or did not say total_slots and n_ctx (capacity unknown)
+  kCount,
+};
+// "unreachable", "status", "unknown_series", "props".
+std::string_view scrapeErrorLabel(ScrapeError error);
 
 // The few numbers routing reads for every candidate of every decision, read without a lock. The fields are
 // read one by one, so they may come from two consecutive scrapes; a load signal tolerates that.
@@ -55,8 +75,14 @@ class EngineLoad {
   // A successful scrape (the scraper only): becomes the latest snapshot, valid and not stale.
   void publish(const EngineSnapshot& snapshot);
   // A failed scrape (the scraper only): the last values stay, marked stale, so strategies turn neutral on their
-  // own once they are older than maxEngineMetricsAgeMs.
-  void markScrapeFailed(std::string error);
+  // own once they are older than maxEngineMetricsAgeMs. Counted by reason.
+  void markScrapeFailed(std::string error, ScrapeError reason = ScrapeError::kUnreachable);
+  // A failed side request that is not the load scrape (llama.cpp's /props): counted, kept as capacityError().
+  void markCapacityFailed(std::string error);
+  // Failed scrapes of the pod so far, by reason (counters: they only grow). Lock-free.
+  uint64_t scrapeErrors(ScrapeError reason) const {
+    return scrape_errors_[static_cast<size_t>(reason)].load(std::memory_order_relaxed);
+  }
   EngineSnapshot latest() const {
     std::lock_guard lock(mutex_);
     return snapshot_;
@@ -67,9 +93,31 @@ class EngineLoad {
                           scraped_at_ms_.load(std::memory_order_relaxed), capacity_.load(std::memory_order_relaxed)};
   }
 
-  // The engine's KV cache size in tokens (num_gpu_blocks x block_size of vllm:cache_config_info); 0 until a
-  // scrape reported it. Lock-free.
+  // The engine's KV cache size in tokens (vLLM: num_gpu_blocks x block_size of vllm:cache_config_info; SGLang:
+  // sglang:max_total_num_tokens; llama.cpp: its slots x their context, from /props); 0 until the engine said.
+  // Lock-free.
   uint64_t kvCapacityTokens() const { return kv_capacity_tokens_.load(std::memory_order_relaxed); }
+
+  // llama.cpp: the engine keeps one prompt per slot (`total_slots` of /props), each up to `slot_context_tokens`
+  // (its n_ctx). Sets kvCapacityTokens to their product and clears capacityError. The scraper only.
+  void publishSlots(uint32_t slots, uint32_t slot_context_tokens);
+  // The slots the engine reported (0: not a slot engine, or not known yet). Lock-free.
+  uint32_t slots() const { return slots_.load(std::memory_order_relaxed); }
+  // Why the capacity could not be read ("" when it could, or was never asked).
+  std::string capacityError() const {
+    std::lock_guard lock(mutex_);
+    return capacity_error_;
+  }
+  // llama.cpp with a host prompt cache (--cache-ram): the engine served cached prompts beyond what its slots
+  // hold, so its slots do not bound what it caches. Set by the prediction audit (server/request_outcome.cpp)
+  // and then kept for the pod's life. Lock-free.
+  bool hostCacheSeen() const { return host_cache_seen_.load(std::memory_order_relaxed); }
+  // Returns true when this call set it (for a log line once).
+  bool markHostCacheSeen() { return !host_cache_seen_.exchange(true, std::memory_order_relaxed); }
+
+  // The dialect the pod's /metrics page was recognised as (kAuto until one was). Set by the scraper. Lock-free.
+  EngineKind detectedKind() const { return detected_kind_.load(std::memory_order_relaxed); }
+  void setDetectedKind(EngineKind kind) { detected_kind_.store(kind, std::memory_order_relaxed); }
 
   // A relayed response produced `tokens` output tokens, finishing at now_ms (steady clock).
   void addOutputTokens(uint64_t tokens, int64_t now_ms);
@@ -90,6 +138,11 @@ class EngineLoad {
   std::atomic<int64_t> scraped_at_ms_{-1};
   std::atomic<double> capacity_{0};
   std::atomic<uint64_t> kv_capacity_tokens_{0};
+  std::atomic<EngineKind> detected_kind_{EngineKind::kAuto};
+  std::atomic<uint32_t> slots_{0};
+  std::atomic<bool> host_cache_seen_{false};
+  std::string capacity_error_;  // guarded by mutex_
+  std::atomic<uint64_t> scrape_errors_[static_cast<size_t>(ScrapeError::kCount)] = {};
 };
 
 }  // namespace prefixgate::engine

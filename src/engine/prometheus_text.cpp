@@ -183,6 +183,8 @@ bool parseLine(std::string_view line, PromSample& out, PromScratch& scratch, boo
 
 }  // namespace
 
+bool parsePromValue(std::string_view token, double& out) { return parseValue(token, out); }
+
 std::string_view PromSample::label(std::string_view key) const {
   for (const PromLabel& l : labels)
     if (l.name == key) return l.value;
@@ -225,124 +227,6 @@ std::vector<OwnedPromSample> parsePromSamples(std::string_view text, PromParseSt
   PromParseStats s = parsePromText(text, collect);
   if (stats) *stats = s;
   return std::move(collect.out);
-}
-
-// ---- vLLM ----
-
-namespace {
-
-// The metrics routing uses, by wire name. Older names are accepted where vLLM renamed a metric.
-enum class VllmMetric {
-  kRunning,
-  kWaiting,
-  kKvUsage,
-  kKvUsageOld,
-  kHits,
-  kHitsOld,
-  kQueries,
-  kQueriesOld,
-  kCacheConfig,
-};
-
-struct VllmName {
-  std::string_view name;
-  VllmMetric metric;
-};
-
-constexpr VllmName kVllmNames[] = {
-    {"vllm:num_requests_running", VllmMetric::kRunning},
-    {"vllm:num_requests_waiting", VllmMetric::kWaiting},
-    {"vllm:kv_cache_usage_perc", VllmMetric::kKvUsage},
-    {"vllm:gpu_cache_usage_perc", VllmMetric::kKvUsageOld},
-    {"vllm:prefix_cache_hits_total", VllmMetric::kHits},
-    {"vllm:prefix_cache_hits", VllmMetric::kHits},
-    {"vllm:gpu_prefix_cache_hits_total", VllmMetric::kHitsOld},
-    {"vllm:prefix_cache_queries_total", VllmMetric::kQueries},
-    {"vllm:prefix_cache_queries", VllmMetric::kQueries},
-    {"vllm:gpu_prefix_cache_queries_total", VllmMetric::kQueriesOld},
-    {"vllm:cache_config_info", VllmMetric::kCacheConfig},
-};
-constexpr size_t kMetricCount = static_cast<size_t>(VllmMetric::kCacheConfig) + 1;
-
-const VllmName* findVllmName(std::string_view name) {
-  if (!name.starts_with("vllm:")) return nullptr;
-  for (const VllmName& n : kVllmNames)
-    if (n.name == name) return &n;
-  return nullptr;
-}
-
-double labelNumber(const PromSample& s, std::string_view key, bool& ok) {
-  std::string_view text = s.label(key);
-  double v = 0;
-  ok = parseValue(text, v) && std::isfinite(v);
-  return ok ? v : 0;
-}
-
-class VllmVisitor final : public PromVisitor {
- public:
-  // The parser calls sample() right after a wants() that returned true for the same line.
-  bool wants(std::string_view name) override { return (current_ = findVllmName(name)) != nullptr; }
-  void sample(const PromSample& s) override {
-    const VllmMetric m = current_->metric;
-    if (m == VllmMetric::kCacheConfig) {
-      bool ok_size = false, ok_blocks = false;
-      const double size = labelNumber(s, "block_size", ok_size);
-      const double blocks = labelNumber(s, "num_gpu_blocks", ok_blocks);
-      if (ok_size) block_size_ = size;
-      if (ok_blocks) gpu_blocks_ += blocks;
-      config_seen_ |= ok_size || ok_blocks;
-      return;
-    }
-    if (!std::isfinite(s.value)) return;  // NaN (e.g. no data yet) or Inf: not a load
-    const size_t i = static_cast<size_t>(m);
-    sum_[i] += s.value;
-    ++count_[i];
-  }
-
-  EngineSnapshot snapshot() const {
-    EngineSnapshot out;
-    out.valid = true;
-    out.has_running = take(VllmMetric::kRunning, out.running);
-    out.has_waiting = take(VllmMetric::kWaiting, out.waiting);
-    out.has_kv_usage = take(VllmMetric::kKvUsage, out.kv_usage) || take(VllmMetric::kKvUsageOld, out.kv_usage);
-    if (out.has_kv_usage) {
-      const size_t i = static_cast<size_t>(has(VllmMetric::kKvUsage) ? VllmMetric::kKvUsage : VllmMetric::kKvUsageOld);
-      out.kv_usage /= static_cast<double>(count_[i]);  // one cache per engine: the pod's fraction is the mean
-    }
-    const bool hits =
-        take(VllmMetric::kHits, out.prefix_cache_hits) || take(VllmMetric::kHitsOld, out.prefix_cache_hits);
-    const bool queries =
-        take(VllmMetric::kQueries, out.prefix_cache_queries) || take(VllmMetric::kQueriesOld, out.prefix_cache_queries);
-    out.has_prefix_cache = hits && queries;
-    if (config_seen_) {
-      out.has_cache_config = true;
-      out.block_size = block_size_;
-      out.num_gpu_blocks = gpu_blocks_;
-    }
-    return out;
-  }
-
- private:
-  bool has(VllmMetric m) const { return count_[static_cast<size_t>(m)] > 0; }
-  bool take(VllmMetric m, double& out) const {
-    if (!has(m)) return false;
-    out = sum_[static_cast<size_t>(m)];
-    return true;
-  }
-  const VllmName* current_ = nullptr;
-  double sum_[kMetricCount] = {};
-  size_t count_[kMetricCount] = {};
-  double block_size_ = 0;
-  double gpu_blocks_ = 0;
-  bool config_seen_ = false;
-};
-
-}  // namespace
-
-EngineSnapshot parseVllmMetrics(std::string_view text) {
-  VllmVisitor visitor;
-  parsePromText(text, visitor);
-  return visitor.snapshot();
 }
 
 }  // namespace prefixgate::engine

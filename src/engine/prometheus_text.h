@@ -10,7 +10,6 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/engine_load.h"
 
 namespace prefixgate::engine {
 
@@ -57,6 +56,8 @@ bool parsePromLine(std::string_view line, PromSample& out, PromScratch& scratch,
 
 // Feeds every wanted sample of `text` to `visitor`, in order.
 PromParseStats parsePromText(std::string_view text, PromVisitor& visitor);
+// Go's ParseFloat spellings as Prometheus writes them (decimals, exponents, NaN, +Inf, -Inf): the whole token.
+bool parsePromValue(std::string_view token, double& out);
 // Convenience for tests and tools: every sample of `text`, with owned strings.
 struct OwnedPromSample {
   std::string name;
@@ -66,13 +67,5 @@ struct OwnedPromSample {
   int64_t timestamp_ms = 0;
 };
 std::vector<OwnedPromSample> parsePromSamples(std::string_view text, PromParseStats* stats = nullptr);
-
-// The load a vLLM /metrics page reports (see ../shared/reference/vllm-interfaces.md): running and waiting
-// requests, KV cache usage (vllm:kv_cache_usage_perc, or the older vllm:gpu_cache_usage_perc), the prefix-cache
-// hit/query counters and vllm:cache_config_info's block_size and num_gpu_blocks. Several series of one metric
-// (model_name / engine labels: data-parallel engines) are summed, except KV usage, which is their mean (each
-// engine has its own cache, so the pod's fraction used is the mean). NaN and infinite samples are ignored; a
-// missing metric leaves its field at 0 with its has_* flag false. Sets valid; the caller sets scraped_at_ms.
-EngineSnapshot parseVllmMetrics(std::string_view text);
 
 }  // namespace prefixgate::engine

@@ -5,6 +5,10 @@
 // oldest of them are gone from the engine: they are handed back to be removed from the prefix index for that pod,
 // and the index stops promising hits the engine can no longer give.
 //
+// Engines that keep whole prompts in a few slots instead of paged blocks (llama.cpp's server: one sequence per
+// slot, reused by the next request that shares its prefix, else the least recently used one is overwritten) are
+// modelled by touchSlots: a pod holds at most `slots` prompts.
+//
 // Pure data structure (no clocks, no sockets). Thread-safe: each pod has its own lock, taken once per call.
 // Memory: about 90 bytes per (block, pod) entry (a hash-map node and a list node), on top of the index's own.
 #include <cstdint>
@@ -34,6 +38,12 @@ class PodBlockLedger {
   // as engines free a sequence's tail first. capacity_blocks 0 = unknown: nothing is evicted.
   void touch(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t capacity_blocks,
              std::vector<Evicted>& evicted);
+  // Slot engines: notes that `pod`, which keeps `slots` prompts, was just routed `hashes` of `model`. The prompt
+  // takes the slot holding the longest prefix of it (the engine reuses that one), else an empty slot, else the
+  // least recently used one; the blocks of the prompt it replaces that no other slot holds are appended to
+  // `evicted`. slots 0: nothing is modelled.
+  void touchSlots(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t slots,
+                  std::vector<Evicted>& evicted);
   // Forgets the pod (it left the set).
   void removePod(PodId pod);
   // Blocks the ledger holds for `pod` now.
@@ -48,11 +58,19 @@ class PodBlockLedger {
   struct KeyHasher {
     size_t operator()(const Key& k) const noexcept { return static_cast<size_t>(k.hash ^ (uint64_t{k.model} << 48)); }
   };
+  struct Slot {
+    uint32_t model = 0;
+    std::vector<uint64_t> hashes;  // the prompt it holds, first block first
+    uint64_t last_use = 0;
+  };
   struct PodBlocks {
     mutable std::mutex mutex;
     std::list<Key> order;  // front = most recently routed
     std::unordered_map<Key, std::list<Key>::iterator, KeyHasher> where;
+    std::vector<Slot> slots;  // touchSlots' model (empty for paged engines)
+    uint64_t uses = 0;        // touchSlots calls, the slots' clock
   };
+  void appendEvicted(std::span<const Key> dropped, std::vector<Evicted>& evicted);
 
   PodBlocks& podBlocks(PodId pod);
   uint32_t modelId(std::string_view model);

@@ -35,7 +35,8 @@ const prometheus::Histogram::BucketBoundaries& remoteTokenizerBuckets() {
   return kBuckets;
 }
 
-constexpr std::string_view kRemoteTokenizerOutcomes[] = {"hit", "miss", "error", "timeout", "no_pod"};
+constexpr std::string_view kRemoteTokenizerOutcomes[] = {"hit", "miss", "error", "timeout", "no_pod",
+                                                          "unsupported"};
 
 constexpr const char* kRequestsHelp = "Client requests finished, by model, pod, HTTP status and routing strategy";
 constexpr const char* kDurationHelp =
@@ -193,6 +194,12 @@ GatewayMetrics::GatewayMetrics()
                      .Name("prefixgate_pod_ready")
                      .Help("1 when the pod is ready to take requests, else 0")
                      .Register(*registry_)),
+      engine_scrape_errors_(prometheus::BuildCounter()
+                                .Name("prefixgate_engine_scrape_errors_total")
+                                .Help("Engine metrics scrapes that gave no load, by pod and reason: unreachable, "
+                                      "status (not 200), unknown_series (no series of the pod's engine dialect: its "
+                                      "load is unknown), props (llama.cpp's /props: its KV capacity is unknown)")
+                                .Register(*registry_)),
       prediction_responses_(prometheus::BuildCounter()
                                 .Name("prefixgate_prefix_prediction_audited_responses_total")
                                 .Help("Responses whose engine-reported cached tokens were compared with the prefix "
@@ -216,7 +223,8 @@ GatewayMetrics::GatewayMetrics()
   auto& requests = prometheus::BuildCounter()
                        .Name("prefixgate_remote_tokenizer_requests_total")
                        .Help("Requests whose prompt tokens were asked of the remote tokenizer (engine /tokenize), by "
-                             "outcome: hit (cache), miss (an engine answered), error, timeout, no_pod")
+                             "outcome: hit (cache), miss (an engine answered), error, timeout, no_pod, unsupported "
+                             "(no ready pod's engine can tokenize it, e.g. a chat request on SGLang)")
                        .Register(*registry_);
   for (std::string_view outcome : kRemoteTokenizerOutcomes)
     remote_tokenizer_requests_.emplace_back(outcome, &requests.Add({{"outcome", std::string(outcome)}}));
@@ -299,6 +307,15 @@ std::string GatewayMetrics::serialize(const discovery::PodSet& pods, int64_t now
     (r ? ready : not_ready) += 1;
     pod_in_flight_.Add({{"pod", pod->name()}}).Set(pod->inFlight());
     pod_ready_.Add({{"pod", pod->name()}}).Set(r ? 1 : 0);
+    // Kept by each pod's EngineLoad; a counter only goes up: each series takes the increase since the last scrape.
+    for (size_t i = 0; i < static_cast<size_t>(engine::ScrapeError::kCount); ++i) {
+      const auto reason = static_cast<engine::ScrapeError>(i);
+      const auto total = static_cast<double>(pod->engine().scrapeErrors(reason));
+      if (total == 0) continue;
+      prometheus::Counter& counter =
+          engine_scrape_errors_.Add({{"pod", pod->name()}, {"reason", std::string(engine::scrapeErrorLabel(reason))}});
+      if (total > counter.Value()) counter.Increment(total - counter.Value());
+    }
   }
   // A counter only goes up: each series takes the increase since the last scrape.
   for (ScrapedFamily& scraped : scraped_) {

@@ -85,6 +85,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Gauge>& pods_;
   prometheus::Family<prometheus::Gauge>& pod_in_flight_;
   prometheus::Family<prometheus::Gauge>& pod_ready_;
+  prometheus::Family<prometheus::Counter>& engine_scrape_errors_;
   prometheus::Family<prometheus::Counter>& prediction_responses_;
   prometheus::Family<prometheus::Counter>& predicted_tokens_;
   prometheus::Family<prometheus::Counter>& engine_cached_tokens_;

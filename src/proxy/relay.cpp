@@ -256,8 +256,10 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     reportPodFailure(attempts.back(), rq.health);
     const NextStep next = nextStep(attempts, rq.config.max_retries);
     if (next == NextStep::kRetryFresh) {
+      // The engine had closed the pooled connection: not a retry of the request's, nor the pod's fault.
       fresh = true;
-      ++out.retries;
+      ++out.stale_retries;
+      rq.pool.countStaleSent();
       continue;
     }
     if (next == NextStep::kSwitchPod) {

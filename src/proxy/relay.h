@@ -53,7 +53,8 @@ struct RelayOutcome {
   double first_byte_seconds = -1;  // request start to the engine's response head
   // Request start to the first body byte (a stream's first token: the engine has computed the prompt); -1 = none.
   double first_body_seconds = -1;
-  int retries = 0;
+  int retries = 0;        // attempts on another pod
+  int stale_retries = 0;  // the request sent again on a fresh connection after a pooled one turned out closed
   uint64_t output_tokens = 0;     // counted on the way through (usage, else SSE events)
   // The engine's usage.prompt_tokens and usage.prompt_tokens_details.cached_tokens, last values seen in the body
   // (empty when absent); the prediction audit compares them with the router's prediction.

@@ -1,8 +1,24 @@
 #include "proxy/upstream_pool.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 
 namespace prefixgate::proxy {
+
+namespace {
+// Whether an idle connection can carry a request: nothing to read (the peer neither closed it nor sent anything).
+// A one-byte non-blocking peek: 0 = the engine closed it (FIN), a byte = it sent something unasked (a late or
+// stray answer would be read as the next request's response), an error other than "would block" = reset.
+bool stillOpen(UpstreamStream& stream) {
+  auto& socket = stream.socket();
+  if (!socket.is_open()) return false;
+  char byte;
+  const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+}  // namespace
 
 UpstreamPool::UpstreamPool(boost::asio::io_context& io, std::chrono::milliseconds idle_limit)
     : timer_(io), idle_limit_(idle_limit) {}
@@ -16,7 +32,9 @@ std::unique_ptr<UpstreamStream> UpstreamPool::take(PodId pod) {
     Idle idle = std::move(list.back());
     list.pop_back();
     // Most recently used first: the one least likely to have been closed by the engine.
-    if (now - idle.since < idle_limit_ && idle.stream->socket().is_open()) return std::move(idle.stream);
+    if (now - idle.since >= idle_limit_) continue;
+    if (stillOpen(*idle.stream)) return std::move(idle.stream);
+    stale_detected_.fetch_add(1, std::memory_order_relaxed);
   }
   return nullptr;
 }

@@ -4,13 +4,21 @@
 #include <array>
 #include <cctype>
 #include <cstring>
+#include <span>
 
 namespace prefixgate::proxy {
 namespace {
-// The three keys share their tail, so one search finds them all (the cost of the single key it replaced); the
+// The usage keys share their tail, so one search finds them all; llama.cpp's timings keys share another. The
 // quote that opens each key is part of its head, so `"num_cached_tokens"` or `"prompt_tokens_details"` never match.
-constexpr std::string_view kKeyTail = "_tokens\"";
-constexpr std::array<std::string_view, 3> kKeyHeads = {"\"completion", "\"prompt", "\"cached"};  // by Field
+struct KeyFamily {
+  std::string_view tail;
+  std::array<std::string_view, 3> heads;  // "" = none
+  size_t first_field;                     // heads[i] fills field first_field + i
+};
+constexpr KeyFamily kKeyFamilies[] = {
+    {"_tokens\"", {"\"completion", "\"prompt", "\"cached"}, 0},  // kCompletion, kPrompt, kCached
+    {"_n\"", {"\"cache", "\"prompt", ""}, 3},                    // kCacheN, kPromptN
+};
 constexpr std::string_view kEvent = "data: {";
 }  // namespace
 
@@ -41,15 +49,25 @@ void UsageScanner::scan(std::string_view text, size_t boundary, bool straddling_
     if (straddling_only && !(pos < boundary && last >= boundary)) continue;
     ++events_;
   }
-  for (size_t tail = text.find(kKeyTail); tail != std::string_view::npos; tail = text.find(kKeyTail, tail + 1)) {
+  for (const KeyFamily& family : kKeyFamilies) scanKeys(text, boundary, straddling_only, family.tail, family.heads,
+                                                         family.first_field);
+}
+
+void UsageScanner::scanKeys(std::string_view text, size_t boundary, bool straddling_only, std::string_view key_tail,
+                            std::span<const std::string_view> key_heads, size_t first_field) {
+  for (size_t tail = text.find(key_tail); tail != std::string_view::npos; tail = text.find(key_tail, tail + 1)) {
     size_t field = kFields;
-    for (size_t f = 0; f < kKeyHeads.size() && field == kFields; ++f)
-      if (tail >= kKeyHeads[f].size() && text.substr(tail - kKeyHeads[f].size(), kKeyHeads[f].size()) == kKeyHeads[f])
-        field = f;
+    std::string_view head;
+    for (size_t f = 0; f < key_heads.size() && field == kFields; ++f)
+      if (!key_heads[f].empty() && tail >= key_heads[f].size() &&
+          text.substr(tail - key_heads[f].size(), key_heads[f].size()) == key_heads[f]) {
+        field = first_field + f;
+        head = key_heads[f];
+      }
     // Not one of the keys, or its head lies in the previous feed (then the boundary window finds it).
     if (field == kFields) continue;
-    const size_t pos = tail - kKeyHeads[field].size();
-    size_t i = tail + kKeyTail.size();
+    const size_t pos = tail - head.size();
+    size_t i = tail + key_tail.size();
     while (i < text.size() && (text[i] == ' ' || text[i] == ':')) ++i;
     size_t end = i;
     uint64_t value = 0;

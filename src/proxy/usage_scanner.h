@@ -1,12 +1,14 @@
 #pragma once
 // Reads a relayed response's usage on the way through, without parsing it: the last `"completion_tokens": N`,
 // `"prompt_tokens": N` and `"cached_tokens": N` seen (the usage object of a JSON body or of a stream's usage
-// chunk; cached_tokens sits in usage.prompt_tokens_details), and the number of SSE `data: {` events (one token per
-// chunk, as vLLM streams). Output tokens feed each pod's measured capacity; prompt and cached tokens feed the
+// chunk; cached_tokens sits in usage.prompt_tokens_details), llama.cpp's `"cache_n": N` and `"prompt_n": N` (its
+// `timings` object, which its streams carry even without stream_options.include_usage: cached and computed prompt
+// tokens), and the number of SSE `data: {` events (one token per chunk, as vLLM streams). Output tokens feed each pod's measured capacity; prompt and cached tokens feed the
 // prediction audit (server/prediction_audit.h).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -19,15 +21,22 @@ class UsageScanner {
   void feed(std::string_view bytes);
   // The output tokens so far: usage's completion_tokens when seen, else the SSE events seen.
   uint64_t outputTokens() const { return has_[kCompletion] ? values_[kCompletion] : events_; }
-  // usage.prompt_tokens / usage.prompt_tokens_details.cached_tokens as last seen; empty when never seen.
-  std::optional<uint64_t> promptTokens() const { return value(kPrompt); }
-  std::optional<uint64_t> cachedTokens() const { return value(kCached); }
+  // usage.prompt_tokens / usage.prompt_tokens_details.cached_tokens as last seen, else llama.cpp's timings
+  // (cache_n + prompt_n / cache_n); empty when neither was seen.
+  std::optional<uint64_t> promptTokens() const {
+    if (has_[kPrompt]) return values_[kPrompt];
+    if (has_[kCacheN] && has_[kPromptN]) return values_[kCacheN] + values_[kPromptN];
+    return std::nullopt;
+  }
+  std::optional<uint64_t> cachedTokens() const { return has_[kCached] ? value(kCached) : value(kCacheN); }
 
  private:
-  enum Field { kCompletion, kPrompt, kCached, kFields };
+  enum Field { kCompletion, kPrompt, kCached, kCacheN, kPromptN, kFields };
   static constexpr size_t kCarryBytes = 48;  // holds a key, its colon and a 20-digit number
   std::optional<uint64_t> value(Field f) const { return has_[f] ? std::optional<uint64_t>(values_[f]) : std::nullopt; }
   void scan(std::string_view text, size_t boundary, bool straddling_only);
+  void scanKeys(std::string_view text, size_t boundary, bool straddling_only, std::string_view key_tail,
+                std::span<const std::string_view> key_heads, size_t first_field);
   std::string carry_;  // the last bytes of the previous feed, so a pattern split across feeds is still found
   uint64_t values_[kFields] = {};
   bool has_[kFields] = {};

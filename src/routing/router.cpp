@@ -6,6 +6,7 @@
 
 #include "openai/errors.h"
 #include "routing/load_score.h"
+#include "routing/prefix/prefix_services.h"
 
 namespace prefixgate::routing {
 
@@ -90,10 +91,11 @@ double queuedElsewhere(const Candidate& c, double prompt_tokens) {
   return others * per_request;
 }
 
-int64_t estimatedPromptTokens(const openai::RequestView& request) {
+int64_t estimatedPromptTokens(const openai::RequestView& request, double bytes_per_token) {
   if (request.remote_token_ids) return static_cast<int64_t>(request.remote_token_ids->size());
   if (request.has_token_ids) return static_cast<int64_t>(request.prompt_token_ids.size());
-  return static_cast<int64_t>((request.prompt_text.size() + 3) / 4);
+  if (!(bytes_per_token > 0)) bytes_per_token = BytesPerToken::kDefault;
+  return static_cast<int64_t>(std::ceil(static_cast<double>(request.prompt_text.size()) / bytes_per_token));
 }
 
 bool panicking(std::span<const discovery::PodPtr> serving, uint32_t threshold_percent, int64_t now_ms) {
@@ -114,7 +116,7 @@ int64_t steadyNowMs() {
 
 Router::Router(const StrategyRegistry& registry, const StrategyDeps& deps, const discovery::PodRegistry& pods,
                NowMs now_ms)
-    : config_(deps.config), pods_(pods), now_ms_(std::move(now_ms)), strategies_(registry.createAll(deps)) {}
+    : config_(deps.config), prefix_(deps.prefix), pods_(pods), now_ms_(std::move(now_ms)), strategies_(registry.createAll(deps)) {}
 
 std::vector<std::string> Router::strategyNames() const {
   std::vector<std::string> out;
@@ -215,7 +217,11 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   for (const discovery::PodPtr& pod : *serving)
     if (pod.get() == candidates[best].pod) chosen = pod;
   // Counted at the moment of choice, so the next decision (on any thread) already sees it.
-  const int64_t tokens = input.prompt_tokens >= 0 ? input.prompt_tokens : estimatedPromptTokens(query.request);
+  const int64_t tokens =
+      input.prompt_tokens >= 0
+          ? input.prompt_tokens
+          : estimatedPromptTokens(query.request, prefix_ ? prefix_->bytesPerToken().ratio(query.request.model)
+                                                         : BytesPerToken::kDefault);
   const int64_t to_prefill = input.uncached_tokens >= 0 ? std::min(input.uncached_tokens, tokens) : tokens;
   // What the pod had to do when the request was sent, for learning its rates from the response's first byte.
   const Candidate& pick = candidates[best];
@@ -228,6 +234,7 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   d.pod = std::move(chosen);
   d.match_percent = candidates[best].match_percent;
   d.predicted_cached_fraction = input.predicted_cached_fraction;
+  d.encoded_prompt_bytes = input.encoded_prompt_bytes;
   d.pending = std::move(input.pending);
   d.outcome = input.outcome;
   d.details = std::move(input.details);

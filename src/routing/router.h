@@ -37,6 +37,7 @@ struct Decision {
   std::string strategy;                 // the strategy applied
   int match_percent = -1;               // the chosen pod's prefix match, when a prefix strategy ran
   double predicted_cached_fraction = NAN;  // the strategy's prediction for the chosen pod (RoutingInput); NaN = none
+  int64_t encoded_prompt_bytes = -1;       // the hashed prompt's size (RoutingInput); -1 = not hashed
   // The strategy's hold on the request until the engine has begun answering (the relay releases it then).
   std::unique_ptr<PendingRequest> pending;
   std::string_view outcome;             // strategy-specific selection label ("" = none)
@@ -76,6 +77,7 @@ class Router {
   // Returns nullptr (and sets message) for an unknown name.
   Strategy* resolve(const RouteQuery& query, RequestSettings& settings, std::string& message) const;
   const config::Config& config_;
+  const PrefixServices* prefix_;  // the learned bytes per engine token (null in tests without prefix services)
   const discovery::PodRegistry& pods_;
   NowMs now_ms_;
   std::map<std::string, std::unique_ptr<Strategy>, std::less<>> strategies_;
@@ -108,8 +110,8 @@ FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, 
 double queuedElsewhere(const Candidate& c, double prompt_tokens);
 
 // A request's prompt tokens when no strategy tokenized it: its token ids when it has them (its own or the
-// engine's), else its prompt text at ~4 bytes per token (PrefixServices::kBytesPerToken's estimate).
-int64_t estimatedPromptTokens(const openai::RequestView& request);
+// engine's), else its prompt text at `bytes_per_token` (the model's learned BytesPerToken ratio where known).
+int64_t estimatedPromptTokens(const openai::RequestView& request, double bytes_per_token = 4);
 
 // Panic routing (health_check.panic_threshold_percent): true when fewer than that share of the model's pods that
 // are not removed are ready. The router then ignores passive ejections: failures seen by the relay must not leave

@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "auth/api_keys.h"
+#include "engine/engine_metrics.h"
 #include "openai/errors.h"
 #include "openai/request.h"
+#include "routing/prefix/prefix_services.h"
 #include "server/control_plane.h"
 #include "server/gateway.h"
 #include "server/remote_tokens.h"
@@ -43,21 +45,40 @@ AdminResponse errorResponse(openai::GatewayError error, std::string_view message
 // A number, or null when the engine did not report it.
 json known(bool has, double value) { return has ? json(value) : json(nullptr); }
 
-// What the scraper last read from the pod's engine /metrics, and the gateway's measured output rate. stale: the
-// last scrape failed, or none succeeded within the staleness limit (routing then treats the pod as neutral).
+// What the scraper last read from the pod's engine /metrics (in the pod's dialect), and the gateway's measured
+// output rate. stale: the last scrape failed, or none succeeded within the staleness limit (routing then treats the
+// pod as neutral). A signal the dialect cannot report is listed in `unreported`; failed scrapes are counted by
+// reason (a page without the dialect's series is one: the pod's load is then unknown, never idle).
 json engineJson(const discovery::PodState& pod, int64_t now, int64_t max_age_ms) {
   const engine::EngineSnapshot s = pod.engine().latest();
   const bool scraped = s.valid;
-  return {{"running", known(s.has_running, s.running)},
+  const engine::EngineKind kind = pod.engineKind();
+  json errors = json::object();
+  for (size_t i = 0; i < static_cast<size_t>(engine::ScrapeError::kCount); ++i) {
+    const auto reason = static_cast<engine::ScrapeError>(i);
+    errors[std::string(engine::scrapeErrorLabel(reason))] = pod.engine().scrapeErrors(reason);
+  }
+  const std::string capacity_error = pod.engine().capacityError();
+  return {{"dialect", engine::engineKindName(kind)},
+          {"dialect_source", pod.spec().engine != engine::EngineKind::kAuto ? "configured"
+                             : kind != engine::EngineKind::kAuto             ? "recognised"
+                                                                             : "unknown"},
+          {"unreported", engine::unreportedSignals(kind)},
+          {"known_series", s.known_series},
+          {"running", known(s.has_running, s.running)},
           {"waiting", known(s.has_waiting, s.waiting)},
           {"kv_cache_usage", known(s.has_kv_usage, s.kv_usage)},
           {"prefix_cache_hits", known(s.has_prefix_cache, s.prefix_cache_hits)},
           {"prefix_cache_queries", known(s.has_prefix_cache, s.prefix_cache_queries)},
           {"block_size", known(s.has_cache_config, s.block_size)},
           {"num_gpu_blocks", known(s.has_cache_config, s.num_gpu_blocks)},
+          {"slots", pod.engine().slots() ? json(pod.engine().slots()) : json(nullptr)},
+          {"host_prompt_cache", pod.engine().hostCacheSeen()},
+          {"capacity_error", capacity_error.empty() ? json(nullptr) : json(capacity_error)},
           {"scraped_ms_ago", scraped ? json(now - s.scraped_at_ms) : json(nullptr)},
           {"stale", !scraped || s.stale || now - s.scraped_at_ms > max_age_ms},
           {"failed_scrapes", s.failed_scrapes},
+          {"scrape_errors", errors},
           {"last_error", s.last_error},
           {"capacity_tokens_per_s", pod.engine().capacityTokensPerSecond(now)}};
 }
@@ -157,7 +178,14 @@ json podsJson(Gateway& g) {
                     {"prediction", predictionJson(*pod)},
                     {"rates", ratesJson(*pod)}});
   }
-  return json{{"pods", pods}, {"state_sync", stateSyncJson(g)}};
+  // Per model: the bytes of the index's encoding per engine token, learned from the engines' usage (the default
+  // until a response reported it): what turns KV capacities into blocks and prompts into prefill tokens.
+  json models = json::object();
+  for (const std::string& model : snapshot->models()) {
+    const routing::BytesPerToken& ratios = g.prefixServices().bytesPerToken();
+    models[model] = {{"bytes_per_engine_token", ratios.ratio(model)}, {"samples", ratios.samples(model)}};
+  }
+  return json{{"pods", pods}, {"models", models}, {"state_sync", stateSyncJson(g)}};
 }
 
 // A coroutine: with the remote tokenizer on, the dry run asks it as a real request would (fresh connections from
@@ -174,7 +202,7 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
     co_return errorResponse(openai::GatewayError::kInvalidRequest, err.message, err.param);
   request.session_id = req["x-session-id"];
   routing::RouteQuery query{request, req["routing-strategy"], req["config-profile"], {}, true};
-  co_await fetchRemoteTokens(g, query, request, nullptr);
+  const RemoteTokensReport tokenized = co_await fetchRemoteTokens(g, query, request, nullptr);
   routing::Decision d = g.router().choose(query, control.rng);
   if (d.failure != routing::RouteFailure::kNone) co_return errorResponse(routing::errorFor(d.failure), d.message);
   json pods = json::array();
@@ -200,6 +228,9 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   for (const auto& [key, value] : d.details) out[key] = value;
   out["tokens_source"] = tokensSource(request);
   if (request.remote_token_ids) out["remote_tokens"] = request.remote_token_ids->size();
+  // The dialect spoken to the pod that tokenized (or failed to): absent for a cache hit, which keeps no pod.
+  if (!tokenized.engine.empty()) out["tokens_engine"] = tokenized.engine;
+  if (tokenized.engine_assumed) out["tokens_engine_assumed"] = true;
   co_return AdminResponse{200, "application/json", out.dump(), {}};
 }
 

@@ -56,7 +56,8 @@ std::unique_ptr<tokenize::RemoteTokenizer> Gateway::makeRemoteTokenizer() {
   tokenize::RemoteTokenizerOptions options;
   options.timeout = std::chrono::milliseconds(pc.remote_tokenizer_timeout_ms);
   options.cache_entries = pc.remote_tokenizer_cache_entries;
-  // The ready pods of the model, with the gateway's in-flight count of each (the tokenizer prefers the least loaded).
+  // The ready pods of the model, with the gateway's in-flight count of each (the tokenizer prefers the least loaded)
+  // and the dialect each is spoken to in (kAuto until its /metrics names its engine: spoken to as vLLM).
   return std::make_unique<tokenize::RemoteTokenizer>(
       options, [this](std::string_view model, std::vector<tokenize::TokenizerPod>& out) {
         auto snapshot = pods_.snapshot();
@@ -65,7 +66,8 @@ std::unique_ptr<tokenize::RemoteTokenizer> Gateway::makeRemoteTokenizer() {
         const int64_t now = routing::steadyNowMs();
         for (const discovery::PodPtr& pod : *serving)
           if (pod->ready(now))
-            out.push_back({pod->id().value, pod->name(), pod->spec().host, pod->spec().port, pod->inFlight()});
+            out.push_back({pod->id().value, pod->name(), pod->spec().host, pod->spec().port, pod->inFlight(),
+                           pod->engineKind()});
       });
 }
 
@@ -95,6 +97,20 @@ bool Gateway::start(std::string& error) {
                {{{"outcome", "hit"}}, stats.hits}, {{{"outcome", "miss"}}, stats.misses}};
          }});
   }
+  metrics_.addScrapedCounter(
+      {"prefixgate_upstream_stale_connections_total",
+       "Pooled engine connections the engine had closed: found closed before reuse (stage detected: nothing was "
+       "sent), or found closed by a request written into it (stage sent: sent again on a fresh connection, counted "
+       "against nobody)",
+       [this] {
+         uint64_t detected = 0, sent = 0;
+         for (const auto& w : workers_) {
+           detected += w->pool.staleDetected();
+           sent += w->pool.staleSent();
+         }
+         return std::vector<std::pair<std::map<std::string, std::string>, uint64_t>>{
+             {{{"stage", "detected"}}, detected}, {{{"stage", "sent"}}, sent}};
+       }});
   sessions_ = std::make_unique<routing::SessionTable>(routing::SessionTable::Settings::fromConfig(config_));
   routing::StrategyDeps deps{config_, prefix_.get(), prefix_metrics_.get(), sessions_.get()};
   router_ = std::make_unique<routing::Router>(routing::StrategyRegistry::builtin(), deps, pods_, routing::steadyNowMs);

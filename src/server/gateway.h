@@ -60,6 +60,8 @@ class Gateway {
   metrics::GatewayMetrics& metrics() { return metrics_; }
   discovery::PodRegistry& pods() { return pods_; }
   routing::PrefixMetrics& prefixMetrics() { return *prefix_metrics_; }
+  // The prefix strategies' shared services (tokenizer, index, the learned bytes per engine token).
+  routing::PrefixServices& prefixServices() { return *prefix_; }
   // The API keys and the admin token in force (auth.*), and the per-key series.
   const auth::Credentials& credentials() const { return credentials_; }
   metrics::ApiKeyMetrics& apiKeyMetrics() { return api_key_metrics_; }

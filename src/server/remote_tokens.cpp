@@ -25,29 +25,35 @@ void warnThrottled(const openai::RequestView& request, const tokenize::TokenizeR
 
 }  // namespace
 
-boost::asio::awaitable<void> fetchRemoteTokens(Gateway& gateway, const routing::RouteQuery& query,
-                                               openai::RequestView& request, tokenize::ConnectionPool* pool) {
+boost::asio::awaitable<RemoteTokensReport> fetchRemoteTokens(Gateway& gateway, const routing::RouteQuery& query,
+                                                             openai::RequestView& request,
+                                                             tokenize::ConnectionPool* pool) {
   request.remote_tokens = RemoteTokens::kNone;
   request.remote_token_ids.reset();
+  RemoteTokensReport report;
   tokenize::RemoteTokenizer* tokenizer = gateway.remoteTokenizer();
   // Token ids in the prompt are already the engine's: nothing to ask.
-  if (!tokenizer || request.has_token_ids) co_return;
-  if (!gateway.router().resolveStrategy(query).wants_prompt_tokens) co_return;
+  if (!tokenizer || request.has_token_ids) co_return report;
+  if (!gateway.router().resolveStrategy(query).wants_prompt_tokens) co_return report;
   const tokenize::TokenizeInput input{request.model, request.endpoint == openai::Endpoint::kChatCompletions,
                                       request.raw_messages, request.raw_tools, request.raw_prompt};
   tokenize::TokenizeResult result = co_await tokenizer->tokenize(input, pool);
+  report.outcome = tokenize::outcomeLabel(result.outcome);
+  if (result.engine != engine::EngineKind::kAuto) report.engine = engine::engineKindName(result.engine);
+  report.engine_assumed = result.engine_assumed;
   if (result.ok()) {
     request.remote_tokens = RemoteTokens::kOk;
     request.remote_token_ids = std::move(result.tokens);
   } else {
     request.remote_tokens = RemoteTokens::kFailed;
   }
-  if (query.dry_run) co_return;
-  gateway.metrics().remoteTokenizer(tokenize::outcomeLabel(result.outcome), result.seconds);
+  if (query.dry_run) co_return report;
+  gateway.metrics().remoteTokenizer(report.outcome, result.seconds);
   if (!request.remote_token_ids) {
     gateway.prefixMetrics().error(request.model, "tokenize_failed");
     warnThrottled(request, result);
   }
+  co_return report;
 }
 
 std::string_view tokensSource(const openai::RequestView& request) {

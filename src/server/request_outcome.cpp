@@ -6,6 +6,7 @@
 #include <random>
 
 #include "config/random_seed.h"
+#include "routing/prefix/prefix_services.h"
 #include "server/gateway.h"
 #include "util/log.h"
 
@@ -71,8 +72,13 @@ void RequestOutcome::setDecision(const routing::Decision& decision, const proxy:
                               relayed.first_body_seconds);
   }
   retries_ = relayed.retries;
+  stale_retries_ = relayed.stale_retries;
   output_tokens_ = relayed.output_tokens;
   engine_cached_tokens_ = relayed.cached_tokens;
+  // The model's bytes per engine token: the hashed prompt's size against the engine's count of it.
+  if (relayed.status == 200 && decision.encoded_prompt_bytes > 0 && relayed.prompt_tokens)
+    gateway_.prefixServices().bytesPerToken().add(model_, static_cast<uint64_t>(decision.encoded_prompt_bytes),
+                                                   *relayed.prompt_tokens);
   // Only a 200 whose usage gave both numbers, for a decision that carried a prediction (prefix strategies).
   if (relayed.status == 200 && decision.pod) {
     audit_ = PredictionAudit::compare(decision.predicted_cached_fraction, relayed.prompt_tokens, relayed.cached_tokens);
@@ -89,6 +95,26 @@ void RequestOutcome::fail(openai::GatewayError error, std::string message) {
   status_ = info.status;
   reason_ = std::string(info.label);
   message_ = std::move(message);
+}
+
+// A llama.cpp pod whose cache the gateway models as its slots (PrefixServices::cachedSlots) but that keeps
+// serving cached prompts the slots cannot hold has a host prompt cache (--cache-ram, on by default), whose size
+// it does not report: from then on the gateway predicts its hits from routing history alone. A wrong guess of
+// which slot a prompt replaced costs as many misses as surprise hits; a host cache gives hits only.
+void RequestOutcome::noteHostPromptCache(discovery::PodState& pod) {
+  if (routing::PrefixServices::cachedSlots(pod) == 0) return;
+  const discovery::PredictionTotals::Sums s = pod.prediction().sums();
+  if (!hostPromptCacheEvident(s)) return;
+  if (pod.engine().markHostCacheSeen())
+    log::info("pod {}: llama.cpp served {} cached prompt tokens beyond its {} slots ({} predicted): it has a host "
+              "prompt cache (--cache-ram); its hits are now predicted from routing history alone (set "
+              "kv_capacity_tokens to bound them)",
+              pod.name(), s.under_predicted_tokens, pod.engine().slots(), s.predicted_tokens);
+}
+
+bool hostPromptCacheEvident(const discovery::PredictionTotals::Sums& s) {
+  return s.responses >= kHostCacheMinResponses && s.under_predicted_tokens > 3 * s.over_predicted_tokens &&
+         s.under_predicted_tokens * 5 > s.engine_cached_tokens;
 }
 
 RequestOutcome::~RequestOutcome() {
@@ -111,6 +137,7 @@ RequestOutcome::~RequestOutcome() {
   if (retries_ > 0) gateway_.metrics().retried(reason_.empty() ? "recovered" : reason_);
   if (audit_) {
     audited_pod_->prediction().add(audit_->predicted_tokens, audit_->engine_cached_tokens);
+    noteHostPromptCache(*audited_pod_);
     gateway_.metrics().predictionAudited(pod_, audit_->predicted_tokens, audit_->engine_cached_tokens,
                                          audit_->error_ratio);
   }
@@ -128,6 +155,7 @@ RequestOutcome::~RequestOutcome() {
   if (!key_.empty()) line += " key=" + key_;
   if (stream_) line += " stream=true";
   if (retries_ > 0) line += fmt::format(" retries={}", retries_);
+  if (stale_retries_ > 0) line += fmt::format(" stale_connection_retries={}", stale_retries_);
   if (!reason_.empty() && status_ >= 400) line += " reason=" + reason_;
   if (!message_.empty()) line += " error=\"" + openai::printable(message_, 512) + "\"";
   if (status_ >= 500 && status_ != 499) log::warn("{}", line);

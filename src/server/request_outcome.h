@@ -42,6 +42,7 @@ class RequestOutcome {
   HeaderList headers() const { return {{"request-id", request_id_}}; }
 
  private:
+  void noteHostPromptCache(discovery::PodState& pod);
   Gateway& gateway_;
   bool begun_ = false;
   std::chrono::steady_clock::time_point start_;
@@ -59,11 +60,18 @@ class RequestOutcome {
   std::string message_;
   double first_byte_seconds_ = -1;
   int retries_ = 0;
+  int stale_retries_ = 0;
   uint64_t output_tokens_ = 0;
   std::optional<uint64_t> engine_cached_tokens_;  // usage.prompt_tokens_details.cached_tokens, when reported
   std::optional<PredictionAudit> audit_;          // set when the response is audited
   discovery::PodPtr audited_pod_;                 // whose PredictionTotals the audit adds to
 };
+
+// Whether a slot engine's audit shows a host prompt cache: at least kHostCacheMinResponses audited responses, the
+// engine's cached tokens beyond the prediction more than 3x the prediction's excess, and over a fifth of all it
+// reported cached. Pure (unit-tested).
+inline constexpr uint64_t kHostCacheMinResponses = 8;
+bool hostPromptCacheEvident(const discovery::PredictionTotals::Sums& sums);
 
 // A random request id: 32 hex digits, from the calling thread's generator.
 std::string newRequestId();

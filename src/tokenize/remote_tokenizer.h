@@ -1,8 +1,10 @@
 #pragma once
-// The remote tokenizer: a prompt's token ids from the engine itself (POST /tokenize of a ready pod serving the
-// model), so the gateway hashes the same ids the engine caches (and reports in its KV events). Answers are cached
-// by a hash of the request's JSON (TokenCache); a miss costs one HTTP exchange, bounded by a timeout, on the
-// calling thread's keep-alive connections. Failures are returned, never thrown: the caller routes without tokens.
+// The remote tokenizer: a prompt's token ids from the engine itself (a ready pod serving the model, asked in its own
+// dialect: vLLM's or SGLang's POST /tokenize, llama.cpp's /apply-template then /tokenize; see tokenize_protocol.h),
+// so the gateway hashes the same ids the engine caches (and reports in its KV events). Answers are cached by a hash
+// of the request's JSON (TokenCache); a miss costs one HTTP exchange (two for a chat request on llama.cpp), bounded
+// by a timeout, on the calling thread's keep-alive connections. Failures are returned, never thrown: the caller
+// routes without tokens.
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
@@ -29,20 +31,25 @@ class ConnectionPool {
 };
 
 enum class TokenizeOutcome {
-  kHit,      // from the cache
-  kMiss,     // not cached: an engine answered (and the answer is now cached)
-  kError,    // connection failures (after the retry), an error status, or an answer that does not parse
-  kTimeout,  // no answer within the timeout
-  kNoPod,    // no ready pod serves the model
+  kHit,          // from the cache
+  kMiss,         // not cached: an engine answered (and the answer is now cached)
+  kError,        // connection failures (after the retry), an error status, or an answer that does not parse
+  kTimeout,      // no answer within the timeout
+  kNoPod,        // no ready pod serves the model
+  kUnsupported,  // no ready pod's dialect can tokenize the request (a chat request on SGLang): nothing was sent
 };
-// "hit", "miss", "error", "timeout", "no_pod" (metric labels).
+// "hit", "miss", "error", "timeout", "no_pod", "unsupported" (metric labels).
 std::string_view outcomeLabel(TokenizeOutcome outcome);
 
 struct TokenizeResult {
   TokenizeOutcome outcome = TokenizeOutcome::kError;
   TokenCache::Tokens tokens;  // set for kHit and kMiss (shared with the cache, never modified)
   std::string pod;            // the pod that answered or failed last ("" for hits and kNoPod)
-  std::string error;          // why it failed, for the log
+  // The dialect spoken to `pod` (for kUnsupported: the dialect that cannot); kAuto when no pod was involved (hits,
+  // kNoPod: the cache keeps tokens, not who made them).
+  engine::EngineKind engine = engine::EngineKind::kAuto;
+  bool engine_assumed = false;  // `pod`'s engine is not known yet: it was spoken to as vLLM (the default)
+  std::string error;          // why it failed, naming the pod, its dialect and the step, for the log
   double seconds = 0;         // time spent, cache lookup included
   bool ok() const { return tokens != nullptr; }
 };
@@ -50,7 +57,8 @@ struct TokenizeResult {
 struct RemoteTokenizerOptions {
   std::chrono::milliseconds timeout{500};  // routing.prefix_cache.remote_tokenizer_timeout_ms: the whole call
   size_t cache_entries = 10000;            // routing.prefix_cache.remote_tokenizer_cache_entries
-  size_t max_answer_bytes = 64u << 20;     // a larger answer is an error (a 128k-token prompt answers ~1.3 MB)
+  // A larger answer (either of llama.cpp's two) is an error (a 128k-token prompt answers ~1.3 MB).
+  size_t max_answer_bytes = 64u << 20;
 };
 
 class RemoteTokenizer {
@@ -61,11 +69,13 @@ class RemoteTokenizer {
 
   RemoteTokenizer(RemoteTokenizerOptions options, PodLookup lookup);
 
-  // The input's tokens: from the cache, else from the least-loaded ready pod (ties rotate between calls), with one
-  // retry on the next pod after a connection failure (a reused pooled connection that fails before any answer byte
-  // is first retried on a fresh one, to the same pod). Runs on the calling coroutine's executor and never blocks it;
-  // completes within options.timeout. `pool`: that thread's connections, or null for fresh ones each time.
-  // `input`'s views and `pool` must stay valid until it completes. Thread-safe (one object serves all threads).
+  // The input's tokens: from the cache, else from the least-loaded ready pod whose dialect can tokenize the input
+  // (known dialects before pods not recognised yet; ties rotate between calls), with one retry on the next such pod
+  // after a connection failure (a reused pooled connection that fails before any answer byte is first retried on a
+  // fresh one, to the same pod; llama.cpp's two exchanges share one connection). kUnsupported, without a call, when
+  // no ready pod's dialect can. Runs on the calling coroutine's executor and never blocks it; completes within
+  // options.timeout. `pool`: that thread's connections, or null for fresh ones each time. `input`'s views and
+  // `pool` must stay valid until it completes. Thread-safe (one object serves all threads).
   boost::asio::awaitable<TokenizeResult> tokenize(const TokenizeInput& input, ConnectionPool* pool);
 
   TokenCache& cache() { return cache_; }

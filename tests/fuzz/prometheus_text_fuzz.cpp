@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "engine/engine_metrics.h"
 #include "engine/prometheus_text.h"
 #include "fuzz_input.h"
 

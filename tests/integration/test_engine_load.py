@@ -130,3 +130,81 @@ def test_load_balance_spreads_a_burst(sims, gateway_factory):
     counts = Counter(pods)
     assert len(pods) == 9 and set(counts) == {"engine-0", "engine-1", "engine-2"}, counts
     assert max(counts.values()) <= 4, counts  # 3 each unless a request ended before the last were routed
+
+
+def test_a_pod_of_another_dialect_shows_an_error_within_one_scrape(tmp_path, gateway_factory):
+    """A pod whose /metrics has none of its configured dialect's series (here a vLLM page on a pod declared
+    sglang) is a failed scrape: /debug/pods says why and shows its load as unknown (null), never idle, and
+    prefixgate_engine_scrape_errors_total{reason="unknown_series"} counts it; a pod declared right reads fine."""
+    wrong, right = Sim(tmp_path, "wrong"), Sim(tmp_path, "right")
+    try:
+        pods = [{**wrong.pod_entry(), "engine": "sglang"}, {**right.pod_entry(), "engine": "vllm"}]
+        gw = gateway_factory(pods, config=FAST_SCRAPE)
+        failed = wait_until(lambda: (e := engine_of(gw, "wrong"))["scrape_errors"]["unknown_series"] > 0 and e,
+                            what="the wrong pod's first failed scrape")
+        assert failed["dialect"] == "sglang" and failed["dialect_source"] == "configured"
+        assert "no sglang: series but vllm: ones" in failed["last_error"]
+        assert failed["stale"] is True and failed["running"] is None and failed["waiting"] is None
+        assert failed["known_series"] == 0
+        ok = wait_until(lambda: (e := engine_of(gw, "right"))["scraped_ms_ago"] is not None and e, what="a scrape")
+        assert ok["dialect"] == "vllm" and ok["known_series"] > 0 and ok["running"] == 0
+        assert sum(ok["scrape_errors"].values()) == 0
+        assert gw.metric("prefixgate_engine_scrape_errors_total", pod="wrong", reason="unknown_series") >= 1
+        assert gw.metric("prefixgate_engine_scrape_errors_total", pod="right") == 0
+        # Logged once per failure streak, not per scrape.
+        wait_until(lambda: engine_of(gw, "wrong")["scrape_errors"]["unknown_series"] >= 5, what="more failures")
+        assert gw.read_log().count("engine metrics scrape failed") == 1
+    finally:
+        wrong.stop()
+        right.stop()
+
+
+class _NotAnEngine(threading.Thread):
+    """An HTTP server that answers /health and a /metrics page of no known engine (a pod running something else)."""
+
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = b"process_cpu_seconds_total 1.5\n# TYPE up gauge\nup 1\n" if self.path == "/metrics" else b"{}"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(daemon=True)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+
+    def run(self):
+        self.server.serve_forever()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_an_unrecognised_engine_is_an_error_not_an_idle_pod(tmp_path, gateway_factory):
+    """With `engine: auto` (the default), a /metrics page naming no known engine leaves the dialect unknown and
+    every scrape failed (unknown_series), while a vLLM pod beside it is recognised as vllm from its page."""
+    other = _NotAnEngine()
+    other.start()
+    sim = Sim(tmp_path, "sim")
+    try:
+        pods = [{"name": "other", "address": f"127.0.0.1:{other.port}", "models": ["sim-model"]}, sim]
+        gw = gateway_factory(pods, config=FAST_SCRAPE)
+        failed = wait_until(lambda: (e := engine_of(gw, "other"))["scrape_errors"]["unknown_series"] > 0 and e,
+                            what="a failed scrape of the unrecognised pod")
+        assert failed["dialect"] == "auto" and failed["dialect_source"] == "unknown"
+        assert "no series of a known engine" in failed["last_error"]
+        assert failed["running"] is None and failed["stale"] is True
+        recognised = wait_until(lambda: (e := engine_of(gw, "sim"))["dialect"] == "vllm" and e, what="recognition")
+        assert recognised["dialect_source"] == "recognised"
+        assert "engine recognised as vllm" in gw.read_log()
+    finally:
+        sim.stop()
+        other.stop()

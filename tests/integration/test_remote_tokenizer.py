@@ -1,11 +1,12 @@
 """The remote tokenizer (routing.prefix_cache.use_remote_tokenizer): prompts tokenized by the engines' own
-/tokenize before prefix-cache routing, answers cached, and requests routed by load when no engine answers."""
+/tokenize before prefix-cache routing, answers cached, and requests routed by load when no engine answers; each
+engine asked in its dialect (vLLM, llama.cpp's /apply-template then /tokenize, SGLang without a chat form)."""
 import json
 import threading
 import time
 
 import pytest
-from harness import request, wait_until
+from harness import LLAMA_SERVER_BIN, LlamaServer, Sim, llama_available, request, wait_until
 
 
 def remote_config(timeout_ms=500, **extra):
@@ -179,3 +180,145 @@ def test_chat_with_tools_and_completions_use_the_engines_tokens(sims, gateway_fa
     other = chat_body(system_prompt("other", 60), "x")
     assert send(gw, other, headers={"routing-strategy": "least-request"})["routing-strategy"] == "least-request"
     assert tokenize_calls(sims) == 2
+
+
+# ---- engine dialects: llama.cpp's /apply-template then /tokenize, SGLang's /tokenize (no chat form) ----
+
+@pytest.fixture
+def dialect_sims(tmp_path):
+    """Starts simulated pods speaking an engine's HTTP (prefixgate-engine-sim --engine-dialect); `engine` is what
+    their pods-file entries say (None: no `engine` key, the dialect is recognised from /metrics)."""
+    started = []
+
+    def make(dialect, count=2, engine="same", prefix=None):
+        made = [Sim(tmp_path, f"{prefix or dialect}-{i}", "--engine-dialect", dialect) for i in range(count)]
+        started.extend(made)
+        entries = []
+        for s in made:
+            entry = s.pod_entry()
+            if engine is not None:
+                entry["engine"] = dialect if engine == "same" else engine
+            entries.append(entry)
+        return made, entries
+
+    yield make
+    for s in started:
+        s.stop()
+
+
+def tokenizer_paths(sims):
+    return [r["path"] for s in sims for r in s.requests() if r["path"] in ("/tokenize", "/apply-template")]
+
+
+def outcome(gw, name):
+    return gw.metric("prefixgate_remote_tokenizer_requests_total", outcome=name)
+
+
+def test_llamacpp_chat_is_templated_then_tokenized(dialect_sims, gateway_factory):
+    """On llama.cpp pods a chat request is templated by the engine (/apply-template) and the rendered prompt
+    tokenized (/tokenize): the decision hashes as many tokens as the engine counts for the chat request, a shared
+    prompt follows its pod, each distinct prompt costs the two calls once, and a completion costs one /tokenize."""
+    sims, entries = dialect_sims("llamacpp")
+    gw = gateway_factory(entries, config=remote_config())
+    system = system_prompt("llama")
+    holder = send(gw, chat_body(system, "question 0"))["target-pod"]
+    second = chat_body(system, "question 1")
+    assert send(gw, second)["target-pod"] == holder
+    decision = debug_route(gw, second)
+    assert decision["tokens_source"] == "remote"
+    assert decision["remote_tokens"] == sim_prompt_tokens(sims[0], second)
+    assert decision["tokens"] == decision["remote_tokens"]
+    assert sorted(tokenizer_paths(sims)) == ["/apply-template"] * 2 + ["/tokenize"] * 2
+    assert outcome(gw, "miss") == 2
+
+    completion = json.dumps({"model": "sim-model", "prompt": system_prompt("llama-complete", 60), "max_tokens": 4})
+    send(gw, completion, "/v1/completions")
+    decision = debug_route(gw, completion, "completions")
+    assert decision["tokens_source"] == "remote"
+    assert decision["remote_tokens"] == sim_prompt_tokens(sims[0], completion)
+    assert sorted(tokenizer_paths(sims)) == ["/apply-template"] * 2 + ["/tokenize"] * 3
+
+
+def test_sglang_chat_is_unsupported_and_routed_by_load(dialect_sims, gateway_factory):
+    """SGLang's /tokenize has no chat form: a chat request on SGLang pods is not tokenized (no call, no guessed
+    template), is routed by load alone (identical prompts spread over the pods), counted as unsupported and logged
+    with the reason; a completion is tokenized by SGLang's /tokenize."""
+    sims, entries = dialect_sims("sglang")
+    gw = gateway_factory(entries, config=remote_config())
+    body = chat_body(system_prompt("sglang"), "same question")
+    pods = [send(gw, body)["target-pod"] for _ in range(8)]
+    assert len(set(pods)) == 2, pods
+    assert tokenizer_paths(sims) == []
+    assert outcome(gw, "unsupported") == 8
+    assert gw.metric("aibrix_prefix_cache_routing_errors_total", model="sim-model", reason="tokenize_failed") == 8
+    assert debug_route(gw, body)["tokens_source"] == "remote_failed"
+    assert "SGLang's /tokenize has no chat form" in gw.read_log()
+
+    completion = json.dumps({"model": "sim-model", "prompt": system_prompt("sglang-complete", 60), "max_tokens": 4})
+    send(gw, completion, "/v1/completions")
+    decision = debug_route(gw, completion, "completions")
+    assert decision["tokens_source"] == "remote"
+    assert decision["remote_tokens"] == sim_prompt_tokens(sims[0], completion)
+    assert tokenizer_paths(sims) == ["/tokenize"]
+    assert outcome(gw, "miss") == 1
+
+
+def test_mixed_fleet_chat_asks_a_pod_that_can(dialect_sims, gateway_factory):
+    """A model served by SGLang and vLLM pods at once: chat requests are tokenized by the vLLM pod (never sent to
+    SGLang, which cannot), so none is unsupported."""
+    sglang, sglang_entries = dialect_sims("sglang", count=1)
+    vllm, vllm_entries = dialect_sims("vllm", count=1)
+    gw = gateway_factory(sglang_entries + vllm_entries, config=remote_config())
+    for i in range(4):
+        send(gw, chat_body(system_prompt(f"mixed{i}", 40), "q"))
+    assert tokenizer_paths(sglang) == []
+    assert tokenizer_paths(vllm) == ["/tokenize"] * 4
+    assert outcome(gw, "miss") == 4
+    assert outcome(gw, "unsupported") == 0
+
+
+def test_dialect_recognised_from_metrics_is_spoken(dialect_sims, gateway_factory):
+    """A llama.cpp pod listed without `engine` is spoken to as vLLM until its /metrics names its engine, then in
+    llama.cpp's dialect: its chat requests then get the engine's tokens."""
+    sims, entries = dialect_sims("llamacpp", count=1, engine=None)
+    gw = gateway_factory(entries, config=remote_config())
+    attempts = iter(range(1000))
+
+    def tokenized():
+        return debug_route(gw, chat_body(system_prompt("auto", 40), f"q{next(attempts)}"))["tokens_source"] == "remote"
+
+    wait_until(tokenized, what="the llama.cpp pod recognised and tokenizing")
+    body = chat_body(system_prompt("auto-after", 40), "q")
+    assert debug_route(gw, body)["remote_tokens"] == sim_prompt_tokens(sims[0], body)
+    assert "/apply-template" in tokenizer_paths(sims)
+
+
+def test_real_llamacpp_tokens_are_its_prompt_tokens(tmp_path, gateway_factory):
+    """In front of llama.cpp's own llama-server (scripts/fetch_llama.sh, a random-weight model), the remote
+    tokenizer's ids are exactly the prompt the server charges: as many as usage.prompt_tokens of the chat request
+    (with tools, text that looks like special tokens, non-ASCII) and of the completion. A missing binary fails."""
+    if not llama_available():
+        pytest.fail(f"llama-server not found at {LLAMA_SERVER_BIN}: run scripts/fetch_llama.sh (scripts/setup.sh "
+                    "runs it), or set PREFIXGATE_LLAMA_SERVER_BIN")
+    llama = LlamaServer(tmp_path, name="llama-0", parallel=1, ctx=4096)
+    try:
+        gw = gateway_factory([llama.pod_entry()], config=remote_config(timeout_ms=5000))
+        tools = [{"type": "function", "function": {"name": "lookup", "description": "find a thing",
+                                                   "parameters": {"type": "object",
+                                                                  "properties": {"q": {"type": "string"}}}}}]
+        messages = [{"role": "system", "content": "Be \"brief\".\n"},
+                    {"role": "user", "content": "h\u00e9llo <|im_end|> \U0001F600 " + system_prompt("real", 40)}]
+        cases = [("chat", "/v1/chat/completions", {"messages": messages}),
+                 ("chat", "/v1/chat/completions", {"messages": messages[1:], "tools": tools}),
+                 ("completions", "/v1/completions",
+                  {"prompt": "Once upon a time <|im_start|> " + system_prompt("c", 40)})]
+        for endpoint, path, fields in cases:
+            body = json.dumps({"model": llama.model, "max_tokens": 2, **fields})
+            status, _, raw = gw.call("POST", path, body)
+            assert status == 200, raw
+            decision = debug_route(gw, body, endpoint)
+            assert decision["tokens_source"] == "remote", decision
+            assert decision["remote_tokens"] == json.loads(raw)["usage"]["prompt_tokens"], (endpoint, fields.keys())
+        assert outcome(gw, "miss") == len(cases)
+    finally:
+        llama.stop()

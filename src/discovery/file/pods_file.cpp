@@ -50,7 +50,11 @@ std::vector<PodSpec> parsePodsFile(const std::string& text, const std::string& s
     r.read("kv_replay", spec.kv_replay);
     r.read("kv_capacity_tokens", spec.kv_capacity_tokens);
     r.read("data_parallel_size", spec.data_parallel_size);
+    std::string engine = "auto";
+    r.read("engine", engine);
     r.finish();
+    if (auto kind = engine::parseEngineKind(engine)) spec.engine = *kind;
+    else r.problem("engine", "expected " + std::string(engine::kEngineKindChoices) + ", got '" + engine + "'");
     if (spec.name.empty()) r.problem("name", "required");
     else if (!names.insert(spec.name).second) r.problem("name", "duplicate pod name '" + spec.name + "'");
     if (!net::splitHostPort(spec.address, spec.host, spec.port) || spec.port == 0)

@@ -61,6 +61,11 @@ std::vector<PodSpec> slicePods(const json& slice, const config::KubernetesConfig
     problem = "no label " + config.model_label + " (the model served)";
     return pods;
   }
+  // An engine the gateway has no dialect for (or none named) is recognised from the pod's /metrics instead.
+  const engine::EngineKind engine =
+      config.engine_label.empty()
+          ? engine::EngineKind::kAuto
+          : engine::parseEngineKind(text(labels, config.engine_label.c_str())).value_or(engine::EngineKind::kAuto);
   const uint16_t port = slicePort(slice, config.port_name);
   if (port == 0) {
     problem = config.port_name.empty() ? "no port" : "no port named " + config.port_name;
@@ -82,6 +87,7 @@ std::vector<PodSpec> slicePods(const json& slice, const config::KubernetesConfig
     const bool v6 = spec.host.find(':') != std::string::npos;
     spec.address = (v6 ? "[" + spec.host + "]" : spec.host) + ":" + std::to_string(port);
     spec.models = {model};
+    spec.engine = engine;
     if (config.kv_events_port) spec.kv_events = tcpEndpoint(spec.host, config.kv_events_port);
     if (config.kv_replay_port) spec.kv_replay = tcpEndpoint(spec.host, config.kv_replay_port);
     pods.push_back(std::move(spec));

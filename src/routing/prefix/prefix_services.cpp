@@ -93,10 +93,19 @@ PrefixServices::PrefixServices(std::unique_ptr<tokenize::Tokenizer> tokenizer, u
       expiry_(options.expiry),
       index_(std::make_unique<index::PrefixIndex>(recordOptions(options), clock ? *clock : system_clock_)) {}
 
-size_t PrefixServices::capacityBlocks(const discovery::PodState& pod) const {
+size_t PrefixServices::capacityBlocks(const discovery::PodState& pod, std::string_view model) const {
   uint64_t tokens = pod.spec().kv_capacity_tokens;
-  if (tokens == 0) tokens = pod.engine().kvCapacityTokens();
-  return block_size_ == 0 ? 0 : static_cast<size_t>(tokens * kBytesPerToken / block_size_);
+  // A llama.cpp pod seen caching beyond its slots has a host prompt cache of a size it does not report.
+  if (tokens == 0 && !(pod.engineKind() == engine::EngineKind::kLlamaCpp && pod.engine().hostCacheSeen()))
+    tokens = pod.engine().kvCapacityTokens();
+  if (block_size_ == 0 || tokens == 0) return 0;
+  return std::max<size_t>(1, static_cast<size_t>(static_cast<double>(tokens) * bytes_per_token_.ratio(model) /
+                                                 static_cast<double>(block_size_)));
+}
+
+size_t PrefixServices::cachedSlots(const discovery::PodState& pod) {
+  if (pod.spec().kv_capacity_tokens != 0 || pod.engineKind() != engine::EngineKind::kLlamaCpp) return 0;
+  return pod.engine().hostCacheSeen() ? 0 : pod.engine().slots();
 }
 
 bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockHash> hashes,
@@ -108,7 +117,8 @@ bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockH
   if (!capacity_aware_) return true;
   thread_local std::vector<index::PodBlockLedger::Evicted> evicted;
   evicted.clear();
-  ledger_.touch(pod.id(), model, hashes, capacityBlocks(pod), evicted);
+  if (const size_t slots = cachedSlots(pod)) ledger_.touchSlots(pod.id(), model, hashes, slots, evicted);
+  else ledger_.touch(pod.id(), model, hashes, capacityBlocks(pod, model), evicted);
   for (const auto& group : evicted) index_->remove(group.model, group.hashes, pod.id());
   return true;
 }
@@ -129,6 +139,7 @@ void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks
     tokenize::packTokenIds(*request.remote_token_ids, scratch);
     bytes = scratch;
     out.tokens = request.remote_token_ids->size();
+    out.engine_tokens = out.tokens;
     if (kv_) {
       const uint32_t engine_block = kv_->blockTokens(request.model);
       out.block_bytes = (engine_block ? engine_block : kDefaultEngineBlockTokens) * tokenize::kTokenIdBytes;
@@ -138,15 +149,18 @@ void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks
     tokenize::packTokenIds(request.prompt_token_ids, scratch);
     bytes = scratch;
     out.tokens = request.prompt_token_ids.size();
+    out.engine_tokens = out.tokens;
   } else if (remote_tokens_) {
     // The engine's tokenizer did not answer: hashing the text locally would match nothing the engine holds.
     out.tokens = 0;
+    out.engine_tokens = 0;
     out.bytes = 0;
     out.usable = false;
     return;
   } else {
     bytes = tokenizer_->encodeView(request.prompt_text, scratch);
     out.tokens = tokenizer_->tokenCount(bytes);
+    out.engine_tokens = bytes_per_token_.engineTokens(request.model, bytes.size());
   }
   out.bytes = bytes.size();
   index::hashBlocks(bytes, out.block_bytes, seed_, out.hashes);

@@ -14,6 +14,7 @@
 #include "prefixgate/strategy.h"
 #include "routing/kv/kv_event_index.h"
 #include "openai/request.h"
+#include "routing/prefix/bytes_per_token.h"
 #include "prefixgate/types.h"
 #include "tokenize/tokenizer.h"
 
@@ -21,18 +22,22 @@ namespace prefixgate::routing {
 
 // A request's prompt, tokenized and cut into chained block hashes.
 struct PromptBlocks {
-  size_t tokens = 0;
+  size_t tokens = 0;       // under the configured tokenizer (the character tokenizer: bytes; token ids: exact)
+  // The engine's tokens: exact for token ids (the engine's own, or the request's), else the bytes at the model's
+  // learned bytes per engine token (BytesPerToken). What prefill estimates count.
+  size_t engine_tokens = 0;
   size_t bytes = 0;        // the tokenized prompt's size (token ids: 4 bytes each)
   size_t block_bytes = 0;  // the block size the hashes were cut at
   std::vector<BlockHash> hashes;  // full blocks only
   // False when the prompt could not be put in the index's token domain (the remote tokenizer did not answer):
   // no hashes, and the request is routed by load alone rather than hashed in another domain.
   bool usable = true;
-  // Engine tokens per block (prefill-cost's unit): the block size over the prompt's bytes per token; at
-  // PrefixServices::kBytesPerToken bytes per token when the prompt is empty.
+  // Engine tokens per block (prefill-cost's unit): the block size over the prompt's bytes per engine token; at
+  // BytesPerToken::kDefault bytes per token when the prompt is empty.
   double blockTokens() const {
-    return tokens && bytes ? static_cast<double>(block_bytes) * static_cast<double>(tokens) / static_cast<double>(bytes)
-                           : static_cast<double>(block_bytes) / 4;
+    return engine_tokens && bytes ? static_cast<double>(block_bytes) * static_cast<double>(engine_tokens) /
+                                        static_cast<double>(bytes)
+                                  : static_cast<double>(block_bytes) / BytesPerToken::kDefault;
   }
   // The fraction of the prompt `matched_blocks` blocks cover (0..1).
   double fraction(size_t matched_blocks) const {
@@ -100,13 +105,16 @@ class PrefixServices {
   std::chrono::nanoseconds recordExpiry() const { return expiry_; }
   // Capacity-aware standard mode on or off (off: the index keeps whatever the block limit and expiry allow).
   void setCapacityAware(bool on) { capacity_aware_ = on; }
-  // Blocks of the configured size `pod`'s KV cache holds: its pods-file kv_capacity_tokens, else its engine's
-  // num_gpu_blocks x block_size, at kBytesPerToken bytes per token; 0 = unknown.
-  size_t capacityBlocks(const discovery::PodState& pod) const;
-  // Tokenized bytes per engine token assumed when converting a KV capacity into blocks: exact for tiktoken and
-  // token ids (4 bytes each), an estimate for the character tokenizer (English text averages ~4 characters per
-  // token; the engine simulator's tokens are 4 bytes).
-  static constexpr size_t kBytesPerToken = 4;
+  // Blocks of the configured size of `model` that `pod`'s KV cache holds: its pods-file kv_capacity_tokens, else
+  // what its engine reports (vLLM num_gpu_blocks x block_size, SGLang max_total_num_tokens, llama.cpp slots x
+  // context), at the model's learned bytes per engine token; 0 = unknown.
+  size_t capacityBlocks(const discovery::PodState& pod, std::string_view model) const;
+  // A slot engine's (llama.cpp's) slots, when they bound what it caches: it reported them, no kv_capacity_tokens
+  // overrides them and it was not seen serving cached prompts beyond them (a host prompt cache); else 0.
+  static size_t cachedSlots(const discovery::PodState& pod);
+  // Encoded prompt bytes per engine token, learned per model from the engines' usage (RequestOutcome adds).
+  BytesPerToken& bytesPerToken() { return bytes_per_token_; }
+  const BytesPerToken& bytesPerToken() const { return bytes_per_token_; }
   void removePod(PodId pod);
 
   // The vLLM default block size, assumed for the engine's blocks until its events say otherwise.
@@ -127,6 +135,7 @@ class PrefixServices {
   std::chrono::nanoseconds expiry_;
   std::unique_ptr<index::PrefixIndex> index_;
   index::PodBlockLedger ledger_;
+  BytesPerToken bytes_per_token_;
   RecordSink* sink_ = nullptr;
   bool capacity_aware_ = false;  // PrefixServices::create sets it from the config (default on)
   bool remote_tokens_ = false;

@@ -18,8 +18,12 @@ PrefixStrategy::Match& PrefixStrategy::hashAndMatch(RoutingInput& input) {
   services_.hashPrompt(input.request, m.prompt);
   m.matched.assign(input.candidates.size(), 0);
   services_.match(input.request.model, m.prompt.hashes, input.candidates, m.pods, m.matched);
-  if (m.prompt.usable) input.prompt_tokens = static_cast<int64_t>(m.prompt.tokens);
+  if (m.prompt.usable) {
+    input.prompt_tokens = static_cast<int64_t>(m.prompt.engine_tokens);
+    input.encoded_prompt_bytes = static_cast<int64_t>(m.prompt.bytes);
+  }
   input.details = {{"tokens", static_cast<int64_t>(m.prompt.tokens)},
+                   {"engine_tokens", static_cast<int64_t>(m.prompt.engine_tokens)},
                    {"blocks", static_cast<int64_t>(m.prompt.hashes.size())}};
   return m;
 }
@@ -30,7 +34,7 @@ void PrefixStrategy::recordPick(RoutingInput& input, size_t chosen) {
   if (m.prompt.usable) {
     input.predicted_cached_fraction = m.prompt.fraction(m.matched[chosen]);
     // What the pod will prefill (queued against it until the first token; the wait scorer's queue).
-    const double tokens = static_cast<double>(m.prompt.tokens);
+    const double tokens = static_cast<double>(m.prompt.engine_tokens);
     input.uncached_tokens = static_cast<int64_t>(std::lround(tokens * (1 - input.predicted_cached_fraction)));
   }
   if (input.dry_run) return;

@@ -94,8 +94,10 @@ class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScor
     uncached.resize(n);
     rates.resize(n);
     // An unusable prompt (no hashes) is predicted to miss everywhere: its estimated size.
-    const double tokens = m.prompt.usable ? static_cast<double>(m.prompt.tokens)
-                                          : static_cast<double>(estimatedPromptTokens(input.request));
+    const double tokens =
+        m.prompt.usable ? static_cast<double>(m.prompt.engine_tokens)
+                        : static_cast<double>(estimatedPromptTokens(
+                              input.request, services_.bytesPerToken().ratio(input.request.model)));
     for (size_t i = 0; i < n; ++i) uncached[i] = tokens * (1 - (m.prompt.usable ? m.prompt.fraction(m.matched[i]) : 0));
     candidateRates(input.candidates, wait_settings_, rates);
     setMatchPercents(input.candidates, m.matched, m.prompt.hashes.size());

@@ -55,7 +55,7 @@ class PrefixCachePrebleStrategy final : public PrefixStrategy {
   void score(RoutingInput& input) override {
     Match& m = hashAndMatch(input);
     const size_t n = input.candidates.size();
-    const double tokens = static_cast<double>(m.prompt.tokens);
+    const double tokens = static_cast<double>(m.prompt.engine_tokens);
     thread_local std::vector<double> cached, load;
     cached.resize(n);
     load.resize(n);
@@ -69,7 +69,7 @@ class PrefixCachePrebleStrategy final : public PrefixStrategy {
     recordPick(input, chosen);
     if (input.dry_run) return;
     const Match& m = current();
-    const double tokens = static_cast<double>(m.prompt.tokens);
+    const double tokens = static_cast<double>(m.prompt.engine_tokens);
     const double missed = tokens - (m.prompt.usable ? tokens * m.prompt.fraction(m.matched[chosen]) : 0);
     const double cost = missed + settings_.decode_token_cost * outputTokens(input.request);
     windows_.add(input.candidates[chosen].pod_id, cost, steadyNowMs());

@@ -1,3 +1,4 @@
+#include "engine/engine_metrics.h"
 #include "engine/prometheus_text.h"
 
 #include <gtest/gtest.h>

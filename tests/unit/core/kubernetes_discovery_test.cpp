@@ -58,6 +58,23 @@ TEST(EndpointSlices, ReadyEndpointsBecomePods) {
   EXPECT_TRUE(pods[0].kv_events.empty());
 }
 
+// Ensures the slice's engine label (AIBrix's model.aibrix.ai/engine by default) sets its pods' dialect; a value
+// the gateway has no dialect for, or no label, leaves it to be recognised from each pod's /metrics.
+TEST(EndpointSlices, EngineLabelSetsTheDialect) {
+  config::KubernetesConfig config;
+  std::string problem;
+  json s = slice("s", {endpoint("a", "10.0.0.1", nullptr)});
+  EXPECT_EQ(slicePods(s, config, problem)[0].engine, engine::EngineKind::kAuto);
+  s["metadata"]["labels"]["model.aibrix.ai/engine"] = "sglang";
+  EXPECT_EQ(slicePods(s, config, problem)[0].engine, engine::EngineKind::kSglang);
+  s["metadata"]["labels"]["model.aibrix.ai/engine"] = "xllm";
+  EXPECT_EQ(slicePods(s, config, problem)[0].engine, engine::EngineKind::kAuto);
+  config.engine_label = "example.com/engine";
+  s["metadata"]["labels"]["example.com/engine"] = "llamacpp";
+  EXPECT_EQ(slicePods(s, config, problem)[0].engine, engine::EngineKind::kLlamaCpp);
+  EXPECT_TRUE(problem.empty());
+}
+
 // An endpoint without a targetRef or an address names no pod; a slice with no endpoints (null) gives none.
 TEST(EndpointSlices, EndpointsWithoutPodOrAddressAreSkipped) {
   config::KubernetesConfig config;

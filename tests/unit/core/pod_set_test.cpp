@@ -201,5 +201,22 @@ TEST(PodsFile, ParsesAndReportsProblems) {
   EXPECT_TRUE(has("pods.yaml: pods[2].colour: unknown key"));
 }
 
+// Ensures a pod's engine dialect is read from the pods file (auto when absent) and a bad one names the choices.
+TEST(PodsFile, EngineDialect) {
+  std::vector<std::string> problems;
+  auto pods = parsePodsFile(R"(pods:
+  - {name: a, address: 127.0.0.1:1, models: [m]}
+  - {name: b, address: 127.0.0.1:2, models: [m], engine: llamacpp}
+  - {name: c, address: 127.0.0.1:3, models: [m], engine: sglang}
+)", "pods.yaml", problems);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(pods[0].engine, engine::EngineKind::kAuto);
+  EXPECT_EQ(pods[1].engine, engine::EngineKind::kLlamaCpp);
+  EXPECT_EQ(pods[2].engine, engine::EngineKind::kSglang);
+  parsePodsFile("pods:\n  - {name: a, address: 127.0.0.1:1, models: [m], engine: tgi}\n", "pods.yaml", problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0], "pods.yaml: pods[0].engine: expected vllm, sglang, llamacpp or auto, got 'tgi'");
+}
+
 }  // namespace
 }  // namespace prefixgate::discovery

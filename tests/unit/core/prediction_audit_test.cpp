@@ -10,6 +10,7 @@
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
 #include "routing/router.h"
+#include "server/request_outcome.h"
 #include "unit/core/pod_specs.h"
 
 namespace prefixgate {
@@ -67,6 +68,25 @@ TEST(PredictionTotals, SumsAndAccuracy) {
 }
 
 // A pod's audit sums live in its PodState: a pods-file reload keeps them for an unchanged pod.
+// Ensures a slot engine is judged to have a host prompt cache only when its hits beyond the prediction clearly
+// dominate (a wrong guess of which slot a prompt replaced gives as many misses as hits), after enough responses.
+TEST(PredictionTotals, HostPromptCacheNeedsHitsBeyondTheSlots) {
+  discovery::PredictionTotals::Sums s;
+  s.responses = 20;
+  s.engine_cached_tokens = 10000;
+  s.under_predicted_tokens = 6000;
+  s.over_predicted_tokens = 500;
+  EXPECT_TRUE(server::hostPromptCacheEvident(s));
+  s.over_predicted_tokens = 2500;  // misses as well as hits: the slot guesses, not a cache
+  EXPECT_FALSE(server::hostPromptCacheEvident(s));
+  s.over_predicted_tokens = 500;
+  s.under_predicted_tokens = 1500;  // a few surprise hits only
+  EXPECT_FALSE(server::hostPromptCacheEvident(s));
+  s.under_predicted_tokens = 6000;
+  s.responses = server::kHostCacheMinResponses - 1;  // too early to tell
+  EXPECT_FALSE(server::hostPromptCacheEvident(s));
+}
+
 TEST(PredictionTotals, SurviveAReloadOfAnUnchangedPod) {
   discovery::PodRegistry pods;
   pods.update({testing::podSpec("a", 1), testing::podSpec("b", 2)});

@@ -83,7 +83,9 @@ TEST_F(PrefixCacheTest, FollowsTheRecordedPrefix) {
   EXPECT_EQ(second.pod->name(), holder);
   EXPECT_EQ(second.match_percent, 75);
   EXPECT_EQ(second.outcome, "prefix_match");
-  EXPECT_EQ(second.details, (std::vector<std::pair<std::string, int64_t>>{{"tokens", 16}, {"blocks", 4}}));
+  // 16 characters (the character tokenizer's tokens) are 4 engine tokens at the default 4 bytes per token.
+  EXPECT_EQ(second.details, (std::vector<std::pair<std::string, int64_t>>{
+                                {"tokens", 16}, {"engine_tokens", 4}, {"blocks", 4}}));
 }
 
 // A dry run (/debug/route) records nothing: the next real request still sees no match.
@@ -176,21 +178,22 @@ class PrefixRulesTest : public PrefixCacheTest {
 // serves costs, and leaves it once the context in flight there outweighs the blocks saved.
 TEST_F(PrefixRulesTest, PrefillCostWeighsSavedBlocksAgainstContextInFlight) {
   use("prefill-cost");
-  const std::string prompt = "aaaabbbbccccddddeeeeffffgggghhhh";  // 8 blocks of 4 tokens
+  // 8 blocks of 4 characters; at the default 4 bytes per engine token, one engine token per block.
+  const std::string prompt = "aaaabbbbccccddddeeeeffffgggghhhh";
   Decision first = route(prompt);
   const std::string holder = first.pod->name();
   first = Decision{};
-  Decision warm = route(prompt + "zz");
+  Decision warm = route(prompt + "zzzz");
   EXPECT_EQ(warm.pod->name(), holder);
-  EXPECT_EQ(warm.match_percent, 100);  // all 8 full blocks
-  // Context in flight on the holder: 200 blocks (800 tokens), more than the 16 x 8 it would save.
+  EXPECT_EQ(warm.match_percent, 88);  // 8 of 9 full blocks
+  // Context in flight on the holder: 200 engine tokens (200 blocks), more than the 16 x 8 it would save.
   warm = Decision{};
-  discovery::InFlightGuard busy(pod(holder), 800);
-  Decision moved = route(prompt + "zz");
+  discovery::InFlightGuard busy(pod(holder), 200);
+  Decision moved = route(prompt + "zzzz");
   EXPECT_NE(moved.pod->name(), holder);
   for (const Candidate& c : moved.candidates)
     if (c.pod->name() == holder) {
-      EXPECT_DOUBLE_EQ(c.load_score, 200.0);  // 0 blocks to compute + 800 / 4
+      EXPECT_DOUBLE_EQ(c.load_score, 200.0);  // 0 blocks to compute (the warm request recorded all 9) + 200 / 1
     }
 }
 
@@ -218,31 +221,32 @@ TEST_F(PrefixRulesTest, BlendPrefillTermCountsContextInFlight) {
 // explores a mostly new one (lowest load + missed prefill), and rebalances once loads are skewed past the ratio.
 TEST_F(PrefixRulesTest, PrebleExploitsExploresAndRebalances) {
   use("prefix-cache-preble", "{decode_token_cost: 0}");
-  // Three new 16-token prompts: the first explores (all loads 0), then each rebalances onto a pod with load 0.
+  // Three new 16-character prompts (4 engine tokens at 4 bytes per token): the first explores (all loads 0), then
+  // each rebalances onto a pod with load 0.
   std::map<std::string, std::string> holder_of;
   for (const std::string prompt : {"aaaabbbbccccdddd", "eeeeffffgggghhhh", "iiiijjjjkkkkllll"}) {
     Decision d = route(prompt);
     holder_of[prompt] = d.pod->name();
   }
   EXPECT_EQ(std::set<std::string>({holder_of["aaaabbbbccccdddd"], holder_of["eeeeffffgggghhhh"],
-                                   holder_of["iiiijjjjkkkkllll"]}).size(), 3u);  // loads 16 / 16 / 16
-  // 16 of 18 tokens cached: exploit on the holder.
-  Decision d = route("aaaabbbbccccddddXX");
+                                   holder_of["iiiijjjjkkkkllll"]}).size(), 3u);  // loads 4 / 4 / 4
+  // 4 of 5 tokens cached: exploit on the holder.
+  Decision d = route("aaaabbbbccccddddXXXX");
   EXPECT_EQ(d.outcome, "exploit");
-  EXPECT_EQ(d.pod->name(), holder_of["aaaabbbbccccdddd"]);  // now its load is 18
+  EXPECT_EQ(d.pod->name(), holder_of["aaaabbbbccccdddd"]);  // now its load is 5
   d = Decision{};
-  // Nothing cached anywhere: explore: the lowest load + 16 missed tokens, not the holder (18 + 16).
+  // Nothing cached anywhere: explore: the lowest load + 4 missed tokens, not the holder (5 + 4).
   d = route("QQQQRRRRSSSSTTTT");
   EXPECT_EQ(d.outcome, "explore");
   EXPECT_NE(d.pod->name(), holder_of["aaaabbbbccccdddd"]);
   d = Decision{};
-  // Fully cached, but after that explore one pod has load 32 against 18 and 16 (> 1.5 x 16): rebalance onto the
+  // Fully cached, but after that explore one pod has load 8 against 5 and 4 (> 1.5 x 4): rebalance onto the
   // least loaded though another holds the prompt.
   d = route("QQQQRRRRSSSSTTTT");
   EXPECT_EQ(d.outcome, "rebalance");
   for (const Candidate& c : d.candidates)
     if (c.pod == d.pod.get()) {
-      EXPECT_DOUBLE_EQ(c.load_score, 16.0);
+      EXPECT_DOUBLE_EQ(c.load_score, 4.0);
     }
 }
 
@@ -251,12 +255,13 @@ TEST_F(PrefixRulesTest, PrebleExploitsExploresAndRebalances) {
 // holding its prefix, until that pod's queue costs more than prefilling it elsewhere.
 TEST_F(PrefixRulesTest, WaitFollowsTheCacheUntilItsQueueCostsMore) {
   use("prefix-cache-wait");
-  const std::string prompt = "aaaabbbbccccddddeeeeffffgggghhhh";  // 32 tokens, 8 blocks
+  // 32 characters, 8 blocks: 8 engine tokens at the default 4 bytes per token.
+  const std::string prompt = "aaaabbbbccccddddeeeeffffgggghhhh";
   Decision first = route(prompt);
   const std::string holder = first.pod->name();
   EXPECT_EQ(first.strategy, "prefix-cache-wait");
-  EXPECT_EQ(pod(holder)->prefillTokens(), 32);  // nothing cached anywhere: the whole prompt to prefill
-  EXPECT_DOUBLE_EQ(first.sent.own_tokens, 32);
+  EXPECT_EQ(pod(holder)->prefillTokens(), 8);  // nothing cached anywhere: the whole prompt to prefill
+  EXPECT_DOUBLE_EQ(first.sent.own_tokens, 8);
   EXPECT_DOUBLE_EQ(first.sent.prefill_ahead_tokens, 0);
   first.prefill.reset();  // the first byte
   EXPECT_EQ(pod(holder)->prefillTokens(), 0);
@@ -265,7 +270,7 @@ TEST_F(PrefixRulesTest, WaitFollowsTheCacheUntilItsQueueCostsMore) {
   Decision warm = route(prompt + "zzzz");
   EXPECT_EQ(warm.pod->name(), holder);
   EXPECT_EQ(warm.match_percent, 88);  // 8 of 9 blocks
-  EXPECT_DOUBLE_EQ(warm.sent.own_tokens, 4);  // only the new block to compute
+  EXPECT_DOUBLE_EQ(warm.sent.own_tokens, 1);  // only the new block to compute
   for (const Candidate& c : warm.candidates)
     if (c.pod->name() != holder) {
       EXPECT_GT(c.wait.prefill, 0);
@@ -273,18 +278,18 @@ TEST_F(PrefixRulesTest, WaitFollowsTheCacheUntilItsQueueCostsMore) {
     }
   warm = Decision{};
 
-  // Another client's uncached tokens queued on the holder: 60 cost less than what a move costs (the 32 tokens the
-  // holder saves, and the fleet's 32 extra: fleet_work_weight 1), 70 cost more.
+  // Another client's uncached tokens queued on the holder: 15 cost less than what a move costs (the 8 tokens the
+  // holder saves, and the fleet's 8 extra: fleet_work_weight 1), 18 cost more.
   {
-    discovery::PrefillGuard queued(pod(holder), 60);
+    discovery::PrefillGuard queued(pod(holder), 15);
     EXPECT_EQ(route(prompt + "yyyy", true).pod->name(), holder);
   }
-  discovery::PrefillGuard queued(pod(holder), 70);
+  discovery::PrefillGuard queued(pod(holder), 18);
   Decision moved = route(prompt + "xxxx", true);
   EXPECT_NE(moved.pod->name(), holder);
   for (const Candidate& c : moved.candidates)
     if (c.pod->name() == holder) {
-      EXPECT_DOUBLE_EQ(c.prefill_tokens, 70);
+      EXPECT_DOUBLE_EQ(c.prefill_tokens, 18);
       EXPECT_GT(c.wait.queue, 0);
     }
 }

@@ -1,5 +1,6 @@
 // The remote tokenizer: the /tokenize body built from the request's raw JSON, the strict answer parser, the pod
-// order, the LRU cache, and the client end to end against a fake engine on loopback.
+// order, the LRU cache, and the client end to end against fake engines on loopback (vLLM, llama.cpp's two exchanges,
+// SGLang). The protocol per dialect without sockets: tests/unit/tokenize/tokenize_protocol_dialects_test.cpp.
 #include "tokenize/remote_tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -333,22 +334,29 @@ TEST(TokenCache, ConcurrentThreadsAndHitCost) {
 
 // ---- the client against a fake engine ----
 
-// A fake engine on loopback: answers POST /tokenize with a set status and body, after a set delay; records the
-// bodies it received and the connections it accepted. Runs on the test's io_context.
+// A fake engine on loopback: answers each POST with the reply set for its target (else with `status` and `answer`),
+// after a set delay; records the targets and bodies it received and the connections it accepted. Runs on the
+// test's io_context.
 class FakeEngine {
  public:
   explicit FakeEngine(asio::io_context& io) : io_(io), acceptor_(io, {asio::ip::make_address("127.0.0.1"), 0}) {
     accept();
   }
   uint16_t port() const { return acceptor_.local_endpoint().port(); }
-  TokenizerPod pod(uint32_t id, int32_t load = 0) const {
-    return {id, "fake-" + std::to_string(id), "127.0.0.1", port(), load};
+  TokenizerPod pod(uint32_t id, int32_t load = 0, engine::EngineKind kind = engine::EngineKind::kAuto) const {
+    return {id, "fake-" + std::to_string(id), "127.0.0.1", port(), load, kind};
   }
 
+  struct Reply {
+    int status = 200;
+    std::string answer;
+  };
+  std::map<std::string, Reply> replies;  // by target
   int status = 200;
   std::string answer = R"({"count":3,"max_model_len":100,"tokens":[11,22,33]})";
   std::chrono::milliseconds delay{0};
   bool close_after_answer = false;  // keep-alive announced, but the connection is closed (a stale pooled one)
+  std::vector<std::string> targets;
   std::vector<std::string> bodies;
   int connections = 0;
 
@@ -369,14 +377,17 @@ class FakeEngine {
       boost::system::error_code ec;
       co_await http::async_read(stream, buffer, req, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) co_return;
+      targets.emplace_back(req.target());
       bodies.push_back(req.body());
       if (delay.count() > 0) {
         asio::steady_timer timer(io_, delay);
         co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       }
-      http::response<http::string_body> res{static_cast<http::status>(status), 11};
+      const auto reply = replies.find(targets.back());
+      const Reply& r = reply != replies.end() ? reply->second : Reply{status, answer};
+      http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
       res.set(http::field::content_type, "application/json");
-      res.body() = answer;
+      res.body() = r.answer;
       res.keep_alive(true);
       res.prepare_payload();
       co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
@@ -405,9 +416,11 @@ class TestPool final : public ConnectionPool {
 
 class RemoteTokenizerTest : public ::testing::Test {
  protected:
-  RemoteTokenizer make(std::chrono::milliseconds timeout = std::chrono::milliseconds(500)) {
+  RemoteTokenizer make(std::chrono::milliseconds timeout = std::chrono::milliseconds(500),
+                       size_t max_answer_bytes = RemoteTokenizerOptions{}.max_answer_bytes) {
     RemoteTokenizerOptions options;
     options.timeout = timeout;
+    options.max_answer_bytes = max_answer_bytes;
     options.cache_entries = 100;
     return RemoteTokenizer(options, [this](std::string_view model, std::vector<TokenizerPod>& out) {
       if (model == "m") out = pods;
@@ -525,6 +538,211 @@ TEST_F(RemoteTokenizerTest, TimeoutAndNoPod) {
   unknown.model = "other";
   EXPECT_EQ(run(tokenizer, unknown, nullptr).outcome, TokenizeOutcome::kNoPod);
   EXPECT_EQ(outcomeLabel(TokenizeOutcome::kNoPod), "no_pod");
+}
+
+// ---- the dialects on the wire ----
+
+using engine::EngineKind;
+
+// What a llama.cpp server renders for chat_ and answers for the rendered prompt (no count: llama.cpp sends none).
+constexpr std::string_view kRendered = R"({"prompt":"<|user|>\nhello \"q\" caf\u00e9 \ud83d\ude00<|assistant|>\n"})";
+constexpr std::string_view kRenderedTokenizeBody =
+    R"({"model":"m","content":"<|user|>\nhello \"q\" caf\u00e9 \ud83d\ude00<|assistant|>\n",)"
+    R"("add_special":true,"parse_special":true})";
+
+void speakLlamaCpp(FakeEngine& engine) {
+  engine.replies["/apply-template"] = {200, std::string(kRendered)};
+  engine.replies["/tokenize"] = {200, R"({"tokens":[1,22,333]})"};
+}
+
+// Ensures a chat request on a llama.cpp pod is templated by the engine (/apply-template with the request's own
+// messages) and the rendered prompt tokenized as the chat endpoint tokenizes it (/tokenize with content,
+// add_special, parse_special), both on one connection, pooled or not; the ids are cached like any answer.
+TEST_F(RemoteTokenizerTest, LlamaCppChatTemplatesThenTokenizesOnOneConnection) {
+  FakeEngine engine(io_);
+  speakLlamaCpp(engine);
+  pods = {engine.pod(1, 0, EngineKind::kLlamaCpp)};
+  RemoteTokenizer tokenizer = make();
+  TestPool pool;
+  TokenizeResult result = run(tokenizer, chat_, &pool);
+  ASSERT_EQ(result.outcome, TokenizeOutcome::kMiss) << result.error;
+  EXPECT_EQ(*result.tokens, (std::vector<uint32_t>{1, 22, 333}));
+  EXPECT_EQ(result.engine, EngineKind::kLlamaCpp);
+  EXPECT_FALSE(result.engine_assumed);
+  EXPECT_EQ(engine.targets, (std::vector<std::string>{"/apply-template", "/tokenize"}));
+  EXPECT_EQ(engine.bodies[0], R"({"model":"m","messages":[{"role":"user","content":"hello"}]})");
+  EXPECT_EQ(engine.bodies[1], kRenderedTokenizeBody);
+  EXPECT_EQ(json::parse(engine.bodies[1])["content"], "<|user|>\nhello \"q\" caf\u00e9 \U0001F600<|assistant|>\n");
+  EXPECT_EQ(engine.connections, 1);
+  EXPECT_EQ(pool.idle[1].size(), 1u);
+  EXPECT_EQ(run(tokenizer, chat_, &pool).outcome, TokenizeOutcome::kHit);
+  EXPECT_EQ(engine.bodies.size(), 2u);
+  // Without a pool: one fresh connection for both exchanges.
+  TokenizeInput other = chat_;
+  other.messages = R"([{"role":"user","content":"bye"}])";
+  EXPECT_EQ(run(tokenizer, other, nullptr).outcome, TokenizeOutcome::kMiss);
+  EXPECT_EQ(engine.targets.size(), 4u);
+  EXPECT_EQ(engine.connections, 2);
+}
+
+// Ensures a completion on a llama.cpp pod is one /tokenize with the client's prompt as content, as sent.
+TEST_F(RemoteTokenizerTest, LlamaCppCompletionIsOneTokenize) {
+  FakeEngine engine(io_);
+  speakLlamaCpp(engine);
+  pods = {engine.pod(1, 0, EngineKind::kLlamaCpp)};
+  RemoteTokenizer tokenizer = make();
+  const TokenizeInput completion{"m", false, "", "", R"("once \"upon\"\n")"};
+  TokenizeResult result = run(tokenizer, completion, nullptr);
+  ASSERT_EQ(result.outcome, TokenizeOutcome::kMiss) << result.error;
+  EXPECT_EQ(engine.targets, (std::vector<std::string>{"/tokenize"}));
+  EXPECT_EQ(engine.bodies[0],
+            R"({"model":"m","content":"once \"upon\"\n","add_special":true,"parse_special":true})");
+}
+
+// Ensures each llama.cpp step's failure names the pod, its dialect and the step (with the engine's reason), stops
+// there (no /tokenize after a failed template), and is not cached; an oversized template answer is refused.
+TEST_F(RemoteTokenizerTest, LlamaCppFailuresNameTheDialectAndStep) {
+  FakeEngine engine(io_);
+  speakLlamaCpp(engine);
+  pods = {engine.pod(1, 0, EngineKind::kLlamaCpp)};
+  RemoteTokenizer tokenizer = make();
+  engine.replies["/apply-template"] = {404, R"({"error":{"code":404,"message":"File Not Found"}})"};
+  TokenizeResult result = run(tokenizer, chat_, nullptr);
+  EXPECT_EQ(result.outcome, TokenizeOutcome::kError);
+  EXPECT_NE(result.error.find("pod fake-1 (llamacpp): /apply-template answered 404"), std::string::npos)
+      << result.error;
+  EXPECT_NE(result.error.find("File Not Found"), std::string::npos) << result.error;
+  EXPECT_EQ(engine.targets, (std::vector<std::string>{"/apply-template"}));
+
+  engine.replies["/apply-template"] = {200, R"({"prompt":"\ud800"})"};
+  result = run(tokenizer, chat_, nullptr);
+  EXPECT_EQ(result.outcome, TokenizeOutcome::kError);
+  EXPECT_NE(result.error.find("pod fake-1 (llamacpp): bad /apply-template answer"), std::string::npos)
+      << result.error;
+  EXPECT_EQ(engine.targets.size(), 2u);
+
+  engine.replies["/apply-template"] = {200, std::string(kRendered)};
+  engine.replies["/tokenize"] = {500, ""};
+  result = run(tokenizer, chat_, nullptr);
+  EXPECT_NE(result.error.find("pod fake-1 (llamacpp): /tokenize answered 500"), std::string::npos) << result.error;
+  engine.replies["/tokenize"] = {200, R"({"tokens":[1],"count":2})"};
+  result = run(tokenizer, chat_, nullptr);
+  EXPECT_NE(result.error.find("pod fake-1 (llamacpp): bad /tokenize answer: 'count'"), std::string::npos)
+      << result.error;
+  EXPECT_EQ(tokenizer.cache().size(), 0u);
+
+  RemoteTokenizer small = make(std::chrono::milliseconds(500), kRendered.size() - 1);
+  result = run(small, chat_, nullptr);
+  EXPECT_EQ(result.outcome, TokenizeOutcome::kError);
+  EXPECT_NE(result.error.find("the /apply-template answer is larger than"), std::string::npos) << result.error;
+}
+
+// Ensures a connection the engine closed after /apply-template is replaced for /tokenize: the second exchange is
+// retried once on a fresh connection to the same pod.
+TEST_F(RemoteTokenizerTest, LlamaCppConnectionClosedBetweenTheExchanges) {
+  FakeEngine engine(io_);
+  speakLlamaCpp(engine);
+  engine.close_after_answer = true;
+  pods = {engine.pod(1, 0, EngineKind::kLlamaCpp)};
+  RemoteTokenizer tokenizer = make();
+  TestPool pool;
+  TokenizeResult result = run(tokenizer, chat_, &pool);
+  EXPECT_EQ(result.outcome, TokenizeOutcome::kMiss) << result.error;
+  EXPECT_EQ(engine.targets, (std::vector<std::string>{"/apply-template", "/tokenize"}));
+  EXPECT_EQ(engine.connections, 2);
+}
+
+// Ensures a chat request on SGLang pods fails as unsupported without a byte sent (SGLang's /tokenize has no chat
+// form, and no template is guessed), saying why, while a completion is sent in SGLang's form (vLLM's completion
+// body) and its answer (max_model_len -1) accepted.
+TEST_F(RemoteTokenizerTest, SglangChatIsUnsupportedAndCompletionsAreAsked) {
+  FakeEngine engine(io_);
+  engine.answer = R"({"tokens":[7,8],"count":2,"max_model_len":-1})";
+  pods = {engine.pod(1, 0, EngineKind::kSglang), engine.pod(2, 1, EngineKind::kSglang)};
+  RemoteTokenizer tokenizer = make();
+  TokenizeResult chat = run(tokenizer, chat_, nullptr);
+  EXPECT_EQ(chat.outcome, TokenizeOutcome::kUnsupported);
+  EXPECT_EQ(outcomeLabel(chat.outcome), "unsupported");
+  EXPECT_FALSE(chat.ok());
+  EXPECT_EQ(chat.engine, EngineKind::kSglang);
+  EXPECT_NE(chat.error.find("pod fake-1 (sglang): SGLang's /tokenize has no chat form"), std::string::npos)
+      << chat.error;
+  EXPECT_EQ(engine.connections, 0);
+  EXPECT_TRUE(engine.bodies.empty());
+
+  const TokenizeInput completion{"m", false, "", "", R"("hello")"};
+  TokenizeResult result = run(tokenizer, completion, nullptr);
+  ASSERT_EQ(result.outcome, TokenizeOutcome::kMiss) << result.error;
+  EXPECT_EQ(*result.tokens, (std::vector<uint32_t>{7, 8}));
+  EXPECT_EQ(result.engine, EngineKind::kSglang);
+  EXPECT_EQ(engine.targets, (std::vector<std::string>{"/tokenize"}));
+  EXPECT_EQ(engine.bodies[0], R"({"model":"m","prompt":"hello","add_special_tokens":true})");
+  const TokenizeInput list{"m", false, "", "", R"(["a","b"])"};
+  EXPECT_EQ(run(tokenizer, list, nullptr).outcome, TokenizeOutcome::kUnsupported);
+  EXPECT_EQ(engine.bodies.size(), 1u);
+}
+
+// Ensures a fleet mixing engines under one model asks, for a chat request, a pod whose dialect can (vLLM) before a
+// less loaded SGLang one, and for a completion simply the least loaded.
+TEST_F(RemoteTokenizerTest, MixedFleetAsksAPodThatCan) {
+  FakeEngine sglang(io_), vllm(io_);
+  pods = {sglang.pod(1, 0, EngineKind::kSglang), vllm.pod(2, 5, EngineKind::kVllm)};
+  RemoteTokenizer tokenizer = make();
+  TokenizeResult chat = run(tokenizer, chat_, nullptr);
+  ASSERT_EQ(chat.outcome, TokenizeOutcome::kMiss) << chat.error;
+  EXPECT_EQ(chat.pod, "fake-2");
+  EXPECT_EQ(vllm.bodies, (std::vector<std::string>{buildTokenizeBody(chat_)}));
+  EXPECT_TRUE(sglang.bodies.empty());
+  const TokenizeInput completion{"m", false, "", "", R"("hello")"};
+  TokenizeResult result = run(tokenizer, completion, nullptr);
+  ASSERT_EQ(result.outcome, TokenizeOutcome::kMiss) << result.error;
+  EXPECT_EQ(result.pod, "fake-1");
+  EXPECT_EQ(sglang.bodies.size(), 1u);
+}
+
+// Ensures the retry after a connection failure speaks the next pod's own dialect (a dead llama.cpp pod, then vLLM).
+TEST_F(RemoteTokenizerTest, RetrySpeaksTheNextPodsDialect) {
+  FakeEngine vllm(io_);
+  pods = {TokenizerPod{9, "dead", "127.0.0.1", closedPort(), 0, EngineKind::kLlamaCpp},
+          vllm.pod(2, 3, EngineKind::kVllm)};
+  RemoteTokenizer tokenizer = make();
+  TokenizeResult result = run(tokenizer, chat_, nullptr);
+  ASSERT_EQ(result.outcome, TokenizeOutcome::kMiss) << result.error;
+  EXPECT_EQ(result.engine, EngineKind::kVllm);
+  EXPECT_EQ(vllm.targets, (std::vector<std::string>{"/tokenize"}));
+  EXPECT_EQ(vllm.bodies[0], buildTokenizeBody(chat_));
+}
+
+// Ensures a pod whose engine is not recognised yet is spoken to as vLLM, visibly (engine vllm, assumed), a failure
+// says so (the empty list llama.cpp gives a vLLM body is an error, not an empty prompt), and a pod of a known
+// dialect is asked before it.
+TEST_F(RemoteTokenizerTest, UnrecognisedEngineIsSpokenToAsVllm) {
+  FakeEngine unknown(io_), llama(io_);
+  speakLlamaCpp(llama);
+  pods = {unknown.pod(1, 0)};
+  RemoteTokenizer tokenizer = make();
+  TokenizeResult result = run(tokenizer, chat_, nullptr);
+  ASSERT_EQ(result.outcome, TokenizeOutcome::kMiss) << result.error;
+  EXPECT_EQ(result.engine, EngineKind::kVllm);
+  EXPECT_TRUE(result.engine_assumed);
+  EXPECT_EQ(unknown.bodies, (std::vector<std::string>{buildTokenizeBody(chat_)}));
+
+  unknown.answer = R"({"tokens":[]})";
+  TokenizeInput other = chat_;
+  other.messages = R"([{"role":"user","content":"other"}])";
+  result = run(tokenizer, other, nullptr);
+  EXPECT_EQ(result.outcome, TokenizeOutcome::kError);
+  EXPECT_NE(result.error.find("pod fake-1 (engine not recognised yet, spoken to as vllm): bad /tokenize answer: "
+                              "'count' is missing"),
+            std::string::npos)
+      << result.error;
+
+  pods = {unknown.pod(1, 0), llama.pod(2, 3, EngineKind::kLlamaCpp)};
+  result = run(tokenizer, other, nullptr);
+  ASSERT_EQ(result.outcome, TokenizeOutcome::kMiss) << result.error;
+  EXPECT_EQ(result.pod, "fake-2");
+  EXPECT_FALSE(result.engine_assumed);
+  EXPECT_EQ(unknown.bodies.size(), 2u);
 }
 
 // ---- configuration and the router's question ----

@@ -104,6 +104,31 @@ TEST(UsageScanner, AbsentCachedTokens) {
   EXPECT_FALSE(text.cachedTokens());
 }
 
+// Ensures llama.cpp's streams, whose usage comes only with stream_options.include_usage, still give the prompt and
+// cached tokens from the `timings` of their last chunk (cache_n cached, prompt_n computed), at any split; and
+// usage wins over timings when both are there.
+TEST(UsageScanner, ReadsLlamaCppTimingsAcrossAnySplit) {
+  std::string stream;
+  for (int i = 0; i < 3; ++i) stream += "data: {\"choices\":[{\"delta\":{\"content\":\" w\"}}]}\n\n";
+  stream += "data: {\"choices\":[{\"finish_reason\":\"length\",\"delta\":{}}],\"timings\":{\"cache_n\":1536,"
+            "\"prompt_n\":23,\"prompt_ms\":40.5,\"predicted_n\":3,\"predicted_ms\":9.1}}\n\ndata: [DONE]\n\n";
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    UsageScanner s = scanned(stream, cut);
+    EXPECT_EQ(s.cachedTokens(), 1536u) << cut;
+    EXPECT_EQ(s.promptTokens(), 1559u) << cut;
+    EXPECT_EQ(s.outputTokens(), 4u) << cut;  // the SSE events: no completion_tokens without usage
+  }
+  const std::string both = R"({"usage":{"prompt_tokens":100,"completion_tokens":2,)"
+                           R"("prompt_tokens_details":{"cached_tokens":64}},"timings":{"cache_n":60,"prompt_n":30}})";
+  UsageScanner s = bytewise(both);
+  EXPECT_EQ(s.promptTokens(), 100u);
+  EXPECT_EQ(s.cachedTokens(), 64u);
+  UsageScanner half;
+  half.feed(R"({"timings":{"cache_n":60,"predicted_n":3}})");  // no prompt_n: the prompt's size is unknown
+  EXPECT_EQ(half.cachedTokens(), 60u);
+  EXPECT_FALSE(half.promptTokens());
+}
+
 // Continuous usage stats (a usage object on every chunk): the last values win, at any split.
 TEST(UsageScanner, TheLastValueWins) {
   std::string stream;

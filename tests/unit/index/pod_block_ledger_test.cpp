@@ -72,5 +72,62 @@ TEST(PodBlockLedger, ConcurrentTouches) {
   EXPECT_EQ(ledger.blocks(PodId{1}), 100u);
 }
 
+// Ensures a slot engine holds at most its slots' prompts: a prompt sharing a slot's prefix takes that slot (what
+// it held beyond the shared prefix goes), a new prompt takes an empty slot, then the least recently used one.
+TEST(PodBlockLedgerSlots, PromptsTakeSlotsLikeLlamaCpp) {
+  PodBlockLedger ledger;
+  std::vector<PodBlockLedger::Evicted> evicted;
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 4}), 2, evicted);
+  ledger.touchSlots(PodId{1}, "m", chain({10, 11, 12}), 2, evicted);
+  EXPECT_TRUE(evicted.empty());  // two prompts, two slots
+  // A follow-up of the first prompt reuses its slot: its old tail (4) goes, the shared 1, 2, 3 stay.
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 5, 6}), 2, evicted);
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].hashes, chain({4}));
+  evicted.clear();
+  // A third prompt: the least recently used slot (10, 11, 12) is overwritten.
+  ledger.touchSlots(PodId{1}, "m", chain({20, 21}), 2, evicted);
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].hashes, chain({10, 11, 12}));
+}
+
+// Ensures a shared prefix held by another slot is never evicted with the slot that is overwritten, nor the blocks
+// the new prompt itself holds; and a prefix shorter than a tenth of the prompt does not claim a slot.
+TEST(PodBlockLedgerSlots, SharedBlocksStay) {
+  PodBlockLedger ledger;
+  std::vector<PodBlockLedger::Evicted> evicted;
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3}), 2, evicted);
+  ledger.touchSlots(PodId{1}, "m", chain({1, 7, 8}), 2, evicted);  // shares block 1 (a third): reuses slot 0
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].hashes, chain({2, 3}));
+  evicted.clear();
+  ledger.touchSlots(PodId{1}, "m", chain({30}), 2, evicted);  // the empty slot
+  EXPECT_TRUE(evicted.empty());
+  // 1 of 11 blocks shared (under a tenth): the least recently used slot ({1, 7, 8}) is overwritten, but the new
+  // prompt holds block 1 itself.
+  ledger.touchSlots(PodId{1}, "m", chain({1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49}), 2, evicted);
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].hashes, chain({7, 8}));
+  evicted.clear();
+  ledger.touchSlots(PodId{2}, "m", chain({5, 6}), 0, evicted);  // slots unknown: nothing modelled
+  ledger.touchSlots(PodId{2}, "m", chain({7, 8}), 0, evicted);
+  EXPECT_TRUE(evicted.empty());
+}
+
+// Ensures two models never share a slot's prefix, and a smaller slot count (the engine restarted) drops the least
+// recently used slots.
+TEST(PodBlockLedgerSlots, ModelsApartAndFewerSlots) {
+  PodBlockLedger ledger;
+  std::vector<PodBlockLedger::Evicted> evicted;
+  ledger.touchSlots(PodId{1}, "a", chain({1, 2}), 3, evicted);
+  ledger.touchSlots(PodId{1}, "b", chain({1, 2}), 3, evicted);  // same hashes, other model: its own slot
+  ledger.touchSlots(PodId{1}, "a", chain({9}), 3, evicted);
+  EXPECT_TRUE(evicted.empty());
+  ledger.touchSlots(PodId{1}, "a", chain({9, 10}), 2, evicted);  // two slots now: a's {1, 2} (oldest) goes
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].model, "a");
+  EXPECT_EQ(evicted[0].hashes, chain({1, 2}));
+}
+
 }  // namespace
 }  // namespace prefixgate::index

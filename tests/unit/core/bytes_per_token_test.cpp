@@ -1,0 +1,110 @@
+// The bytes of a prompt's encoding per engine token, learned per model from engines' usage, and where the prefix
+// services use it: the engine tokens of a locally tokenized prompt, and a pod's KV capacity in blocks.
+#include "routing/prefix/bytes_per_token.h"
+
+#include <gtest/gtest.h>
+
+#include "routing/prefix/prefix_services.h"
+#include "unit/core/pod_specs.h"
+
+namespace prefixgate::routing {
+namespace {
+
+// Ensures a model's ratio is the default until a response reports usage, then follows the decayed sums of bytes
+// and tokens (long prompts weigh more than short ones), per model.
+TEST(BytesPerToken, LearnsPerModel) {
+  BytesPerToken ratios;
+  EXPECT_DOUBLE_EQ(ratios.ratio("m"), BytesPerToken::kDefault);
+  ratios.add("m", 2700, 1000);
+  EXPECT_DOUBLE_EQ(ratios.ratio("m"), 2.7);
+  EXPECT_DOUBLE_EQ(ratios.ratio("other"), BytesPerToken::kDefault);
+  ratios.add("m", 30, 30);  // a short prompt barely moves it
+  EXPECT_NEAR(ratios.ratio("m"), (2700 * BytesPerToken::kDecay + 30) / (1000 * BytesPerToken::kDecay + 30), 1e-9);
+  EXPECT_GT(ratios.ratio("m"), 2.6);
+  EXPECT_EQ(ratios.samples("m"), 2u);
+  for (int i = 0; i < 400; ++i) ratios.add("m", 4000, 1000);  // the traffic changed: the ratio follows
+  EXPECT_NEAR(ratios.ratio("m"), 4.0, 0.01);
+}
+
+// Ensures nonsense samples (no tokens, no bytes, or a ratio no tokenizer gives) are ignored.
+TEST(BytesPerToken, IgnoresImplausibleSamples) {
+  BytesPerToken ratios;
+  ratios.add("m", 0, 10);
+  ratios.add("m", 10, 0);
+  ratios.add("m", 10'000, 1);  // 10,000 bytes per token
+  ratios.add("m", 1, 100);     // 0.01 bytes per token
+  EXPECT_EQ(ratios.samples("m"), 0u);
+  EXPECT_DOUBLE_EQ(ratios.ratio("m"), BytesPerToken::kDefault);
+  EXPECT_EQ(ratios.engineTokens("m", 0), 0u);
+  EXPECT_EQ(ratios.engineTokens("m", 1), 1u);  // a non-empty prompt is at least one token
+  EXPECT_EQ(ratios.engineTokens("m", 400), 100u);
+}
+
+class CapacityTest : public ::testing::Test {
+ protected:
+  PrefixServices services_{std::make_unique<tokenize::CharacterTokenizer>(), 128, 0,
+                           index::PrefixIndexOptions{100000, std::chrono::minutes(20), 4}};
+};
+
+// Ensures a locally tokenized prompt's engine tokens follow the learned ratio, while token ids count exactly.
+TEST_F(CapacityTest, EngineTokensOfAPrompt) {
+  openai::RequestView text;
+  text.model = "m";
+  text.prompt_text = std::string(2700, 'x');
+  PromptBlocks blocks;
+  services_.hashPrompt(text, blocks);
+  EXPECT_EQ(blocks.tokens, 2700u);  // the character tokenizer's
+  EXPECT_EQ(blocks.engine_tokens, 675u);
+  services_.bytesPerToken().add("m", 2700, 1000);
+  services_.hashPrompt(text, blocks);
+  EXPECT_EQ(blocks.engine_tokens, 1000u);
+  EXPECT_NEAR(blocks.blockTokens(), 128 / 2.7, 1e-9);
+  openai::RequestView ids;
+  ids.model = "m";
+  ids.has_token_ids = true;
+  ids.prompt_token_ids = std::vector<uint32_t>(77, 5);
+  services_.hashPrompt(ids, blocks);
+  EXPECT_EQ(blocks.engine_tokens, 77u);
+}
+
+// Ensures a pod's KV capacity in blocks converts its tokens at the model's learned bytes per token: the same
+// 10,000-token cache holds 312 blocks of 128 bytes at the default 4, 210 at 2.7.
+TEST_F(CapacityTest, CapacityBlocksAtTheLearnedRatio) {
+  discovery::PodSpec spec = testing::podSpec("a", 1);
+  spec.kv_capacity_tokens = 10'000;
+  discovery::PodState pod(PodId{1}, spec);
+  EXPECT_EQ(services_.capacityBlocks(pod, "m"), 312u);
+  services_.bytesPerToken().add("m", 27000, 10000);
+  EXPECT_EQ(services_.capacityBlocks(pod, "m"), 210u);
+  EXPECT_EQ(services_.capacityBlocks(pod, "another"), 312u);
+  discovery::PodState unknown(PodId{2}, testing::podSpec("b", 2));
+  EXPECT_EQ(services_.capacityBlocks(unknown, "m"), 0u);  // nothing said: unbounded
+}
+
+// Ensures a llama.cpp pod's cache is modelled as its slots only while nothing says otherwise: kv_capacity_tokens
+// in the pods file wins, and a host prompt cache seen in its audit turns the bound off.
+TEST_F(CapacityTest, SlotsBoundALlamaCppPodUntilAHostCacheIsSeen) {
+  discovery::PodSpec spec = testing::podSpec("a", 1);
+  spec.engine = engine::EngineKind::kLlamaCpp;
+  discovery::PodState pod(PodId{1}, spec);
+  EXPECT_EQ(PrefixServices::cachedSlots(pod), 0u);  // /props not read yet
+  pod.engine().publishSlots(2, 4096);
+  EXPECT_EQ(PrefixServices::cachedSlots(pod), 2u);
+  EXPECT_EQ(services_.capacityBlocks(pod, "m"), 256u);  // 8,192 tokens
+  EXPECT_TRUE(pod.engine().markHostCacheSeen());
+  EXPECT_FALSE(pod.engine().markHostCacheSeen());  // once
+  EXPECT_EQ(PrefixServices::cachedSlots(pod), 0u);
+  EXPECT_EQ(services_.capacityBlocks(pod, "m"), 0u);  // a host cache of unknown size
+  spec.kv_capacity_tokens = 100'000;
+  discovery::PodState configured(PodId{2}, spec);
+  configured.engine().publishSlots(2, 4096);
+  EXPECT_EQ(PrefixServices::cachedSlots(configured), 0u);
+  EXPECT_EQ(services_.capacityBlocks(configured, "m"), 3125u);
+  spec.engine = engine::EngineKind::kVllm;
+  discovery::PodState vllm(PodId{3}, spec);
+  vllm.engine().publishSlots(2, 4096);  // never for vLLM, but even so: not a slot engine
+  EXPECT_EQ(PrefixServices::cachedSlots(vllm), 0u);
+}
+
+}  // namespace
+}  // namespace prefixgate::routing
