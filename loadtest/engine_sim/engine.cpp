@@ -26,7 +26,10 @@ Engine::Sequence::Sequence(Engine& engine, SeqId id, asio::any_io_executor execu
 Engine::Sequence::~Sequence() { engine_.release(*this); }
 
 Engine::Engine(const SimConfig& config)
-    : config_(config), timing_(config.timingConfig()), scheduler_(config.schedulerConfig()) {}
+    : config_(config),
+      timing_(config.timingConfig()),
+      scheduler_(config.schedulerConfig()),
+      histograms_(engineHistograms(config.dialect())) {}
 
 Engine::StartResult Engine::start(asio::any_io_executor executor, std::span<const uint32_t> prompt_tokens,
                                   uint32_t max_output_tokens) {
@@ -76,12 +79,14 @@ asio::awaitable<void> Engine::run() {
     for (SeqId id : plan.started) {
       auto it = sequences_.find(id);
       if (it == sequences_.end()) continue;
+      it->second->started_ms_ = sim_ms_;
       histograms_.request_queue_time.observe(secondsBetween(it->second->arrival_, started));
       // Known now (the lookup happened at scheduling); a sequence may finish, and leave the scheduler, in this step.
       if (auto status = scheduler_.status(id))
         it->second->cached_tokens_ = static_cast<uint32_t>(std::max<int64_t>(0, status->cached_tokens));
     }
-    auto duration = stepDuration(timing_, stepWork(plan));
+    StepWork work = stepWork(plan);
+    auto duration = stepDuration(timing_, work);
     if (duration.count() > 0) {
       // Steps follow each other on a simulated clock, so the loop's own work does not stretch them.
       SteadyTime deadline = std::max(anchor, started - kMaxCatchUp) + duration;
@@ -93,6 +98,7 @@ asio::awaitable<void> Engine::run() {
       co_await asio::post(executor, asio::use_awaitable);
     }
     if (stopped_) break;
+    recordStep(plan, work, stepMilliseconds(timing_, work));
     deliver(scheduler_.complete(plan));
     publishEvents();
   }
@@ -115,6 +121,17 @@ bool Engine::resetPrefixCache() {
   return reset;
 }
 
+void Engine::recordStep(const StepPlan& plan, const StepWork& work, double step_ms) {
+  sim_ms_ += step_ms;
+  for (EngineActivity* activity : {&activity_, &window_}) {
+    ++activity->steps;
+    activity->busy_slot_steps += plan.entries.size();
+    activity->prefill_tokens += work.prefill_tokens;
+    if (work.prefill_tokens > 0) activity->prefill_ms += step_ms;
+    activity->busy_ms += step_ms;
+  }
+}
+
 void Engine::deliver(const StepOutcome& outcome) {
   SteadyTime at = now();
   for (SeqId id : outcome.sampled) {
@@ -123,11 +140,18 @@ void Engine::deliver(const StepOutcome& outcome) {
     Sequence& sequence = *it->second;
     if (sequence.generated_ == 0) {
       histograms_.time_to_first_token.observe(secondsBetween(sequence.arrival_, at));
+      sequence.first_token_ms_ = sim_ms_;
     } else {
       histograms_.inter_token_latency.observe(secondsBetween(sequence.last_token_at_, at));
     }
     sequence.last_token_at_ = at;
+    sequence.last_token_ms_ = sim_ms_;
     ++sequence.generated_;
+    uint64_t length = uint64_t{sequence.prompt_tokens_} + sequence.generated_;
+    for (EngineActivity* activity : {&activity_, &window_}) {
+      ++activity->generated_tokens;
+      activity->max_sequence_tokens = std::max(activity->max_sequence_tokens, length);
+    }
     sequence.wake_.cancel();
   }
   for (SeqId id : outcome.finished) {
@@ -136,6 +160,11 @@ void Engine::deliver(const StepOutcome& outcome) {
     Sequence& sequence = *it->second;
     sequence.finished_ = true;
     histograms_.e2e_request_latency.observe(secondsBetween(sequence.arrival_, at));
+    for (EngineActivity* activity : {&activity_, &window_}) {
+      activity->predicted_tokens += sequence.generated_;
+      activity->predicted_steps += sequence.generated_ > 0 ? sequence.generated_ - 1 : 0;
+      activity->predicted_ms += sequence.predictedMs();
+    }
     sequence.wake_.cancel();
   }
 }
@@ -155,6 +184,9 @@ MetricsSnapshot Engine::snapshot() const {
   snapshot.counters = scheduler_.counters();
   snapshot.block_size = config_.block_size;
   snapshot.num_gpu_blocks = config_.capacityBlocks();
+  snapshot.used_blocks = scheduler_.cache().usedBlocks();
+  snapshot.activity = activity_;
+  snapshot.window = window_;
   return snapshot;
 }
 

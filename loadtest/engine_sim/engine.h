@@ -8,6 +8,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,6 +27,8 @@ namespace prefixgate::sim {
 
 class Engine {
  public:
+  static constexpr double kMinPredictedMs = 0.001;
+
   // One request's sequence. Destroying it before it finished aborts it (a client that left): it leaves the queue
   // or the batch and frees its KV blocks.
   class Sequence {
@@ -39,6 +42,12 @@ class Engine {
     // Output tokens ready to be sent.
     uint32_t generatedTokens() const { return generated_; }
     bool finished() const { return finished_; }
+    // Simulated milliseconds (before --time-scale) from its first scheduling to its first token, and from its
+    // first token to its last (at least 0.001 once it has one, as llama-server clamps it to 1 us).
+    double promptMs() const { return generated_ == 0 ? 0 : first_token_ms_ - started_ms_; }
+    double predictedMs() const {
+      return generated_ == 0 ? 0 : std::max(kMinPredictedMs, last_token_ms_ - first_token_ms_);
+    }
 
    private:
     friend class Engine;
@@ -54,7 +63,11 @@ class Engine {
     bool released_ = false;
     SteadyTime arrival_;
     SteadyTime last_token_at_;
+    double started_ms_ = 0;  // the engine's simulated clock at these events
+    double first_token_ms_ = 0;
+    double last_token_ms_ = 0;
   };
+
 
   struct StartResult {
     std::unique_ptr<Sequence> sequence;  // null when error is set
@@ -87,6 +100,9 @@ class Engine {
     return scheduler_.cachedPrefixTokens(prompt_tokens);
   }
   MetricsSnapshot snapshot() const;
+  // Starts a new window for MetricsSnapshot::window (the rates llama-server and SGLang report are over the time
+  // since the last scrape).
+  void startActivityWindow() { window_ = EngineActivity{}; }
   const EngineHistograms& histograms() const { return histograms_; }
   const Scheduler& scheduler() const { return scheduler_; }
 
@@ -95,11 +111,16 @@ class Engine {
   // Hands a step's results to the sequences and wakes their sessions.
   void deliver(const StepOutcome& outcome);
   void publishEvents();
+  // Adds what one step did to the activity totals and the window.
+  void recordStep(const StepPlan& plan, const StepWork& work, double step_ms);
 
   SimConfig config_;
   TimingConfig timing_;
   Scheduler scheduler_;
   EngineHistograms histograms_;
+  double sim_ms_ = 0;  // simulated time of every step so far (before --time-scale)
+  EngineActivity activity_;
+  EngineActivity window_;
   std::unordered_map<SeqId, Sequence*> sequences_;
   std::optional<boost::asio::steady_timer> idle_;  // run() sleeps on it while there is no work
   EventSink event_sink_;

@@ -28,6 +28,8 @@ from the prompt: one " xyz" word per token.
 
 Endpoints: POST /v1/chat/completions, /v1/completions (stream or not), /v1/embeddings, /tokenize;
 GET /v1/models, /health, /metrics (vllm:* series). Idle keep-alive connections close after 5 s.
+--engine-dialect sglang or llamacpp keeps the engine and speaks that engine's HTTP instead (docs/simulator.md,
+"Engine dialects").
 Test aids (not vLLM):
   every response carries the header "x-sim-pod: NAME";
   POST /sim/cache/match {"messages": [...]} | {"prompt": ...} | {"token_ids": [...]}: how many leading tokens of
@@ -102,6 +104,14 @@ void addFlags(CLI::App& app, prefixgate::sim::SimConfig& config) {
   app.add_option("--kv-events-encoding", config.kv_events_encoding,
                  "msgpack layout of events: array (older vLLM) or map (newer vLLM)")
       ->capture_default_str();
+  app.add_option("--engine-dialect", config.engine_dialect,
+                 "HTTP surface: vllm, sglang (sglang:* metrics, /tokenize and /v1/tokenize) or llamacpp (llamacpp:* "
+                 "metrics, /tokenize, /apply-template, /props, /slots, timings; closes the connection after each "
+                 "streamed response). The engine model is the same")
+      ->capture_default_str();
+  app.add_flag("--close-after-stream", config.close_after_stream,
+               "Close the connection after every streamed response, without saying so in its head (default: on "
+               "with --engine-dialect llamacpp, as llama-server does; --close-after-stream=false turns it off)");
   app.add_option("--log-level", config.log_level, "debug, info, warn, error or off (info logs one line per request)")
       ->capture_default_str();
 }
@@ -115,6 +125,8 @@ int main(int argc, char** argv) {
   app.get_formatter()->column_width(34);
   addFlags(app, config);
   CLI11_PARSE(app, argc, argv);
+  if (app.count("--close-after-stream") == 0)
+    config.close_after_stream = config.engine_dialect == "llamacpp";
 
   log::Level level;
   if (!log::parseLevel(config.log_level, level)) {

@@ -7,19 +7,6 @@
 namespace prefixgate::sim {
 namespace {
 
-std::string escapeLabel(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\' || c == '"') out.push_back('\\');
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out.push_back(c);
-  }
-  return out;
-}
-
 void header(std::string& out, const char* name, const char* type, const char* help) {
   fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
@@ -50,6 +37,19 @@ void histogram(std::string& out, const std::string& labels, const char* name, co
 
 }  // namespace
 
+std::string escapeLabel(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
 Histogram::Histogram(std::vector<double> upper_bounds)
     : upper_bounds_(std::move(upper_bounds)), bucket_counts_(upper_bounds_.size() + 1, 0) {
   std::sort(upper_bounds_.begin(), upper_bounds_.end());
@@ -60,6 +60,19 @@ void Histogram::observe(double value) {
   ++bucket_counts_[static_cast<size_t>(bound - upper_bounds_.begin())];
   sum_ += value;
   ++count_;
+}
+
+EngineHistograms engineHistograms(EngineDialect dialect) {
+  EngineHistograms histograms;
+  if (dialect != EngineDialect::kSglang) return histograms;
+  histograms.time_to_first_token =
+      Histogram({0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400});
+  histograms.inter_token_latency =
+      Histogram({0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060,
+                 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000});
+  histograms.e2e_request_latency =
+      Histogram({0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400});
+  return histograms;
 }
 
 std::string renderMetrics(const MetricsSnapshot& snapshot, const EngineHistograms& histograms,

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_sim/engine_dialect.h"
 #include "engine_sim/scheduler.h"
 
 namespace prefixgate::sim {
@@ -36,6 +37,25 @@ struct EngineHistograms {
   Histogram inter_token_latency{{0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5}};
 };
 
+// What the engine did, in simulated time (the step times before --time-scale): the counters and rates of
+// llama-server's and SGLang's pages (vLLM's page shows none of it).
+struct EngineActivity {
+  uint64_t steps = 0;                // engine steps run (llama-server: llama_decode calls)
+  uint64_t busy_slot_steps = 0;      // the sequences in each step, summed over the steps
+  uint64_t prefill_tokens = 0;       // prompt tokens computed (cache misses, and recomputation after preemption)
+  double prefill_ms = 0;             // simulated time of the steps that prefilled
+  double busy_ms = 0;                // simulated time of all steps
+  uint64_t generated_tokens = 0;     // output tokens sampled
+  uint64_t predicted_tokens = 0;     // output tokens of finished requests
+  uint64_t predicted_steps = 0;      // their decode steps (a request's first token is free: it ends its prefill)
+  double predicted_ms = 0;           // their generation time, each from its first token to its last
+  uint64_t max_sequence_tokens = 0;  // the longest prompt + output seen
+};
+
+// The histograms with the bucket bounds of `dialect`'s engine: vLLM's above, or SGLang's
+// (TokenizerMetricsCollector's defaults); llama-server has none.
+EngineHistograms engineHistograms(EngineDialect dialect);
+
 struct MetricsSnapshot {
   size_t num_requests_running = 0;
   size_t num_requests_waiting = 0;
@@ -43,7 +63,13 @@ struct MetricsSnapshot {
   EngineCounters counters;
   uint32_t block_size = 16;
   uint64_t num_gpu_blocks = 0;
+  uint64_t used_blocks = 0;  // referenced by running sequences
+  EngineActivity activity;   // since the engine started
+  EngineActivity window;     // since the last Engine::startActivityWindow() (the last /metrics scrape)
 };
+
+// A Prometheus label value with backslash, double quote and newline escaped.
+std::string escapeLabel(const std::string& value);
 
 // The /metrics body: gauges, counters (with _total), histograms and vllm:cache_config_info, each with # HELP and
 // # TYPE lines and the labels model_name="<model_name>", engine="0".

@@ -25,6 +25,15 @@ struct Usage {
   uint32_t cached_tokens = 0;
 };
 
+// One request's timings as llama-server reports them (server_slot_stats), in simulated milliseconds.
+struct Timings {
+  uint32_t cache_n = 0;      // prompt tokens found in the prefix cache
+  uint32_t prompt_n = 0;     // prompt tokens processed (not cached)
+  double prompt_ms = 0;      // from its first scheduling to its first token
+  uint32_t predicted_n = 0;  // output tokens
+  double predicted_ms = 0;   // from its first token to its last
+};
+
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 
 // The error "type" vLLM uses for an HTTP status ("BadRequestError", "NotFoundError", ...).

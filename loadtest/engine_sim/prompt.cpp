@@ -149,6 +149,32 @@ PromptResult completionPrompt(const json& body) {
   return result;
 }
 
+namespace {
+
+// llama-server tokenizes the text of a prompt with a BOS token first and special markers parsed.
+PromptResult llamacppTokens(PromptResult result) {
+  if (result.ok() && !result.prompt.text.empty())
+    result.prompt.tokens = tokenizeSpecial(result.prompt.text, true, true);
+  return result;
+}
+
+}  // namespace
+
+PromptResult chatPrompt(const json& body, bool add_generation_prompt, EngineDialect dialect) {
+  PromptResult result = chatPrompt(body, add_generation_prompt);
+  return dialect == EngineDialect::kLlamacpp ? llamacppTokens(std::move(result)) : result;
+}
+
+PromptResult completionPrompt(const json& body, EngineDialect dialect) {
+  PromptResult result = completionPrompt(body);
+  return dialect == EngineDialect::kLlamacpp ? llamacppTokens(std::move(result)) : result;
+}
+
+bool llamacppAddGenerationPrompt(const json& body) {
+  auto it = body.is_object() ? body.find("add_generation_prompt") : body.end();
+  return it != body.end() && it->is_boolean() ? it->get<bool>() : true;
+}
+
 PromptsResult embeddingInputs(const json& body) {
   PromptsResult result;
   auto input = body.is_object() ? body.find("input") : body.end();

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "engine_sim/engine_dialect.h"
+
 namespace prefixgate::sim {
 
 struct Prompt {
@@ -44,6 +46,17 @@ PromptResult chatPrompt(const nlohmann::json& body, bool add_generation_prompt);
 // The prompt of a /v1/completions (or completion-form /tokenize) body: "prompt" as a string, a list of strings
 // (concatenated), a list of token ids, or a list of such lists (concatenated).
 PromptResult completionPrompt(const nlohmann::json& body);
+
+// The same as the engine of `dialect` tokenizes them. vllm and sglang: as above. llamacpp (llama-server renders
+// the chat template to text, then tokenizes that text with add_special and parse_special): the template's text,
+// or a completion's text, through tokenizeSpecial(text, true, true) (a BOS token, then markers as special tokens:
+// the same ids as above, after the BOS, whenever every role is a valid marker name); token-id prompts as they are.
+PromptResult chatPrompt(const nlohmann::json& body, bool add_generation_prompt, EngineDialect dialect);
+PromptResult completionPrompt(const nlohmann::json& body, EngineDialect dialect);
+
+// llama-server's add_generation_prompt of a chat body (and of /apply-template): the field when it is a boolean,
+// else true (its json_value falls back to the default on a wrong type).
+bool llamacppAddGenerationPrompt(const nlohmann::json& body);
 
 // The inputs of a /v1/embeddings body: "input" as a string, token ids, or a list of either; one Prompt each.
 PromptsResult embeddingInputs(const nlohmann::json& body);

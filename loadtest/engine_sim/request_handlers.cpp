@@ -87,7 +87,12 @@ Parsed<CompletionRequest> parseCompletionRequest(const SimConfig& config, Endpoi
   json doc = parseBody(body);
   parsed.status = checkModel(config, doc, request.model, parsed.error);
   if (!parsed.ok()) return parsed;
-  PromptResult prompt = endpoint == Endpoint::kChat ? chatPrompt(doc, true) : completionPrompt(doc);
+  EngineDialect dialect = config.dialect();
+  // llama-server honours add_generation_prompt in a chat request (as in /apply-template); the others' prompts
+  // here always end with it.
+  bool add_generation_prompt = dialect != EngineDialect::kLlamacpp || llamacppAddGenerationPrompt(doc);
+  PromptResult prompt = endpoint == Endpoint::kChat ? chatPrompt(doc, add_generation_prompt, dialect)
+                                                    : completionPrompt(doc, dialect);
   bool present = false;
   request.max_tokens = config.max_tokens_default;
   bool valid = prompt.ok() && readPositive(doc, "max_tokens", request.max_tokens, present, parsed.error) &&
@@ -158,7 +163,8 @@ SimpleResponse handleTokenize(const SimConfig& config, std::string_view body) {
 }
 
 SimpleResponse handleCacheMatch(std::string_view body,
-                                const std::function<CacheMatch(std::span<const uint32_t>)>& lookup) {
+                                const std::function<CacheMatch(std::span<const uint32_t>)>& lookup,
+                                EngineDialect dialect) {
   json doc = parseBody(body);
   if (doc.is_discarded() || !doc.is_object()) return errorResponse(400, "the request body must be a JSON object");
   PromptResult prompt;
@@ -166,9 +172,9 @@ SimpleResponse handleCacheMatch(std::string_view body,
     prompt = completionPrompt(json{{"prompt", *ids}});
     if (!prompt.ok()) prompt.error = "'token_ids' must be a non-empty list of token ids";
   } else if (doc.contains("messages")) {
-    prompt = chatPrompt(doc, true);
+    prompt = chatPrompt(doc, true, dialect);
   } else if (doc.contains("prompt")) {
-    prompt = completionPrompt(doc);
+    prompt = completionPrompt(doc, dialect);
   } else {
     prompt.error = "one of 'messages', 'prompt' or 'token_ids' is required";
   }

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine_sim/openai_json.h"
@@ -19,6 +20,7 @@ struct SimpleResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers = {};  // more header fields (name, value)
 };
 
 // Injected faults (POST /sim/fault).
@@ -75,10 +77,11 @@ struct CacheMatch {
   double kv_cache_usage = 0;
 };
 // POST /sim/cache/match: the prompt of a chat body ("messages", "tools"), a completion body ("prompt") or
-// {"token_ids": [...]}; answers {"cached_tokens", "prompt_tokens", "num_requests_running",
-// "num_requests_waiting", "kv_cache_usage_perc"} from `lookup` (which must only read).
+// {"token_ids": [...]}, tokenized as the engine of `dialect` does; answers {"cached_tokens", "prompt_tokens",
+// "num_requests_running", "num_requests_waiting", "kv_cache_usage_perc"} from `lookup` (which must only read).
 SimpleResponse handleCacheMatch(std::string_view body,
-                                const std::function<CacheMatch(std::span<const uint32_t>)>& lookup);
+                                const std::function<CacheMatch(std::span<const uint32_t>)>& lookup,
+                                EngineDialect dialect = EngineDialect::kVllm);
 // GET /v1/models.
 SimpleResponse handleModels(const SimConfig& config, int64_t created);
 // POST /sim/fault: applies the fields present ({"health_status", "error_status", "stall", "tokenize_status",

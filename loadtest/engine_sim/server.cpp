@@ -20,10 +20,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "engine_sim/dialect.h"
 #include "engine_sim/engine.h"
 #include "engine_sim/kv_event_publisher.h"
 #include "engine_sim/kv_events.h"
-#include "engine_sim/metrics_text.h"
 #include "engine_sim/output_text.h"
 #include "engine_sim/request_handlers.h"
 #include "engine_sim/request_log.h"
@@ -39,8 +39,9 @@ using namespace asio::experimental::awaitable_operators;
 using Request = http::request<http::string_body>;
 
 struct ServerState {
-  explicit ServerState(SimConfig c) : config(std::move(c)), engine(config) {}
+  explicit ServerState(SimConfig c) : config(std::move(c)), dialect(makeDialect(config)), engine(config) {}
   SimConfig config;
+  std::unique_ptr<Dialect> dialect;  // the HTTP surface (--engine-dialect)
   std::unique_ptr<KvEventPublisher> publisher;  // declared before the engine, whose sink uses it
   Engine engine;
   RequestLog requests;
@@ -57,7 +58,6 @@ constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable);
 constexpr size_t kWatchReadBytes = 4096;
 constexpr size_t kMaxPipelinedBytes = 1 << 20;
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(50);
-constexpr const char* kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
 
 int64_t unixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -93,9 +93,9 @@ void logRequest(const RequestRecord& r, double latency_ms) {
 
 // The answer instead of serving a parsed request: an injected error status, or the parse's own error.
 template <class ParsedRequest>
-std::optional<SimpleResponse> refuseWith(const Faults& faults, const ParsedRequest& parsed) {
-  if (faults.error_status != 0) return errorResponse(faults.error_status, "injected fault");
-  if (!parsed.ok()) return errorResponse(parsed.status, parsed.error);
+std::optional<SimpleResponse> refuseWith(const ServerState& state, const ParsedRequest& parsed) {
+  if (state.faults.error_status != 0) return state.dialect->error(state.faults.error_status, "injected fault");
+  if (!parsed.ok()) return state.dialect->error(parsed.status, parsed.error);
   return std::nullopt;
 }
 
@@ -149,7 +149,7 @@ asio::awaitable<void> Session::run() {
     if (ec == http::error::body_limit) {
       Request head = parser.release();
       head.keep_alive(false);
-      SimpleResponse too_large = errorResponse(413, "the request body is too large");
+      SimpleResponse too_large = state_.dialect->error(413, "the request body is too large");
       co_await send(head, too_large);
       break;
     }
@@ -177,12 +177,16 @@ asio::awaitable<bool> Session::serve(Request& request) {
 // The endpoints that are not recorded in /sim/requests, and unknown paths.
 std::optional<SimpleResponse> Session::answerAtOnce(const Request& request, std::string_view path) {
   http::verb method = request.method();
-  if (path == "/health" && method == http::verb::get)
-    return SimpleResponse{state_.faults.health_status, "text/plain", ""};
-  if (path == "/metrics" && method == http::verb::get) {
-    const Engine& engine = state_.engine;
-    return SimpleResponse{200, kMetricsContentType,
-                          renderMetrics(engine.snapshot(), engine.histograms(), state_.config.servedModel())};
+  const Dialect& dialect = *state_.dialect;
+  if (path == "/health" && method == http::verb::get) return dialect.health(state_.faults.health_status);
+  if (method == http::verb::get) {  // /metrics, and the dialect's own pages (/props, /slots)
+    MetricsSnapshot snapshot = state_.engine.snapshot();
+    EngineView view{snapshot, state_.engine.histograms(), state_.started_at};
+    if (path == "/metrics") {
+      state_.engine.startActivityWindow();  // the rates llama-server and SGLang report are since the last scrape
+      return dialect.metrics(view);
+    }
+    if (std::optional<SimpleResponse> page = dialect.info(path, view)) return page;
   }
   if (path == "/sim/requests" && (method == http::verb::get || method == http::verb::delete_)) {
     if (method == http::verb::delete_) state_.requests.clear();
@@ -191,11 +195,12 @@ std::optional<SimpleResponse> Session::answerAtOnce(const Request& request, std:
   }
   if (path == "/sim/cache/match" && method == http::verb::post) {
     const Engine& engine = state_.engine;
-    return handleCacheMatch(request.body(), [&engine](std::span<const uint32_t> tokens) {
+    auto lookup = [&engine](std::span<const uint32_t> tokens) {
       const Scheduler& scheduler = engine.scheduler();
       return CacheMatch{engine.cachedPrefixTokens(tokens), scheduler.numRunning(), scheduler.numWaiting(),
                         scheduler.kvCacheUsage()};
-    });
+    };
+    return handleCacheMatch(request.body(), lookup, state_.config.dialect());
   }
   if (path == "/reset_prefix_cache" && method == http::verb::post) {
     // vLLM's development endpoint: refused (the cache stays) while requests hold blocks.
@@ -204,10 +209,10 @@ std::optional<SimpleResponse> Session::answerAtOnce(const Request& request, std:
   }
   if (path == "/sim/fault" && method == http::verb::post) return handleFault(state_.faults, request.body());
   if (path == "/sim/fault" && method == http::verb::get) return faultsResponse(state_.faults);
-  for (std::string_view known : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models",
-                                 "/tokenize"})
+  for (std::string_view known : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models"})
     if (path == known) return std::nullopt;
-  return errorResponse(404, "Not Found");
+  if (dialect.isTokenizerPath(path)) return std::nullopt;
+  return dialect.error(404, "Not Found");
 }
 
 asio::awaitable<bool> Session::route(Request& request, std::string_view path) {
@@ -219,18 +224,19 @@ asio::awaitable<bool> Session::route(Request& request, std::string_view path) {
   bool models = path == "/v1/models";
   std::optional<SimpleResponse> answer;
   if (request.method() != (models ? http::verb::get : http::verb::post)) {
-    answer = errorResponse(405, "Method Not Allowed");
+    answer = state_.dialect->error(405, "Method Not Allowed");
   } else if (models) {
-    answer = handleModels(state_.config, state_.started_at);
-  } else if (path == "/tokenize") {
+    answer = state_.dialect->models(state_.started_at);
+  } else if (state_.dialect->isTokenizerPath(path)) {
     // Injected faults (/sim/fault): a slow tokenizer, then an error status instead of the answer.
     if (state_.faults.tokenize_delay_ms > 0) {
       asio::steady_timer delay(co_await asio::this_coro::executor);
       delay.expires_after(std::chrono::milliseconds(state_.faults.tokenize_delay_ms));
       co_await delay.async_wait(kUseTuple);
     }
-    if (state_.faults.tokenize_status != 0) answer = errorResponse(state_.faults.tokenize_status, "injected fault");
-    else answer = handleTokenize(state_.config, request.body());
+    int injected = state_.faults.tokenize_status;
+    answer = injected != 0 ? state_.dialect->error(injected, "injected fault")
+                           : state_.dialect->tokenizer(path, request.body());
   }
   bool keep = false;
   if (answer) {
@@ -255,13 +261,13 @@ asio::awaitable<bool> Session::serveCompletion(const Request& request, Endpoint 
     record.cancelled = true;
     co_return false;
   }
-  std::optional<SimpleResponse> refusal = refuseWith(state_.faults, parsed);
+  std::optional<SimpleResponse> refusal = refuseWith(state_, parsed);
   if (refusal) co_return co_await send(request, *refusal, &record);
 
   Engine::StartResult started =
       state_.engine.start(co_await asio::this_coro::executor, job.prompt.tokens, job.max_tokens);
   if (!started.sequence) {
-    SimpleResponse never_fits = errorResponse(400, started.error);
+    SimpleResponse never_fits = state_.dialect->error(400, started.error);
     co_return co_await send(request, never_fits, &record);
   }
   // Generation races the client: if the client goes first, generation is cancelled and the sequence (destroyed
@@ -269,13 +275,16 @@ asio::awaitable<bool> Session::serveCompletion(const Request& request, Endpoint 
   auto outcome = co_await (generate(request, job, *started.sequence, record) || watchClose());
   bool finished = outcome.index() == 0 && std::get<0>(outcome);
   if (!finished) record.cancelled = true;
-  co_return finished;
+  // --close-after-stream (llama-server's behaviour): the connection ends with the stream, though the response
+  // head did not say so.
+  co_return finished && !(job.stream && state_.config.close_after_stream);
 }
 
 asio::awaitable<bool> Session::generate(const Request& request, const CompletionRequest& job,
                                         Engine::Sequence& sequence, RequestRecord& record) {
   co_await asio::this_coro::throw_if_cancelled(false);
   Engine& engine = state_.engine;
+  const Dialect& dialect = *state_.dialect;
   CompletionMeta meta{job.endpoint, nextResponseId(job.endpoint), unixNow(), job.model};
   // Like vLLM, a stream's head goes out at once; its first event follows the prefill.
   if (job.stream) {
@@ -285,14 +294,15 @@ asio::awaitable<bool> Session::generate(const Request& request, const Completion
   OutputText output = OutputText::forPrompt(job.prompt.tokens);
   std::string text;
   uint32_t sent = 0;
-  while (!sequence.finished()) {
+  // Until every token is out: the sequence may finish while a write is under way, with tokens still to send.
+  while (!sequence.finished() || sent < sequence.generatedTokens()) {
     if (!co_await engine.waitProgress(sequence, sent)) co_return false;
     // Every token ready goes out now; a client slower than the engine gets several in one write.
     std::string events;
     for (; sent < sequence.generatedTokens(); ++sent) {
       std::string piece = output.token(sent);
       if (job.stream) {
-        events += sseEvent(tokenChunk(meta, piece, sent == 0));
+        events += dialect.tokenEvents(meta, piece, sent == 0);
       } else {
         text += piece;
       }
@@ -301,14 +311,14 @@ asio::awaitable<bool> Session::generate(const Request& request, const Completion
     record.cached_tokens = sequence.cachedTokens();
     if (!events.empty() && !co_await writeChunk(events)) co_return false;
   }
-  Usage usage{sequence.promptTokens(), sequence.generatedTokens(), sequence.cachedTokens()};
+  Outcome outcome{Usage{sequence.promptTokens(), sequence.generatedTokens(), sequence.cachedTokens()},
+                  Timings{sequence.cachedTokens(), sequence.promptTokens() - sequence.cachedTokens(),
+                          sequence.promptMs(), sequence.generatedTokens(), sequence.predictedMs()}};
   if (!job.stream) {
-    SimpleResponse response{200, "application/json", completionResponse(meta, text, job.finish_reason, usage).dump()};
+    SimpleResponse response{200, "application/json", dialect.completionBody(meta, text, job.finish_reason, outcome)};
     co_return co_await send(request, response, &record);
   }
-  std::string tail = sseEvent(finishChunk(meta, job.finish_reason));
-  if (job.include_usage) tail += sseEvent(usageChunk(meta, usage));
-  tail += kSseDone;
+  std::string tail = dialect.streamEnd(meta, job.finish_reason, job.include_usage, outcome);
   if (!co_await writeChunk(tail)) co_return false;
   if (!co_await writeLastChunk()) co_return false;
   record.completed = true;
@@ -326,7 +336,7 @@ asio::awaitable<bool> Session::serveEmbeddings(const Request& request, RequestRe
     record.cancelled = true;
     co_return false;
   }
-  std::optional<SimpleResponse> refusal = refuseWith(state_.faults, parsed);
+  std::optional<SimpleResponse> refusal = refuseWith(state_, parsed);
   if (refusal) co_return co_await send(request, *refusal, &record);
   // The inputs are prefilled together, as one prompt-only sequence through the engine's steps.
   std::vector<uint32_t> all_tokens;
@@ -334,7 +344,7 @@ asio::awaitable<bool> Session::serveEmbeddings(const Request& request, RequestRe
     all_tokens.insert(all_tokens.end(), input.tokens.begin(), input.tokens.end());
   Engine::StartResult started = state_.engine.start(co_await asio::this_coro::executor, all_tokens, 0);
   if (!started.sequence) {
-    SimpleResponse never_fits = errorResponse(400, started.error);
+    SimpleResponse never_fits = state_.dialect->error(400, started.error);
     co_return co_await send(request, never_fits, &record);
   }
   auto outcome = co_await (state_.engine.waitProgress(*started.sequence, 0) || watchClose());
@@ -354,6 +364,7 @@ asio::awaitable<bool> Session::send(const Request& request, const SimpleResponse
   message.result(static_cast<unsigned>(response.status));
   message.set(http::field::content_type, response.content_type);
   message.set("x-sim-pod", state_.config.name);
+  for (const auto& [name, value] : response.headers) message.set(name, value);
   message.keep_alive(request.keep_alive());
   message.body() = response.body;
   message.prepare_payload();

@@ -47,6 +47,8 @@ std::string validateConfig(const SimConfig& config) {
   if (!parseKvEventEncoding(config.kv_events_encoding))
     return fmt::format("--kv-events-encoding: '{}' is not array or map", config.kv_events_encoding);
   if (!config.kv_replay.empty() && config.kv_events.empty()) return "--kv-replay: needs --kv-events";
+  if (!parseEngineDialect(config.engine_dialect))
+    return fmt::format("--engine-dialect: '{}' is not vllm, sglang or llamacpp", config.engine_dialect);
   return "";
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_sim/engine_dialect.h"
 #include "engine_sim/scheduler.h"
 #include "engine_sim/timing_model.h"
 
@@ -50,12 +51,20 @@ struct SimConfig {
   std::string kv_replay;
   std::string kv_events_encoding = "array";  // array | map
 
+  // The HTTP surface: vllm | sglang | llamacpp (engine_dialect.h).
+  std::string engine_dialect = "vllm";
+  // Close the connection after the last chunk of every streamed response, without saying so in its head (as
+  // llama-server does). main.cpp turns it on by default for the llamacpp dialect.
+  bool close_after_stream = false;
+
   std::string log_level = "info";
 
   uint64_t capacityBlocks() const { return block_size == 0 ? 0 : kv_capacity_tokens / block_size; }
   SchedulerConfig schedulerConfig() const;
   TimingConfig timingConfig() const;
   const std::string& servedModel() const { return models.front(); }
+  // The parsed engine_dialect (vllm when invalid: validateConfig refuses that).
+  EngineDialect dialect() const { return parseEngineDialect(engine_dialect).value_or(EngineDialect::kVllm); }
 };
 
 // Returns one line naming the first invalid setting ("--block-size: must be at least 1"), or "" when valid.

@@ -10,7 +10,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import GATEWAY_BIN, Gateway, Sim, read_chunks, request, sse_events, stream_content, wait_until, write_pods
+from harness import GATEWAY_BIN, Gateway, Sim, read_chunks, request, settled, sse_events, stream_content, wait_until, write_pods
 
 
 def test_stream_arrives_event_by_event_with_the_same_content_as_direct(tmp_path):
@@ -270,8 +270,10 @@ def test_client_disconnect_stops_the_engine(tmp_path):
         sim.stop()
 
 
-def test_reused_connection_closed_by_the_engine_is_retried_fresh(tmp_path):
-    """When the engine has closed a pooled keep-alive connection, the request is retried on a fresh one."""
+def test_pooled_connection_closed_by_the_engine_is_never_written_into(tmp_path):
+    """When the engine has closed a pooled keep-alive connection, the gateway sees it before reuse and opens a fresh
+    one: no request is written into the dead connection, none is retried, and the close is counted apart
+    (prefixgate_upstream_stale_connections_total{stage="detected"}), not as a retry or an engine failure."""
     sim = Sim(tmp_path, "a", "--keep-alive-timeout-ms", "300")
     gw = Gateway(tmp_path, [sim], config={"upstream": {"pool_idle_ms": 60000}, "threads": 1})
     try:
@@ -279,7 +281,11 @@ def test_reused_connection_closed_by_the_engine_is_retried_fresh(tmp_path):
         time.sleep(0.6)  # the engine closes the idle connection; the gateway still pools it
         assert gw.chat("second")[0] == 200
         assert gw.chat("third")[0] == 200
-        assert "prefixgate_retries_total" in gw.metrics_text()
+        assert settled(lambda: gw.metric("prefixgate_upstream_stale_connections_total", stage="detected")) >= 1
+        assert gw.metric("prefixgate_upstream_stale_connections_total", stage="sent") == 0
+        assert gw.metric("prefixgate_retries_total") == 0
+        assert gw.metric("prefixgate_upstream_errors_total") == 0
+        assert len(sim.completions_seen()) == 3  # each request reached the engine once
     finally:
         gw.stop()
         sim.stop()

@@ -161,5 +161,41 @@ TEST(Engine, RefusesRequestLargerThanCache) {
   EXPECT_NE(started.error.find("KV cache blocks"), std::string::npos);
 }
 
+// Ensures a request's timings and the engine's activity are in simulated time (even at --time-scale 0): its
+// prompt time is its prefill step, its generation time the decode steps after, and the activity window restarts.
+TEST(Engine, ReportsSimulatedTimingsAndActivity) {
+  asio::io_context io;
+  Engine engine(instantConfig(4));
+  auto seq = engine.start(io.get_executor(), tokenize(std::string(200, 'p')), 3);  // 50 tokens
+  std::vector<std::string> events;
+  asio::co_spawn(io, consume(engine, *seq.sequence, events, "s"), asio::detached);
+  runUntilIdle(io, engine);
+  MetricsSnapshot snapshot = engine.snapshot();
+  const EngineActivity& activity = snapshot.activity;
+  EXPECT_EQ(activity.steps, 3u);  // one prefill step (first token), two decode steps
+  EXPECT_EQ(activity.busy_slot_steps, 3u);
+  EXPECT_EQ(activity.prefill_tokens, 50u);
+  EXPECT_EQ(activity.generated_tokens, 3u);
+  EXPECT_EQ(activity.predicted_tokens, 3u);
+  EXPECT_EQ(activity.predicted_steps, 2u);
+  EXPECT_EQ(activity.max_sequence_tokens, 53u);
+  EXPECT_GT(seq.sequence->promptMs(), 0);
+  EXPECT_DOUBLE_EQ(seq.sequence->promptMs(), activity.prefill_ms);
+  EXPECT_DOUBLE_EQ(seq.sequence->predictedMs(), activity.busy_ms - activity.prefill_ms);
+  EXPECT_DOUBLE_EQ(activity.predicted_ms, seq.sequence->predictedMs());
+  EXPECT_EQ(snapshot.window.steps, 3u);
+  engine.startActivityWindow();
+  EXPECT_EQ(engine.snapshot().window.steps, 0u);
+  EXPECT_EQ(engine.snapshot().activity.steps, 3u);
+}
+
+// Ensures SGLang's dialect gets SGLang's histogram bounds, the others vLLM's.
+TEST(Engine, HistogramBoundsFollowTheDialect) {
+  SimConfig config = instantConfig(4);
+  config.engine_dialect = "sglang";
+  EXPECT_EQ(Engine(config).histograms().time_to_first_token.upperBounds().front(), 0.1);
+  EXPECT_EQ(Engine(instantConfig(4)).histograms().time_to_first_token.upperBounds().front(), 0.001);
+}
+
 }  // namespace
 }  // namespace prefixgate::sim
