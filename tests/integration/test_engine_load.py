@@ -208,3 +208,30 @@ def test_an_unrecognised_engine_is_an_error_not_an_idle_pod(tmp_path, gateway_fa
     finally:
         sim.stop()
         other.stop()
+
+
+def test_sglang_and_llamacpp_pages_give_the_same_signals(tmp_path, gateway_factory):
+    """Simulated pods speaking SGLang's and llama.cpp's formats (recognised from their pages, `engine: auto`) give
+    the gateway their load as a vLLM pod's does: running rises under load on both; SGLang's KV usage and pool size
+    (sglang:max_total_num_tokens) are read, llama.cpp's capacity comes from /props (slots x context)."""
+    sglang = slow_sim(tmp_path, "sglang", "--engine-dialect", "sglang", "--kv-capacity-tokens", "64000")
+    llama = slow_sim(tmp_path, "llama", "--engine-dialect", "llamacpp", "--kv-capacity-tokens", "64000",
+                     "--max-num-seqs", "4")
+    try:
+        gw = gateway_factory([sglang, llama], config=FAST_SCRAPE)
+        for name, dialect in (("sglang", "sglang"), ("llama", "llamacpp")):
+            wait_until(lambda: engine_of(gw, name)["dialect"] == dialect, what=f"{name} recognised as {dialect}")
+        pods = {p["name"]: p for p in gw.debug_pods()}
+        assert pods["sglang"]["kv_capacity_tokens"] == 64000
+        assert pods["sglang"]["engine"]["kv_cache_usage"] == 0
+        wait_until(lambda: engine_of(gw, "llama")["slots"] == 4, what="llama.cpp's slots from /props")
+        assert {p["name"]: p for p in gw.debug_pods()}["llama"]["kv_capacity_tokens"] == 64000
+        for sim in (sglang, llama):
+            with held_streams(sim.port, 2):
+                wait_until(lambda: engine_of(gw, sim.name)["running"] == 2, what=f"running == 2 on {sim.name}")
+                if sim is sglang:
+                    assert engine_of(gw, "sglang")["kv_cache_usage"] > 0
+        assert gw.metric("prefixgate_engine_scrape_errors_total") == 0
+    finally:
+        sglang.stop()
+        llama.stop()

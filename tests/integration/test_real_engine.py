@@ -1,0 +1,188 @@
+"""The gateway in front of real llama.cpp engines (llama-server, scripts/fetch_llama.sh; one thread, two slots, a
+random-weight model): their signals read in the llama.cpp dialect and never silently missing, streams that never
+meet a connection the engine closed, the prediction audit equal to what the engines report, the bytes per engine
+token learned from their usage, and their capacity (slots x context from /props) bounding what the gateway
+predicts, unless a host prompt cache shows. A missing binary fails these tests (scripts/setup.sh builds it)."""
+import json
+
+import pytest
+
+from harness import LLAMA_SERVER_BIN, LlamaServer, llama_available, sse_events, wait_until
+
+MODEL = "llama-model"
+FAST_SCRAPE = {"engine_metrics": {"scrape_interval_ms": 100, "scrape_timeout_ms": 1000}}
+PARAGRAPH = ("A gateway in front of inference engines sends each request to the engine that already holds the "
+             "longest prefix of its prompt in its cache, and weighs that against how busy each engine is. ")
+
+
+def document(tag, repeats=12):
+    """About 400 tokens of English that no other tag shares beyond the template's first tokens."""
+    return f"Document {tag}. " + " ".join(f"{tag}-{i}: {PARAGRAPH}" for i in range(repeats))
+
+
+def require_llama():
+    if not llama_available():
+        pytest.fail(f"llama-server not found at {LLAMA_SERVER_BIN}: run scripts/fetch_llama.sh (scripts/setup.sh "
+                    "runs it), or set PREFIXGATE_LLAMA_SERVER_BIN")
+
+
+@pytest.fixture
+def llamas(tmp_path):
+    """Starts llama-server pods with the given extra flags; every one is stopped after the test."""
+    require_llama()
+    started = []
+
+    def start(count, *extra):
+        for _ in range(count):
+            started.append(LlamaServer(tmp_path, name=f"llama-{len(started)}", parallel=2, ctx=8192, extra=extra))
+        return started[-count:]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def engine_of(gw, name):
+    return next(p for p in gw.debug_pods() if p["name"] == name)
+
+
+def chat(gw, content, stream=False, headers=None, max_tokens=4):
+    """A chat request through the gateway that must succeed; returns (headers, usage or None, text)."""
+    extra = {"stream_options": {"include_usage": True}} if stream else {}
+    status, hdrs, body = gw.chat(content, max_tokens=max_tokens, stream=stream, model=MODEL, headers=headers,
+                                 **extra)
+    assert status == 200, body[:500]
+    if not stream:
+        answer = json.loads(body)
+        return hdrs, answer["usage"], answer["choices"][0]["message"]["content"]
+    events = [json.loads(e) for e in sse_events(body) if e != "[DONE]"]
+    usage = next((e["usage"] for e in events if e.get("usage")), None)
+    text = "".join((c.get("delta") or {}).get("content") or "" for e in events for c in e.get("choices", []))
+    return hdrs, usage, text
+
+
+def test_llamacpp_pods_are_read_in_their_dialect(tmp_path, llamas, gateway_factory):
+    """A llama.cpp pod, declared or recognised from its /metrics, has its load read from the llamacpp:* series
+    (running, waiting, cache counters), its KV capacity from /props (2 slots x 4,096 tokens), and the KV usage it
+    does not report shown as unreported (null), with no failed scrape."""
+    declared, recognised = llamas(2)
+    auto_entry = {k: v for k, v in recognised.pod_entry().items() if k != "engine"}
+    gw = gateway_factory([declared, auto_entry], config=FAST_SCRAPE)
+    for pod, source in ((declared, "configured"), (recognised, "recognised")):
+        seen = wait_until(lambda: (p := engine_of(gw, pod.name))["engine"]["slots"] and p, timeout=20,
+                          what=f"{pod.name}'s slots from /props")
+        engine = seen["engine"]
+        assert engine["dialect"] == "llamacpp" and engine["dialect_source"] == source
+        assert engine["known_series"] >= 4
+        assert engine["running"] == 0 and engine["waiting"] == 0
+        assert engine["kv_cache_usage"] is None and engine["unreported"] == "kv_cache_usage"
+        assert engine["prefix_cache_queries"] is not None
+        assert engine["slots"] == 2 and seen["kv_capacity_tokens"] == 8192
+        assert engine["capacity_error"] is None and engine["last_error"] == ""
+        assert sum(engine["scrape_errors"].values()) == 0
+    assert "engine recognised as llamacpp" in gw.read_log()
+    assert gw.metric("prefixgate_engine_scrape_errors_total") == 0
+
+
+def test_streams_never_meet_a_connection_the_engine_closed(tmp_path, llamas, gateway_factory):
+    """llama-server closes the connection after every streamed response although it announced keep-alive: the
+    gateway sees that before reusing the connection, so a run of streams and plain answers to one pod has no retry,
+    no failure and no request written into a closed connection; the closes are counted as detected."""
+    (pod,) = llamas(1)
+    gw = gateway_factory([pod], config={"threads": 1})
+    for i in range(10):
+        _, usage, text = chat(gw, f"Question {i}: {document('s', 2)}", stream=True)
+        assert usage["prompt_tokens"] > 100 and text
+    for i in range(3):
+        _, usage, text = chat(gw, f"Plain {i}: {document('p', 2)}")
+        assert text
+    assert gw.metric("prefixgate_retries_total") == 0
+    assert gw.metric("prefixgate_upstream_errors_total") == 0
+    assert gw.metric("prefixgate_upstream_stale_connections_total", stage="sent") == 0
+    assert gw.metric("prefixgate_upstream_stale_connections_total", stage="detected") >= 9
+    assert gw.metric("prefixgate_requests_total", status="200") == 13
+
+
+def test_prediction_audit_equals_what_the_engines_report(tmp_path, llamas, gateway_factory):
+    """With the engines' own tokens (the remote tokenizer through llama.cpp's chat template), the prefix tokens the
+    gateway predicts cached on the chosen pod are what the engine reports cached (llama.cpp's timings, usage):
+    accuracy of at least 90 % per pod over groups of requests sharing a document, which follow it to one pod."""
+    pods = llamas(2)
+    gw = gateway_factory(pods, config={**FAST_SCRAPE, "routing": {
+        "strategy": "prefix-cache", "prefix_cache": {"use_remote_tokenizer": True}}})
+    for tag in ("alpha", "beta"):
+        holder = None
+        for turn in range(3):
+            hdrs, usage, _ = chat(gw, f"{document(tag)}\nQuestion {turn}: what does it say?", stream=True)
+            holder = holder or hdrs["target-pod"]
+            assert hdrs["target-pod"] == holder  # the group follows its document
+            if turn:
+                assert usage["prompt_tokens_details"]["cached_tokens"] > 0.8 * usage["prompt_tokens"]
+    audited = [p["prediction"] for p in gw.debug_pods() if p["prediction"]["responses"]]
+    assert audited and sum(p["responses"] for p in audited) == 6
+    for prediction in audited:
+        assert prediction["accuracy"] >= 0.9, prediction
+    assert gw.metric("prefixgate_remote_tokenizer_requests_total", outcome="miss") == 6
+
+
+def test_bytes_per_engine_token_are_learned_from_usage(tmp_path, llamas, gateway_factory):
+    """With the character tokenizer, the gateway learns the model's bytes per engine token from the engine's usage
+    (the prompt's bytes against usage.prompt_tokens, decayed sums over the responses), shown per model in
+    /debug/pods; the default 4 only until then."""
+    (pod,) = llamas(1)
+    gw = gateway_factory([pod], config={"routing": {"strategy": "prefix-cache"}})
+    before = json.loads(gw.admin("GET", "/debug/pods")[2])["models"][MODEL]
+    assert before == {"bytes_per_engine_token": 4.0, "samples": 0}
+    decay, byte_sum, token_sum = 0.98, 0.0, 0.0  # routing::BytesPerToken::kDecay
+    for content in ("Short question about caches?", document("x"), "ünïcödé " * 40):
+        _, usage, _ = chat(gw, content, stream=True)
+        byte_sum = byte_sum * decay + len(content.encode())
+        token_sum = token_sum * decay + usage["prompt_tokens"]
+    learned = json.loads(gw.admin("GET", "/debug/pods")[2])["models"][MODEL]
+    assert learned["samples"] == 3
+    assert learned["bytes_per_engine_token"] == pytest.approx(byte_sum / token_sum, rel=1e-9)
+    assert learned["bytes_per_engine_token"] != pytest.approx(4.0, abs=0.05)
+
+
+def test_slots_bound_what_a_pod_without_a_host_cache_holds(tmp_path, llamas, gateway_factory):
+    """A llama.cpp pod without a host prompt cache (--cache-ram 0) holds one prompt per slot: after documents A, B
+    and C on its two slots, C took A's, and the gateway predicts A cold (0 % match), as the engine then reports; the
+    pod stays modelled by its slots (no host cache seen)."""
+    (pod,) = llamas(1, "--cache-ram", "0")
+    gw = gateway_factory([pod], config={**FAST_SCRAPE, "routing": {
+        "strategy": "prefix-cache", "prefix_cache": {"use_remote_tokenizer": True}}})
+    wait_until(lambda: engine_of(gw, pod.name)["engine"]["slots"] == 2, timeout=20, what="the slots from /props")
+    for tag in ("A", "B", "C"):
+        chat(gw, document(tag))
+    hdrs, usage, _ = chat(gw, document("A"))
+    assert hdrs["x-prefix-match-percent"] == "0"
+    assert usage["prompt_tokens_details"]["cached_tokens"] < 0.1 * usage["prompt_tokens"]  # the engine agrees
+    hdrs, usage, _ = chat(gw, document("C"))  # still in its slot
+    assert int(hdrs["x-prefix-match-percent"]) >= 90
+    assert usage["prompt_tokens_details"]["cached_tokens"] > 0.9 * usage["prompt_tokens"]
+    assert engine_of(gw, pod.name)["engine"]["host_prompt_cache"] is False
+
+
+def test_a_host_prompt_cache_is_recognised(tmp_path, llamas, gateway_factory):
+    """With llama.cpp's host prompt cache (--cache-ram, on by default) the pod serves cached prompts beyond its two
+    slots: the audit shows hits the slots cannot explain, the gateway says so once in its log and in /debug/pods,
+    and then predicts those prompts warm from its routing history (a revisited document matches again)."""
+    (pod,) = llamas(1)
+    gw = gateway_factory([pod], config={**FAST_SCRAPE, "routing": {
+        "strategy": "prefix-cache", "prefix_cache": {"use_remote_tokenizer": True}}})
+    wait_until(lambda: engine_of(gw, pod.name)["engine"]["slots"] == 2, timeout=20, what="the slots from /props")
+    tags = ("A", "B", "C", "D")
+    for round_ in range(4):
+        for tag in tags:
+            chat(gw, f"{document(tag)}\nRound {round_}.")
+        if engine_of(gw, pod.name)["engine"]["host_prompt_cache"]:
+            break
+    engine = engine_of(gw, pod.name)["engine"]
+    assert engine["host_prompt_cache"] is True
+    assert gw.read_log().count("it has a host prompt cache") == 1
+    # What the slots model dropped before is forgotten; what is routed from now on stays predicted.
+    for tag in tags:
+        chat(gw, f"{document(tag)}\nAfterwards.")
+    hdrs, usage, _ = chat(gw, f"{document('A')}\nOnce more.")
+    assert int(hdrs["x-prefix-match-percent"]) >= 90
+    assert usage["prompt_tokens_details"]["cached_tokens"] > 0.9 * usage["prompt_tokens"]
