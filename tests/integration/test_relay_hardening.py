@@ -290,9 +290,10 @@ def test_http10_client_gets_a_close_delimited_stream(tmp_path, gateway_factory):
 
 
 def test_client_hanging_up_during_a_fresh_connection_retry(tmp_path, gateway_factory):
-    """The engine closed the pooled connection, so the request is retried on a new one; while that connect waits
-    (the engine's accept queue is full), the client hangs up. The watcher must close the new connection, not the
-    freed one (ASan builds report the use-after-free of old), and the pod serves the next client."""
+    """The engine closed the pooled connection, so the request goes out on a new one (the dead one is seen before
+    reuse and dropped); while that connect waits (the engine's accept queue is full), the client hangs up. The
+    watcher must close the new connection, not the dropped one (ASan builds report a use-after-free), and the pod
+    serves the next client."""
     engine = FakeEngine(lambda body: answer("HTTP/1.1 200 OK", NORMAL))
     fillers = []
     try:
@@ -322,10 +323,12 @@ def test_client_hanging_up_during_a_fresh_connection_retry(tmp_path, gateway_fac
         engine.accepting.set()
         assert gw.proc.poll() is None, "the gateway died"
         wait_until(lambda: gw.debug_pods()[0]["in_flight"] == 0, timeout=IO_TIMEOUT_S, what="in-flight back to 0")
-        # The case under test happened: one retry (the fresh connection), ended by the client leaving. (The metrics
-        # are recorded just after the in-flight count drops.)
-        wait_until(lambda: 'prefixgate_retries_total{reason="client_gone"} 1' in gw.metrics_text(),
-                   timeout=IO_TIMEOUT_S, what="the retry ended by the client counted")
+        # The case under test happened: the dead pooled connection dropped before reuse, the fresh connection ended
+        # by the client leaving. (The metrics are recorded just after the in-flight count drops.)
+        wait_until(lambda: gw.metric("prefixgate_requests_total", status="499") == 1, timeout=IO_TIMEOUT_S,
+                   what="the request ended by the client counted")
+        assert gw.metric("prefixgate_upstream_stale_connections_total", stage="detected") == 1
+        assert gw.metric("prefixgate_upstream_stale_connections_total", stage="sent") == 0
         served_normally(gw, "fake-0")
     finally:
         for s in fillers:

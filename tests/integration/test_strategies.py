@@ -75,8 +75,8 @@ def debug_route(gw, content, strategy=None):
 
 def test_prefill_cost_follows_the_cache_and_counts_the_context_in_flight(tmp_path, gateway_factory):
     """prefill-cost: the pod holding the prompt costs least (nothing to compute), every other pod the whole prompt's
-    blocks; while a request is in flight its prompt's tokens count against its pod (in_flight_tokens, and its cost
-    rises by those tokens in blocks) until the response ends."""
+    blocks; while a request is in flight its prompt's engine tokens count against its pod (in_flight_tokens, and its
+    cost rises by those tokens in blocks) until the response ends."""
     pods = [Sim(tmp_path, f"engine-{i}", time_scale="1") for i in range(3)]
     try:
         gw = gateway_factory(pods, config={"routing": {"strategy": "prefill-cost"}})
@@ -92,7 +92,7 @@ def test_prefill_cost_follows_the_cache_and_counts_the_context_in_flight(tmp_pat
         for name, cost in costs.items():
             if name != holder:
                 assert cost == 16 * route["blocks"], costs  # every block to compute (weight 16), nothing in flight
-        prompt_tokens = debug_route(gw, prompt)["tokens"]
+        prompt_tokens = debug_route(gw, prompt)["engine_tokens"]  # the context counts engine tokens
 
         done = threading.Event()
         threading.Thread(target=lambda: (gw.chat(prompt, max_tokens=400), done.set()), daemon=True).start()
