@@ -281,6 +281,21 @@ std::vector<uint32_t> idsOf(const std::vector<TokenizerPod>& pods) {
 
 // Ensures a chat request among mixed pods asks a pod that can (vLLM, llama.cpp) before SGLang however loaded,
 // known dialects before pods not recognised yet, and says how many can be asked.
+// Ensures a /tokenize answer is accepted only when any JSON parser would accept it, in the parts the gateway skips
+// too (found by the engine_answer fuzz target: an invalid escape in an unknown key, numbers JSON does not allow).
+TEST(TokenizeAnswerDialects, RejectsWhatNoJsonParserAccepts) {
+  TokenizeAnswer out;
+  std::string error;
+  for (const char* body : {R"({"count":1,"max_mode\ul_len":8,"tokens":[1]})", R"({"count":1,"x":"\ud800","tokens":[1]})",
+                           R"({"count":1,"x":+1,"tokens":[1]})", R"({"count":1,"x":1-2,"tokens":[1]})",
+                           R"({"count":1,"x":01,"tokens":[1]})", R"({"count":1,"x":1.,"tokens":[1]})",
+                           R"({"count":1,"x":.5,"tokens":[1]})", "{\"count\":1,\"x\":\"\xff\",\"tokens\":[1]}"}) {
+    EXPECT_FALSE(parseTokenizeAnswer(body, out, error)) << body;
+  }
+  EXPECT_TRUE(parseTokenizeAnswer(R"({"count":1,"x":[-0.5e+3,"\u00e9",true,null,{}],"tokens":[1]})", out, error))
+      << error;
+}
+
 TEST(TokenizerPodOrder, PodsThatCanComeFirst) {
   auto mixed = pods({{EngineKind::kSglang, 0}, {EngineKind::kAuto, 0}, {EngineKind::kVllm, 7},
                      {EngineKind::kLlamaCpp, 3}, {EngineKind::kSglang, 1}});
