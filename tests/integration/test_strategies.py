@@ -85,6 +85,8 @@ def test_prefill_cost_follows_the_cache_and_counts_the_context_in_flight(tmp_pat
         assert status == 200, body
         assert headers["routing-strategy"] == "prefill-cost"
         holder = headers["target-pod"]
+        # The response's context is released just after its last byte (the client may read it first).
+        wait_until(lambda: all(p["in_flight"] == 0 for p in gw.debug_pods()), what="the first request's end counted")
         route = debug_route(gw, prompt + " What does clause 7 say?")
         assert route["pod"] == holder, route
         costs = {p["name"]: p["load_score"] for p in route["pods"]}
