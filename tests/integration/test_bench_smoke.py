@@ -164,3 +164,43 @@ def test_overhead_benchmark_runs_one_loop_proxies_and_prefix_cache_matches_over_
         assert line in against, line
     assert "8 of 8 pods used" in against
     assert results["provenance"]["git"]["commit"] and "**Provenance**: commit" in report
+
+
+def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator(tmp_path):
+    """Ensures the real-engine runner (loadtest/bench/real.py --tiny: two llama-servers, one seed) calibrates the
+    simulator against a llama-server, streams the tiny shared-prefix and multi-turn workloads through a gateway in
+    front of real pods and of simulated ones (both calibrations), and reports per run the cached share within the
+    engine-token bound, usage agreeing with the engines' counters and with the prompts' engine tokenization, the
+    gateway's figures, and the comparison table."""
+    from harness import LLAMA_SERVER_BIN, llama_available
+
+    if not llama_available():
+        pytest.fail(f"llama-server not found at {LLAMA_SERVER_BIN}: run scripts/fetch_llama.sh (scripts/setup.sh "
+                    "runs it), or set PREFIXGATE_LLAMA_SERVER_BIN")
+    run(["loadtest/bench/real.py", "--tiny", "--strategies", "random,prefix-cache-remote", "--workloads",
+         "shared-prefix,multi-turn", "--calibration-repeats", "1", "--progress", "never", "--min-valid-seeds", "0",
+         "--out", str(tmp_path)])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    report = (tmp_path / "REPORT.md").read_text()
+    cal = json.loads((tmp_path / "calibration.json").read_text())
+    assert cal["prefill"]["tokens_per_s"] > 0 and cal["decode"]["per_seq_ms"] > 0 and cal["llama_per_sim_token"] > 0
+    assert summary["fleets"] == ["llama", "sim-isolated", "sim-in-situ"] and summary["pods"] == 2
+    for name, workload in summary["workloads"].items():
+        assert (tmp_path / workload["plot"]).stat().st_size > 1000
+        runs = workload["runs"]
+        assert {(r["fleet"], r["strategy"]) for r in runs} == {
+            (f, s) for f in summary["fleets"] for s in ("random", "prefix-cache-remote")}, name
+        for row in runs:
+            where = f"{name}/{row['fleet']}/{row['strategy']}"
+            assert row["errors"] == 0 and not row["crashed"] and row["ok"] == row["requests"] > 0, (where, row)
+            assert row["prompt_tokens_match"], where   # usage.prompt_tokens == /apply-template + /tokenize
+            assert 0.0 <= row["hit_ratio"] <= row["upper_bound"] + 1e-9 <= 1.0 + 1e-9, where
+            assert row["engine_hit_ratio"] == pytest.approx(row["hit_ratio"]), where
+            assert 0 < row["ttft_p50"] <= row["ttft_p90"], where
+            assert row["scrape_errors"] == 0 and row["deferred_max"] is not None, where
+            if row["strategy"] == "prefix-cache-remote":
+                assert row["tokenizer"]["miss"] > 0 and row["tokenizer"]["error"] == 0, where
+                assert row["prediction_accuracy"] is not None, where
+        assert set(workload["aggregates"]) == set(summary["fleets"]), name
+    assert "## Calibration" in report and "Simulator against the real engines" in report
+    assert "**Provenance**: commit" in report

@@ -21,6 +21,7 @@ class FakePod:
         self.match_header = match_header
         self.port = None
         self.session_ids = []  # each completion's x-session-id header (None when absent)
+        self.bodies = []       # each completion's body, as received
 
     async def handle(self, reader, writer):
         try:
@@ -28,7 +29,7 @@ class FakePod:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
                                   if line.lower().startswith(b"content-length")))
-                await reader.readexactly(length)
+                body = await reader.readexactly(length)
                 if head.startswith(b"POST /sim/cache/match"):
                     self.matches += 1
                     body = json.dumps({"cached_tokens": self.cached_tokens, "prompt_tokens": 100,
@@ -39,6 +40,7 @@ class FakePod:
                                  + b"\r\n\r\n" + body)
                 else:
                     self.completions += 1
+                    self.bodies.append(body)
                     self.session_ids.append(next((line.split(b":", 1)[1].strip().decode() for line in head.split(b"\r\n")
                                                   if line.lower().startswith(b"x-session-id:")), None))
                     match = f"x-prefix-match-percent: {self.match_header}\r\n" if self.match_header else ""
@@ -46,7 +48,8 @@ class FakePod:
                                  b"\r\nx-sim-pod: " + self.name.encode() + b"\r\n" + match.encode() + b"\r\n")
                     events = [b'data: {"choices":[{"delta":{"content":" the"}}]}\n\n'] * 3 + [
                         b'data: {"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":3,'
-                        b'"prompt_tokens_details":{"cached_tokens":' + str(self.cached_tokens).encode() + b'}}}\n\n',
+                        b'"prompt_tokens_details":{"cached_tokens":' + str(self.cached_tokens).encode() + b'}},'
+                        b'"timings":{"cache_n":' + str(self.cached_tokens).encode() + b',"prompt_n":7}}\n\n',
                         b"data: [DONE]\n\n"]
                     for event in events:
                         writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
@@ -198,3 +201,32 @@ def test_each_record_carries_the_gateways_prefix_match_header(pods):
     assert match_percent({"x-prefix-match-percent": "100"}) == 100
     assert match_percent({"x-prefix-match-percent": "-"}) == match_percent({}) == -1
     assert match_percent({"x-prefix-match-percent": "\xb2"}) == -1   # a latin-1 superscript two: isdigit(), no int
+
+
+def test_a_conversation_carries_the_replies_the_engine_streamed(pods):
+    """Ensures a carry_replies session builds each turn's body at send time: the history so far, with the reply
+    text actually streamed for every earlier turn as the assistant message, then the turn's own messages; and that
+    capture keeps each record's body, reply and the engine's timings."""
+    fields = {"model": "m", "max_tokens": 3, "stream": True}
+    turns = [BenchRequest(rid=t, path="/v1/chat/completions", body=b"", prompt_tokens=0, max_tokens=3, block_keys=[],
+                          new_messages=[{"role": "user", "content": f"q{t}"}], body_fields=fields) for t in range(3)]
+    w = Workload(name="fake", title="", description="", sessions=[Session(0.0, turns, carry_replies=True)],
+                 mode="closed", concurrency=1)
+    records, _, _ = run_workload("127.0.0.1", pods[0].port, w, 1.0, 30, progress=False)
+    assert len(records) == 3 and all(r.ok for r in records)
+    sent = [json.loads(b) for b in pods[0].bodies]
+    assert sent[0] == {**fields, "messages": [{"role": "user", "content": "q0"}]}
+    assert sent[2]["messages"] == [{"role": "user", "content": "q0"}, {"role": "assistant", "content": " the the the"},
+                                   {"role": "user", "content": "q1"}, {"role": "assistant", "content": " the the the"},
+                                   {"role": "user", "content": "q2"}]
+    by_rid = {r.rid: r for r in records}
+    assert [json.loads(by_rid[t].body) for t in range(3)] == sent
+    assert all(r.reply == " the the the" and r.timings == {"cache_n": 0, "prompt_n": 7} for r in records)
+    assert all(r.completion_tokens == 3 and r.ttft_s > 0 and len(r.itl_s) == 2 for r in records)
+
+
+def test_without_capture_nothing_is_kept_but_the_figures(pods):
+    """Ensures the default (no capture, prepared bodies) keeps neither bodies nor replies, and measures the same."""
+    records, _, _ = run_workload("127.0.0.1", pods[0].port, workload(2), 1.0, 30, progress=False)
+    assert all(r.ok and r.body == b"" and r.reply == "" and r.timings is None for r in records)
+    assert all(r.completion_tokens == 3 and len(r.itl_s) == 2 for r in records)

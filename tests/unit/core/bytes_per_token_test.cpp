@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+#include <vector>
+
 #include "routing/prefix/prefix_services.h"
 #include "unit/core/pod_specs.h"
 
@@ -38,6 +41,24 @@ TEST(BytesPerToken, IgnoresImplausibleSamples) {
   EXPECT_EQ(ratios.engineTokens("m", 0), 0u);
   EXPECT_EQ(ratios.engineTokens("m", 1), 1u);  // a non-empty prompt is at least one token
   EXPECT_EQ(ratios.engineTokens("m", 400), 100u);
+}
+
+// Ensures responses on every thread add to a model's ratio while decisions read it, without a data race (TSan
+// runs this), and no sample is lost.
+TEST(BytesPerToken, ConcurrentAddsAndReads) {
+  BytesPerToken ratios;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&ratios, t] {
+      const std::string model = t % 2 ? "a" : "b";
+      for (int i = 0; i < 500; ++i) {
+        ratios.add(model, 300, 100);
+        EXPECT_NEAR(ratios.ratio(model), 3.0, 1e-9);
+        EXPECT_GE(ratios.engineTokens("a", 3000), 750u);
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ratios.samples("a") + ratios.samples("b"), 2000u);
 }
 
 class CapacityTest : public ::testing::Test {

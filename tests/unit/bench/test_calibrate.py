@@ -1,0 +1,165 @@
+"""calibrate: the fit of llama-server's timings to the simulator's step model, its translation into simulator
+flags (tokens scaled by llama's tokens per simulator token), and the in-situ contention factors, on synthetic
+samples with known constants."""
+import math
+
+import pytest
+
+from bench import calibrate
+from bench.model import Record
+from bench.real_workloads import FleetParams
+
+
+def synthetic_prefill(overhead=5.0, per_token_ms=0.08, per_m_pairs=100.0):
+    samples = []
+    for new, cached in [(150, 0), (300, 0), (600, 0), (1200, 0), (2400, 0), (40, 1200), (100, 1200), (300, 1200)]:
+        ms = overhead + per_token_ms * new + per_m_pairs * calibrate.pairs(new, cached) / 1e6
+        samples.append((new, cached, ms))
+    return samples
+
+
+def test_pairs_follow_the_simulators_count():
+    """Ensures a prefill of n new tokens after c cached ones computes n x (c + (n + 1) / 2) pairs, as
+    timing_model.cpp counts them."""
+    assert calibrate.pairs(1, 0) == 1 and calibrate.pairs(4, 0) == 10 and calibrate.pairs(2, 10) == 23
+
+
+def test_prefill_fit_recovers_known_constants():
+    """Ensures the least-squares fit returns the overhead, rate and attention cost the samples were made from."""
+    fit = calibrate.fit_prefill(synthetic_prefill())
+    assert fit["overhead_ms"] == pytest.approx(5.0, abs=1e-6)
+    assert fit["tokens_per_s"] == pytest.approx(12500.0, rel=1e-6)
+    assert fit["attention_ms_per_m_pairs"] == pytest.approx(100.0, rel=1e-6)
+    assert fit["rms_ms"] < 1e-6 and fit["n"] == 8
+    assert calibrate.prefill_ms(fit, 1000, 0) == pytest.approx(5.0 + 80.0 + 100.0 * 500500 / 1e6)
+
+
+def test_a_negative_term_is_dropped_and_the_rest_refitted():
+    """Ensures a fit whose free solution has a negative overhead keeps every term non-negative: the overhead is
+    set to 0 and the rate and attention refitted."""
+    samples = [(n, c, ms - 3.0) for n, c, ms in synthetic_prefill(overhead=1.0)]   # net overhead -2 ms
+    fit = calibrate.fit_prefill(samples)
+    assert fit["overhead_ms"] == 0.0 and fit["tokens_per_s"] > 0 and fit["attention_ms_per_m_pairs"] >= 0
+    assert fit["rms_ms"] < 5.0
+
+
+def test_decode_fit_separates_step_sequence_and_context_costs():
+    """Ensures three probes (one sequence short and long, two sequences short) give back D, S and C of step = D +
+    S x sequences + C x context / 1000."""
+    d, s, c = 0.5, 2.0, 1.0
+    one_short = (d + s + c * 0.2, 200)
+    one_long = (d + s + c * 3.0, 3000)
+    two_short = (d + 2 * s + c * 0.4, 200)             # two sequences of 200 tokens each
+    fit = calibrate.fit_decode(one_short, one_long, two_short)
+    assert fit == pytest.approx({"floor_ms": d, "per_seq_ms": s, "attention_ms_per_1k": c})
+    assert calibrate.decode_step_ms(fit, 1000) == pytest.approx(d + s + c)
+
+
+def calibration(r=0.8):
+    return {"prefill": {"overhead_ms": 5.0, "tokens_per_s": 10000.0, "attention_ms_per_m_pairs": 100.0},
+            "decode": {"floor_ms": 0.5, "per_seq_ms": 2.0, "attention_ms_per_1k": 1.0},
+            "client_overhead_ms": 7.0, "llama_per_sim_token": r}
+
+
+def flag(flags, name):
+    return flags[flags.index(name) + 1]
+
+
+def test_sim_flags_scale_tokens_so_the_same_text_takes_the_same_time():
+    """Ensures a simulator token standing for r llama tokens gets the prefill rate / r, attention x r^2 (pairs),
+    decode attention x r, token budget and KV / r, and the step overhead O + H - D - S."""
+    r = 0.8
+    flags = calibrate.sim_flags(calibration(r), FleetParams(parallel=2, ctx=4096, cache_ram_mib=0), block_size=4)
+    assert float(flag(flags, "--prefill-tokens-per-s")) == pytest.approx(10000.0 / r)
+    assert float(flag(flags, "--prefill-attention-ms-per-m-pairs")) == pytest.approx(100.0 * r * r)
+    assert float(flag(flags, "--attention-ms-per-1k-context")) == pytest.approx(1.0 * r)
+    assert float(flag(flags, "--step-overhead-ms")) == pytest.approx(5.0 + 7.0 - 0.5 - 2.0)
+    assert flag(flags, "--decode-ms-per-token") == "0.5" and flag(flags, "--decode-ms-per-running-seq") == "2"
+    assert flag(flags, "--max-num-seqs") == "2" and flag(flags, "--block-size") == "4"
+    assert flag(flags, "--kv-capacity-tokens") == str(round(4096 / r))          # the slots' context, no more
+    assert flag(flags, "--max-num-batched-tokens") == str(round(2048 / r))
+    # The same uncached prompt text: n llama tokens = n / r simulator tokens, the same prefill time.
+    n = 1600
+    llama_ms = 1000.0 * n / 10000.0 + 100.0 * calibrate.pairs(n, 0) / 1e6
+    sim_n = n / r
+    sim_ms = (1000.0 * sim_n / float(flag(flags, "--prefill-tokens-per-s"))
+              + float(flag(flags, "--prefill-attention-ms-per-m-pairs")) * calibrate.pairs(sim_n, 0) / 1e6)
+    assert sim_ms == pytest.approx(llama_ms, rel=0.01)
+    default = calibrate.sim_flags(calibration(r), FleetParams(), block_size=4)
+    assert flag(default, "--kv-capacity-tokens") == str(calibrate.SIM_KV_DEFAULT)   # the host prompt cache
+
+
+def test_step_overhead_is_never_negative():
+    """Ensures a decode step dearer than the fixed costs gives a zero step overhead, not a negative one."""
+    cal = calibration()
+    cal["decode"]["per_seq_ms"] = 50.0
+    assert calibrate.step_overhead_ms(cal["prefill"], cal["decode"], cal["client_overhead_ms"]) == 0.0
+
+
+def rec(pod, send, ttft, end, timings):
+    r = Record(rid=0, group=0, stage=0, send_s=send, status=200, pod=pod, ttft_s=ttft, e2e_s=end - send)
+    r.timings = timings
+    return r
+
+
+def test_contention_uses_only_requests_alone_on_their_pod():
+    """Ensures the in-situ factors compare the timings of requests alone on their pod with the isolated model
+    (ratios of sums), leaving out requests that shared their pod while prefilling or decoding."""
+    cal = calibration()
+    base_prefill = calibrate.prefill_ms(cal["prefill"], 1000, 0)
+    step = calibrate.decode_step_ms(cal["decode"], 1000 + 15 / 2)
+    alone = rec("a", 0.0, 0.5, 1.0, {"prompt_n": 1000, "cache_n": 0, "prompt_ms": 2 * base_prefill,
+                                     "predicted_n": 16, "predicted_ms": 3 * 15 * step})
+    # Two requests on pod b overlapping the whole time: neither counts.
+    b1 = rec("b", 0.0, 0.5, 1.0, {"prompt_n": 1000, "cache_n": 0, "prompt_ms": 50 * base_prefill,
+                                  "predicted_n": 16, "predicted_ms": 50 * step})
+    b2 = rec("b", 0.1, 0.5, 1.1, dict(b1.timings))
+    # Pod c: the second request starts after the first's first token: the first prefilled alone, decoded with it.
+    c1 = rec("c", 0.0, 0.2, 1.0, {"prompt_n": 1000, "cache_n": 0, "prompt_ms": 2 * base_prefill,
+                                  "predicted_n": 16, "predicted_ms": 99 * step})
+    c2 = rec("c", 0.5, 0.2, 2.0, {"prompt_n": 0, "cache_n": 0})
+    got = calibrate.contention(cal, [alone, b1, b2, c1, c2])
+    assert got["prefill"] == pytest.approx(2.0) and got["n_prefill"] == 2
+    assert got["decode"] == pytest.approx(3.0) and got["n_decode"] == 1
+    assert calibrate.contention(cal, [b1, b2]) == {"prefill": 1.0, "decode": 1.0, "n_prefill": 0, "n_decode": 0}
+
+
+def test_scaled_slows_prefill_and_decode_by_their_factors():
+    """Ensures the in-situ calibration divides the prefill rate and multiplies every prefill and overhead time by
+    the prefill factor, and every decode time by the decode factor."""
+    got = calibrate.scaled(calibration(), {"prefill": 2.0, "decode": 1.5})
+    assert got["prefill"] == {"overhead_ms": 10.0, "tokens_per_s": 5000.0, "attention_ms_per_m_pairs": 200.0}
+    assert got["decode"] == pytest.approx({"floor_ms": 0.75, "per_seq_ms": 3.0, "attention_ms_per_1k": 1.5})
+    assert got["client_overhead_ms"] == 14.0 and got["factors"] == {"prefill": 2.0, "decode": 1.5}
+
+
+def test_busy_seconds_is_the_union_of_each_pods_requests():
+    """Ensures overlapping requests on a pod count once, gaps not at all, failed requests not at all; and the
+    slowdown is busy wall time over CPU time."""
+    recs = [rec("a", 0.0, 0.1, 1.0, {}), rec("a", 0.5, 0.1, 1.5, {}), rec("a", 3.0, 0.1, 3.5, {}),
+            rec("b", 0.0, 0.1, 2.0, {}), rec("b", 0.5, 0.1, 1.0, {})]
+    failed = rec("b", 5.0, 0.1, 9.0, {})
+    failed.status = 500
+    busy = calibrate.busy_seconds(recs + [failed])
+    assert busy == pytest.approx({"a": 2.0, "b": 2.0})
+    assert calibrate.slowdown([2.0, 2.0], [1.0, 1.0]) == 2.0
+    assert calibrate.slowdown([1.0], [0.0]) is None
+
+
+def test_least_squares_and_a_singular_system():
+    """Ensures the normal-equation solver fits a line exactly and reports a singular system as None."""
+    assert calibrate.least_squares([(1.0, 0.0), (1.0, 1.0), (1.0, 2.0)], [1.0, 3.0, 5.0]) == pytest.approx([1.0, 2.0])
+    assert calibrate.least_squares([(1.0, 1.0), (2.0, 2.0)], [1.0, 2.0]) is None
+    assert not math.isnan(calibrate.fit_prefill([(100, 0, 10.0), (200, 0, 20.0)])["rms_ms"])
+
+
+def test_client_overhead_is_taken_at_the_workloads_prompt_size():
+    """Ensures the step overhead uses the probe's overhead line at the workload's mean prompt (llama-server templates
+    and tokenizes every prompt, cached or not), and the median when no size or no line is known."""
+    cal = calibration() | {"client_overhead_fixed_ms": 2.0, "client_overhead_per_1k_tokens_ms": 4.0}
+    assert calibrate.client_overhead_ms(cal, 1500) == pytest.approx(8.0)
+    assert calibrate.client_overhead_ms(cal) == 7.0 and calibrate.client_overhead_ms(calibration(), 1500) == 7.0
+    flags = calibrate.sim_flags(cal, FleetParams(), prompt_tokens=1500)
+    assert float(flag(flags, "--step-overhead-ms")) == pytest.approx(5.0 + 8.0 - 0.5 - 2.0)
+    slowed = calibrate.scaled(cal, {"prefill": 2.0, "decode": 1.0})
+    assert calibrate.client_overhead_ms(slowed, 1500) == pytest.approx(16.0)
