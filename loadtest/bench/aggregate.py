@@ -68,16 +68,16 @@ def add_oracle_ratios(runs, oracle="oracle"):
     return runs
 
 
-def aggregate(runs, strategies):
+def aggregate(runs, strategies, extra_fields=()):
     """{strategy: {"seeds": valid seeds used, "invalid": invalid runs, FIELD: [mean, half-width, n], "stages":
     [{"rate", "ttft": [mean, hw, n], "not_steady": runs flagged, "runs": runs with a verdict}]}} over the valid runs
-    (the last attempt per seed)."""
+    (the last attempt per seed); `extra_fields`: more row fields aggregated the same way."""
     out = {}
     for name in strategies:
         mine = [r for r in runs if r["strategy"] == name]
         valid = [r for r in mine if r["valid"]]
         entry = {"seeds": sorted(r["seed"] for r in valid), "invalid": sum(1 for r in mine if not r["valid"])}
-        for key in FIELDS:
+        for key in [*FIELDS, *extra_fields]:
             entry[key] = list(mean_ci([r.get(key) for r in valid]))
         stages = [r["stages"] for r in valid if r.get("stages")]
         if stages:

@@ -13,7 +13,10 @@ time) and the moment its bytes were written. Several gateway replicas (`replicas
 (replica_plan). Everything the client does before writing (waiting for the event loop, opening a connection, the
 oracle's cache queries) counts in the lag, so a client too busy to keep the schedule shows in it. Content
 chunks are recognised by a byte search, not a JSON parse; only the usage chunk is parsed, which keeps one Python
-process at thousands of events per second. Every loop is bounded: by the requests given, by a per-request
+process at thousands of events per second. For real engines (`capture=True`, and whenever a session carries the
+engine's replies: Session.carry_replies) every event is parsed: the record keeps the body sent, the streamed reply
+text and llama.cpp's `timings`, and a conversation's next turn carries the reply the engine actually generated.
+Every loop is bounded: by the requests given, by a per-request
 timeout and by a deadline for the whole run.
 """
 import asyncio
@@ -77,13 +80,15 @@ def match_percent(headers):
 
 
 class _Stream:
-    """Splits a chunked SSE body into events and notes content arrivals (one content event = one token)."""
+    """Splits a chunked SSE body into events and notes content arrivals (one content event = one token). With
+    `capture` every event is parsed instead: the reply's text and llama.cpp's `timings` are kept on the record."""
 
-    def __init__(self, record, sent_at, scale):
-        self.record, self.sent_at, self.scale = record, sent_at, scale
+    def __init__(self, record, sent_at, scale, capture=False):
+        self.record, self.sent_at, self.scale, self.capture = record, sent_at, scale, capture
         self.pending = b""
         self.last_token_at = None
         self.done = False
+        self.parts = []
 
     def feed(self, data, now):
         if self.pending:
@@ -93,23 +98,43 @@ class _Stream:
         for event in events:
             self._event(event, now)
 
+    def _token(self, now):
+        rec = self.record
+        if self.last_token_at is None:
+            rec.ttft_s = (now - self.sent_at) * self.scale
+        else:
+            rec.itl_s.append((now - self.last_token_at) * self.scale)
+        self.last_token_at = now
+
+    def _usage(self, usage):
+        self.record.prompt_tokens = usage.get("prompt_tokens", 0)
+        self.record.completion_tokens = usage.get("completion_tokens", 0)
+        self.record.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0) or 0
+
     def _event(self, event, now):
         if not event.startswith(b"data: "):
             return
         if event.startswith(b"data: [DONE]"):
             self.done = True
+        elif self.capture:
+            self._parsed(json.loads(event[6:]), now)
         elif b'"content":"' in event or (b'"text":"' in event and b'"text":""' not in event):
-            rec = self.record
-            if self.last_token_at is None:
-                rec.ttft_s = (now - self.sent_at) * self.scale
-            else:
-                rec.itl_s.append((now - self.last_token_at) * self.scale)
-            self.last_token_at = now
+            self._token(now)
         elif b'"usage":{' in event:
-            usage = json.loads(event[6:]).get("usage") or {}
-            self.record.prompt_tokens = usage.get("prompt_tokens", 0)
-            self.record.completion_tokens = usage.get("completion_tokens", 0)
-            self.record.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0) or 0
+            self._usage(json.loads(event[6:]).get("usage") or {})
+
+    def _parsed(self, chunk, now):
+        text = ""
+        for choice in chunk.get("choices") or []:
+            text += (choice.get("delta") or {}).get("content") or choice.get("text") or ""
+        if text:
+            self._token(now)
+            self.parts.append(text)
+            self.record.reply = "".join(self.parts)
+        if chunk.get("usage"):
+            self._usage(chunk["usage"])
+        if isinstance(chunk.get("timings"), dict):
+            self.record.timings = chunk["timings"]
 
 
 async def read_chunked(reader, on_data):
@@ -122,6 +147,11 @@ async def read_chunked(reader, on_data):
             return
         data = await reader.readexactly(size + 2)
         on_data(data[:-2], time.perf_counter())
+
+
+def conversation_body(req, history):
+    """The JSON body of a carry_replies turn: its body_fields with the conversation so far as `messages`."""
+    return json.dumps({**(req.body_fields or {}), "messages": list(history)}).encode()
 
 
 def replica_plan(sessions, replicas):
@@ -142,7 +172,7 @@ class LoadGenerator:
     `done(pod name)`: the oracle), and returns one Record per request sent."""
 
     def __init__(self, host, port, time_scale, request_timeout_s=600.0, max_in_flight=2048, progress=None,
-                 label="", router=None, replicas=None):
+                 label="", router=None, replicas=None, capture=False):
         self.pools = [ConnectionPool(h, p) for h, p in replicas or [(host, port)]] if router is None else []
         self.plan = {}
         self.session_of = {}  # request rid -> its session's index: sent as x-session-id (session-affinity)
@@ -153,15 +183,20 @@ class LoadGenerator:
         self.max_in_flight = max_in_flight
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.label = label
+        # capture=True (real engines): each record keeps its body, reply text and timings (every event parsed).
+        self.capture = capture
         self.records, self.in_flight, self.total = [], 0, 0
         self.stray_last_chunks = 0
         self.t0 = 0.0
 
     # --- one request -------------------------------------------------------------------------------------------
-    async def _send(self, req, due):
-        """Sends one request that was due at perf_counter() time `due`."""
+    async def _send(self, req, due, body=None):
+        """Sends one request that was due at perf_counter() time `due` (its body: `body`, else req.body)."""
         rec = Record(rid=req.rid, group=req.group, stage=req.stage, send_s=(time.perf_counter() - self.t0) * self.scale,
                      expected_prompt_tokens=req.prompt_tokens)
+        body = req.body if body is None else body
+        if self.capture:
+            rec.body = body
         self.in_flight += 1
         rec.replica = self.plan.get(req.rid, 0)
         conn, reusable, pool, routed = None, False, self.pools[rec.replica] if self.pools else None, None
@@ -175,7 +210,7 @@ class LoadGenerator:
                 rec.lag_ms = (sent_at - due) * 1000.0
                 rec.send_s = (sent_at - self.t0) * self.scale
                 try:
-                    reusable = await self._exchange(conn, pool, req, rec, sent_at)
+                    reusable = await self._exchange(conn, pool, req, body, rec, sent_at)
                 except (OSError, asyncio.IncompleteReadError):
                     if not reused or rec.status:
                         raise
@@ -185,7 +220,7 @@ class LoadGenerator:
                     conn, _ = await pool.acquire(fresh=True)
                     sent_at = time.perf_counter()
                     rec.send_s = (sent_at - self.t0) * self.scale
-                    reusable = await self._exchange(conn, pool, req, rec, sent_at)
+                    reusable = await self._exchange(conn, pool, req, body, rec, sent_at)
         except asyncio.CancelledError:
             rec.error = rec.error or "cancelled at the run deadline"
             raise
@@ -202,13 +237,13 @@ class LoadGenerator:
                 pool.release(conn, reusable and not rec.error)
         return rec
 
-    async def _exchange(self, conn, pool, req, rec, sent_at):
+    async def _exchange(self, conn, pool, req, body, rec, sent_at):
         reader, writer = conn
         session = self.session_of.get(req.rid)
         session_line = f"X-Session-Id: s{session}\r\n" if session is not None else ""
         head = (f"POST {req.path} HTTP/1.1\r\nHost: {pool.host_header}\r\nContent-Type: application/json\r\n"
-                f"{session_line}Content-Length: {len(req.body)}\r\n\r\n").encode()
-        writer.write(head + req.body)
+                f"{session_line}Content-Length: {len(body)}\r\n\r\n").encode()
+        writer.write(head + body)
         await writer.drain()
         raw_head = await reader.readuntil(b"\r\n\r\n")
         while raw_head == _LAST_CHUNK:   # a stray end of the previous response's chunked body: see _LAST_CHUNK
@@ -229,7 +264,7 @@ class LoadGenerator:
             if status == 200:
                 rec.error = "expected a chunked SSE stream"
         else:
-            stream = _Stream(rec, sent_at, self.scale)
+            stream = _Stream(rec, sent_at, self.scale, self.capture)
             await read_chunked(reader, stream.feed)
             if not stream.done:
                 rec.error = "stream ended without data: [DONE]"
@@ -239,15 +274,22 @@ class LoadGenerator:
     # --- sessions ----------------------------------------------------------------------------------------------
     async def _session(self, session, limit, due):
         """The session's requests in turn; the first was due at `due`, each next one think_s after the previous
-        one ended."""
+        one ended. A carry_replies session builds each turn's body from the history with the replies streamed."""
+        history = []
         for i, req in enumerate(session.requests):
             if i:
                 think = session.think_s[i - 1] if i - 1 < len(session.think_s) else 0.0
                 due = time.perf_counter() + max(0.0, think) * self.time_scale
                 if think > 0:
                     await asyncio.sleep(think * self.time_scale)
+            body = None
+            if session.carry_replies:
+                history += req.new_messages
+                body = conversation_body(req, history)
             async with limit:
-                await self._send(req, due)
+                rec = await self._send(req, due, body)
+            if session.carry_replies:
+                history.append({"role": "assistant", "content": rec.reply})
 
     async def _open_loop(self, sessions, limit, tasks):
         for session in sorted(sessions, key=lambda s: s.start_s):
@@ -286,6 +328,7 @@ class LoadGenerator:
         """Sends every session of `workload`; stops at `deadline_s` wall seconds (in-flight requests are then
         recorded as errors, unsent ones are not recorded). Returns the records, in completion order."""
         self.total = sum(len(s.requests) for s in workload.sessions)
+        self.capture = self.capture or any(s.carry_replies for s in workload.sessions)   # replies are needed
         self.session_of = {req.rid: i for i, s in enumerate(workload.sessions) for req in s.requests}
         if len(self.pools) > 1:
             self.plan = replica_plan(workload.sessions, len(self.pools))

@@ -21,6 +21,10 @@ class BenchRequest:
     group: int = 0           # workload label: prefix group, user or trace chain
     stage: int = 0           # rate stage (stepped-rate workloads), else 0
     at_s: float = 0.0        # scheduled arrival (simulated s) of a session's first request; the stage rule uses it
+    # A turn of a conversation that carries the engine's actual replies (Session.carry_replies): the messages this
+    # turn adds to the history, and the body's other fields; the load generator builds `body` when it sends it.
+    new_messages: list = None
+    body_fields: dict = None
 
 
 @dataclass
@@ -29,6 +33,10 @@ class Session:
     start_s: float           # simulated seconds after the run starts (open loop); ignored by the closed loop
     requests: list
     think_s: list = field(default_factory=list)
+    # True: the requests are turns of one conversation built at send time: each sends the history so far (every
+    # earlier turn's new_messages and, after each, the reply the engine actually streamed) plus its own
+    # new_messages. For engines whose output cannot be predicted (a real llama-server).
+    carry_replies: bool = False
 
 
 @dataclass
@@ -71,6 +79,11 @@ class Record:
     completion_tokens: int = 0
     expected_prompt_tokens: int = 0
     lag_ms: float = 0.0      # wall milliseconds between the scheduled send and the actual one (see loadgen)
+    # With the load generator's capture=True (real engines): the body sent, the streamed reply text, and the
+    # engine's llama.cpp `timings` object from the last chunk that carried one (None without).
+    body: bytes = b""
+    reply: str = ""
+    timings: dict = None
 
     @property
     def ok(self):

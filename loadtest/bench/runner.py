@@ -88,10 +88,10 @@ def with_settings(specs, name):
     return routing
 
 
-def resolve_strategies(text, offered, oracle=True):
-    """The strategies to run: `all` = the named ones, any other the gateway offers, and the oracle; a name may
-    carry settings (`prefill-cost:prefill_weight=4`, see with_settings)."""
-    specs = dict(STRATEGIES)
+def resolve_strategies(text, offered, oracle=True, extra=None):
+    """The strategies to run: `all` = the named ones (and `extra`: more {name: routing}), any other the gateway
+    offers, and the oracle; a name may carry settings (`prefill-cost:prefill_weight=4`, see with_settings)."""
+    specs = {**STRATEGIES, **(extra or {})}
     for name in offered:
         specs.setdefault(name, {"strategy": name})
     specs[ORACLE] = None

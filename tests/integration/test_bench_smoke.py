@@ -1,5 +1,6 @@
 """Smoke tests of the benchmark suite: the quality runner (two seeds, the oracle included; and with two gateway
-replicas) and the proxy-overhead benchmark run end to end in tiny mode and produce their reports. No timing thresholds: the figures only have to be
+replicas), the real-engine runner (two llama-servers against the calibrated simulator) and the proxy-overhead
+benchmark run end to end in tiny mode and produce their reports. No timing thresholds: the figures only have to be
 well formed and sane, and the send-lag validity only has to be consistent (a loaded machine may make runs
 invalid, which the full run reports and reruns)."""
 import json
