@@ -90,6 +90,9 @@ struct RoutingInput {
   double predicted_cached_fraction = NAN;
   // Set by a strategy in onPicked (not in dry runs) to hold something until the engine has begun (see above).
   std::unique_ptr<PendingRequest> pending;
+  // Set by a strategy in onPicked (not in dry runs) to hold something until the request ends (a slot engine's
+  // slot, busy with it).
+  std::unique_ptr<PendingRequest> held_until_end;
   // Set by strategies that tokenized the prompt: its token count, which the request's in-flight context counts
   // against the chosen pod (Candidate::in_flight_tokens). -1 = not known (the Router estimates it).
   int64_t prompt_tokens = -1;

@@ -8,11 +8,11 @@ namespace {
 constexpr size_t kMinSimilarityInverse = 10;  // llama.cpp's default --slot-prompt-similarity 0.1
 }  // namespace
 
-PodBlockLedger::PodBlocks& PodBlockLedger::podBlocks(PodId pod) {
+std::shared_ptr<PodBlockLedger::PodBlocks> PodBlockLedger::podBlocks(PodId pod) {
   std::lock_guard lock(pods_mutex_);
   auto& slot = pods_[pod.value];
-  if (!slot) slot = std::make_unique<PodBlocks>();
-  return *slot;
+  if (!slot) slot = std::make_shared<PodBlocks>();
+  return slot;
 }
 
 uint32_t PodBlockLedger::modelId(std::string_view model) {
@@ -27,7 +27,8 @@ void PodBlockLedger::touch(PodId pod, std::string_view model, std::span<const Bl
                            size_t capacity_blocks, std::vector<Evicted>& evicted) {
   if (capacity_blocks == 0 || hashes.empty()) return;
   const uint32_t model_id = modelId(model);
-  PodBlocks& blocks = podBlocks(pod);
+  const std::shared_ptr<PodBlocks> entry = podBlocks(pod);
+  PodBlocks& blocks = *entry;
   std::vector<Key> dropped;
   {
     std::lock_guard lock(blocks.mutex);
@@ -62,35 +63,46 @@ void PodBlockLedger::appendEvicted(std::span<const Key> dropped, std::vector<Evi
   }
 }
 
-void PodBlockLedger::touchSlots(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t slots,
-                                std::vector<Evicted>& evicted) {
-  if (slots == 0 || hashes.empty()) return;
+namespace {
+// Blocks two chained hash lists share from the start (chained: block i equal means every block up to it is).
+size_t sharedBlocks(std::span<const uint64_t> held, std::span<const BlockHash> hashes) {
+  size_t n = 0;
+  while (n < held.size() && n < hashes.size() && held[n] == hashes[n].value) ++n;
+  return n;
+}
+}  // namespace
+
+bool PodBlockLedger::touchSlots(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t slots,
+                                std::vector<Evicted>& evicted, uint64_t* busy_slot) {
+  if (slots == 0 || hashes.empty()) return false;
   const uint32_t model_id = modelId(model);
-  PodBlocks& blocks = podBlocks(pod);
+  const std::shared_ptr<PodBlocks> entry = podBlocks(pod);
+  PodBlocks& blocks = *entry;
   std::vector<Key> dropped;
   {
     std::lock_guard lock(blocks.mutex);
-    // Chained hashes: two prompts share block i exactly when they share every block up to it.
-    auto commonPrefix = [&](const Slot& slot) {
-      if (slot.model != model_id) return size_t{0};
-      size_t n = 0;
-      while (n < slot.hashes.size() && n < hashes.size() && slot.hashes[n] == hashes[n].value) ++n;
-      return n;
-    };
+    auto commonPrefix = [&](const Slot& slot) { return slot.model == model_id ? sharedBlocks(slot.hashes, hashes) : 0; };
+    // The engine chooses among its idle slots; with none idle the request waits for one (any, as far as we know).
+    bool any_idle = blocks.slots.size() < slots;
+    for (const Slot& slot : blocks.slots) any_idle |= slot.busy == 0;
+    auto eligible = [&](const Slot& slot) { return !any_idle || slot.busy == 0; };
     Slot* chosen = nullptr;
     size_t best = 0;
     for (Slot& slot : blocks.slots)
-      if (const size_t n = commonPrefix(slot); n > best) {
+      if (const size_t n = commonPrefix(slot); eligible(slot) && n > best) {
         best = n;
         chosen = &slot;
       }
     // llama.cpp reuses a slot only when the shared prefix is over a tenth of the new prompt
     // (slot_prompt_similarity); otherwise the prompt goes to an empty slot, else the least recently used.
     if (best * kMinSimilarityInverse <= hashes.size()) chosen = nullptr;
-    if (!chosen && blocks.slots.size() < slots) chosen = &blocks.slots.emplace_back();
+    if (!chosen && blocks.slots.size() < slots) {
+      chosen = &blocks.slots.emplace_back();
+      chosen->id = ++blocks.uses;
+    }
     if (!chosen)
       for (Slot& slot : blocks.slots)
-        if (!chosen || slot.last_use < chosen->last_use) chosen = &slot;
+        if (eligible(slot) && (!chosen || slot.last_use < chosen->last_use)) chosen = &slot;
     // Block i of `slot` is in another slot too (chained: then at the same position).
     auto heldElsewhere = [&](const Slot& slot, size_t i) {
       for (const Slot& other : blocks.slots)
@@ -105,6 +117,10 @@ void PodBlockLedger::touchSlots(PodId pod, std::string_view model, std::span<con
     chosen->hashes.assign(hashes.size(), 0);
     for (size_t i = 0; i < hashes.size(); ++i) chosen->hashes[i] = hashes[i].value;
     chosen->last_use = ++blocks.uses;
+    if (busy_slot) {
+      ++chosen->busy;
+      *busy_slot = chosen->id;
+    }
     // Fewer slots than before (the engine restarted smaller): the least recently used go.
     while (blocks.slots.size() > slots) {
       auto oldest = std::min_element(blocks.slots.begin(), blocks.slots.end(),
@@ -115,6 +131,49 @@ void PodBlockLedger::touchSlots(PodId pod, std::string_view model, std::span<con
     }
   }
   appendEvicted(dropped, evicted);
+  return true;
+}
+
+void PodBlockLedger::releaseSlot(PodId pod, uint64_t slot) {
+  const std::shared_ptr<PodBlocks> found = findPod(pod);
+  if (!found) return;  // the pod left
+  PodBlocks& blocks = *found;
+  std::lock_guard lock(blocks.mutex);
+  for (Slot& s : blocks.slots)
+    if (s.id == slot && s.busy > 0) --s.busy;
+}
+
+std::shared_ptr<PodBlockLedger::PodBlocks> PodBlockLedger::findPod(PodId pod) const {
+  std::lock_guard lock(pods_mutex_);
+  auto it = pods_.find(pod.value);
+  return it == pods_.end() ? nullptr : it->second;
+}
+
+std::optional<size_t> PodBlockLedger::slotPrefix(PodId pod, std::string_view model,
+                                                 std::span<const BlockHash> hashes, size_t slots) const {
+  const std::shared_ptr<const PodBlocks> blocks = findPod(pod);
+  if (!blocks) return std::nullopt;
+  std::optional<uint32_t> model_id;
+  {
+    std::lock_guard lock(pods_mutex_);
+    auto it = std::find(models_.begin(), models_.end(), model);
+    if (it != models_.end()) model_id = static_cast<uint32_t>(it - models_.begin());
+  }
+  std::lock_guard lock(blocks->mutex);
+  if (blocks->slots.empty()) return std::nullopt;
+  if (!model_id) return 0;
+  size_t idle = 0, any = 0;
+  bool some_idle = blocks->slots.size() < slots;  // an empty slot
+  for (const Slot& slot : blocks->slots) {
+    const size_t n = slot.model == *model_id ? sharedBlocks(slot.hashes, hashes) : 0;
+    any = std::max(any, n);
+    if (slot.busy == 0) {
+      some_idle = true;
+      idle = std::max(idle, n);
+    }
+  }
+  const size_t best = some_idle ? idle : any;
+  return best * kMinSimilarityInverse > hashes.size() ? best : 0;
 }
 
 void PodBlockLedger::removePod(PodId pod) {

@@ -15,6 +15,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,11 +40,23 @@ class PodBlockLedger {
   void touch(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t capacity_blocks,
              std::vector<Evicted>& evicted);
   // Slot engines: notes that `pod`, which keeps `slots` prompts, was just routed `hashes` of `model`. The prompt
-  // takes the slot holding the longest prefix of it (the engine reuses that one), else an empty slot, else the
-  // least recently used one; the blocks of the prompt it replaces that no other slot holds are appended to
-  // `evicted`. slots 0: nothing is modelled.
-  void touchSlots(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t slots,
-                  std::vector<Evicted>& evicted);
+  // takes the idle slot holding the longest prefix of it (over a tenth of it: the engine reuses that one), else an
+  // empty slot, else the least recently used idle one (with every slot busy the engine makes the request wait for
+  // one: the same rule over all of them); the blocks of the prompt it replaces that no other slot holds are
+  // appended to `evicted`. With `busy_slot` the chosen slot is busy (serving the request) until releaseSlot(pod,
+  // *busy_slot), and a busy slot is never chosen while one is idle: two requests of one prefix at once take two
+  // slots, as the engine does. Returns false (and nothing is modelled) for slots 0.
+  bool touchSlots(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t slots,
+                  std::vector<Evicted>& evicted, uint64_t* busy_slot = nullptr);
+  // The request touchSlots marked `slot` busy for has ended. A slot that is gone (the pod left, fewer slots) is
+  // ignored.
+  void releaseSlot(PodId pod, uint64_t slot);
+  // The blocks of `hashes` (of `model`) a new request would find cached on `pod`, which keeps `slots` prompts,
+  // now: the longest prefix an idle slot holds when it is over a tenth of the prompt (the engine takes that slot),
+  // else 0; with every slot busy, the longest any slot holds (the request will wait for one). nullopt when the
+  // pod's slots are not modelled (nothing routed to it yet).
+  std::optional<size_t> slotPrefix(PodId pod, std::string_view model, std::span<const BlockHash> hashes,
+                                   size_t slots) const;
   // Forgets the pod (it left the set).
   void removePod(PodId pod);
   // Blocks the ledger holds for `pod` now.
@@ -59,9 +72,11 @@ class PodBlockLedger {
     size_t operator()(const Key& k) const noexcept { return static_cast<size_t>(k.hash ^ (uint64_t{k.model} << 48)); }
   };
   struct Slot {
+    uint64_t id = 0;  // never reused within a pod (releaseSlot finds its slot by it)
     uint32_t model = 0;
     std::vector<uint64_t> hashes;  // the prompt it holds, first block first
     uint64_t last_use = 0;
+    uint32_t busy = 0;  // requests it is serving
   };
   struct PodBlocks {
     mutable std::mutex mutex;
@@ -72,11 +87,13 @@ class PodBlockLedger {
   };
   void appendEvicted(std::span<const Key> dropped, std::vector<Evicted>& evicted);
 
-  PodBlocks& podBlocks(PodId pod);
+  // The pod's entry, kept alive by the caller while a concurrent removePod drops it from the map.
+  std::shared_ptr<PodBlocks> podBlocks(PodId pod);
+  std::shared_ptr<PodBlocks> findPod(PodId pod) const;  // null when the pod has none
   uint32_t modelId(std::string_view model);
 
   mutable std::mutex pods_mutex_;  // guards pods_ and models_ (not the per-pod contents)
-  std::unordered_map<uint32_t, std::unique_ptr<PodBlocks>> pods_;
+  std::unordered_map<uint32_t, std::shared_ptr<PodBlocks>> pods_;
   std::vector<std::string> models_;
 };
 

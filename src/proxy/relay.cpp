@@ -214,7 +214,12 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
   if (!ec && ex.parser->is_done()) {
     // A close-delimited body (HTTP/1.0 client) ends with the connection.
     out.keep_client = framing.keep_alive;
-    if (ex.parser->keep_alive() && ex.buffer.size() == 0) {
+    // llama.cpp's server closes the connection after every stream although its head announced keep-alive: pooled,
+    // it would race its own close (the next request could be written before the close arrives).
+    const bool engine_closes_after_stream =
+        d.pod->engineKind() == engine::EngineKind::kLlamaCpp &&
+        up_head[http::field::content_type].find("text/event-stream") != std::string_view::npos;
+    if (ex.parser->keep_alive() && ex.buffer.size() == 0 && !engine_closes_after_stream) {
       watch.upstream = nullptr;
       rq.pool.give(d.pod->id(), std::move(ex.stream));
     }

@@ -236,6 +236,7 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   d.predicted_cached_fraction = input.predicted_cached_fraction;
   d.encoded_prompt_bytes = input.encoded_prompt_bytes;
   d.pending = std::move(input.pending);
+  d.held_until_end = std::move(input.held_until_end);
   d.outcome = input.outcome;
   d.details = std::move(input.details);
   d.candidates = std::move(candidates);

@@ -40,6 +40,8 @@ struct Decision {
   int64_t encoded_prompt_bytes = -1;       // the hashed prompt's size (RoutingInput); -1 = not hashed
   // The strategy's hold on the request until the engine has begun answering (the relay releases it then).
   std::unique_ptr<PendingRequest> pending;
+  // The strategy's hold on the request until it ends (it ends with the Decision).
+  std::unique_ptr<PendingRequest> held_until_end;
   std::string_view outcome;             // strategy-specific selection label ("" = none)
   std::vector<Candidate> candidates;    // every scored candidate (for /debug/route)
   std::vector<std::pair<std::string, int64_t>> details;  // facts the strategy computed (tokens, blocks)

@@ -108,8 +108,22 @@ size_t PrefixServices::cachedSlots(const discovery::PodState& pod) {
   return pod.engine().hostCacheSeen() ? 0 : pod.engine().slots();
 }
 
+namespace {
+// A slot engine's slot, busy with this gateway's request until the hold is destroyed.
+class SlotHold final : public PendingRequest {
+ public:
+  SlotHold(index::PodBlockLedger& ledger, PodId pod, uint64_t slot) : ledger_(ledger), pod_(pod), slot_(slot) {}
+  ~SlotHold() override { ledger_.releaseSlot(pod_, slot_); }
+
+ private:
+  index::PodBlockLedger& ledger_;
+  PodId pod_;
+  uint64_t slot_;
+};
+}  // namespace
+
 bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockHash> hashes,
-                                  const discovery::PodState& pod, bool shared) {
+                                  const discovery::PodState& pod, bool shared, std::unique_ptr<PendingRequest>* slot_hold) {
   size_t written = 0;
   if (!index_->record(model, hashes, pod.id(), &written)) return false;
   // A prefix the index already held from a moment ago is not shared again: the other replicas hold it too.
@@ -117,8 +131,13 @@ bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockH
   if (!capacity_aware_) return true;
   thread_local std::vector<index::PodBlockLedger::Evicted> evicted;
   evicted.clear();
-  if (const size_t slots = cachedSlots(pod)) ledger_.touchSlots(pod.id(), model, hashes, slots, evicted);
-  else ledger_.touch(pod.id(), model, hashes, capacityBlocks(pod, model), evicted);
+  if (const size_t slots = cachedSlots(pod)) {
+    uint64_t slot = 0;
+    if (ledger_.touchSlots(pod.id(), model, hashes, slots, evicted, slot_hold ? &slot : nullptr) && slot_hold)
+      *slot_hold = std::make_unique<SlotHold>(ledger_, pod.id(), slot);
+  } else {
+    ledger_.touch(pod.id(), model, hashes, capacityBlocks(pod, model), evicted);
+  }
   for (const auto& group : evicted) index_->remove(group.model, group.hashes, pod.id());
   return true;
 }
@@ -174,6 +193,14 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
   for (const Candidate& c : candidates) pods.push_back(c.pod_id);
   if (!kv_) {
     index_->match(model, hashes, pods, matched);
+    if (!capacity_aware_) return;
+    for (size_t i = 0; i < candidates.size() && i < matched.size(); ++i) {
+      const discovery::PodState* pod = candidates[i].pod;
+      const size_t slots = pod ? cachedSlots(*pod) : 0;
+      if (slots == 0 || matched[i] == 0) continue;
+      if (auto held = ledger_.slotPrefix(pod->id(), model, hashes, slots))
+        matched[i] = static_cast<uint32_t>(std::min<size_t>(matched[i], *held));
+    }
     return;
   }
   thread_local std::vector<uint32_t> recent;

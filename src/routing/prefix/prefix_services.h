@@ -75,7 +75,8 @@ class PrefixServices {
   void hashPrompt(const openai::RequestView& request, PromptBlocks& out) const;
 
   // Per candidate, the blocks of `hashes` its engine is predicted to hold. Standard mode: what the gateway routed
-  // there (the index). KV event mode: what its engine's events say, or what the gateway routed there within the
+  // there (the index); for a slot engine (cachedSlots), no more than its idle slots hold (a prefix held only by a
+  // slot busy with another request cannot serve this one). KV event mode: what its engine's events say, or what the gateway routed there within the
   // last speculative_ttl (the events of a just-chosen prompt are not in yet), whichever is longer; a pod whose
   // publisher is silent is judged by the gateway's records alone. Thread-safe.
   void match(std::string_view model, std::span<const BlockHash> hashes, std::span<const Candidate> candidates,
@@ -98,8 +99,11 @@ class PrefixServices {
   // Returns false when the index refused the record (see PrefixIndex::record).
   // `shared`: the record is this gateway's own decision, passed to the record sink when the index wrote anything
   // (false for records another replica shared: they are not sent back).
+  // `slot_hold` (slot engines, this gateway's own requests): set to a hold that keeps the slot the request takes
+  // busy in the ledger until it is destroyed (the request's end), so the next request of the same prefix is
+  // predicted to take another slot while it runs, as the engine makes it.
   bool recordRouted(std::string_view model, std::span<const BlockHash> hashes, const discovery::PodState& pod,
-                    bool shared = true);
+                    bool shared = true, std::unique_ptr<PendingRequest>* slot_hold = nullptr);
   // Where this gateway's own records go besides the index (state sync); null = nowhere. Set before serving.
   void setRecordSink(RecordSink* sink) { sink_ = sink; }
   std::chrono::nanoseconds recordExpiry() const { return expiry_; }

@@ -40,7 +40,8 @@ void PrefixStrategy::recordPick(RoutingInput& input, size_t chosen) {
   if (input.dry_run) return;
   const Candidate& pick = input.candidates[chosen];
   // Recorded before proxying, so the next request with the same prefix already follows this one.
-  if (!m.prompt.hashes.empty() && !services_.recordRouted(input.request.model, m.prompt.hashes, *pick.pod))
+  if (!m.prompt.hashes.empty() &&
+      !services_.recordRouted(input.request.model, m.prompt.hashes, *pick.pod, true, &input.held_until_end))
     metrics_.error(input.request.model, "record_failed");
   // KV event mode: the blocks count for the pod until its engine begins the request (and publishes them).
   input.pending = services_.holdPending(input.request.model, m.prompt.hashes, pick.pod_id);

@@ -114,6 +114,35 @@ TEST(PodBlockLedgerSlots, SharedBlocksStay) {
   EXPECT_TRUE(evicted.empty());
 }
 
+// Ensures a slot busy with a request is not taken by the next request of the same prefix (it takes another slot,
+// pushing out what that one held), the prefix a new request would find is what idle slots hold, and a released
+// slot is found again.
+TEST(PodBlockLedgerSlots, BusySlotsServeNoOne) {
+  PodBlockLedger ledger;
+  std::vector<PodBlockLedger::Evicted> evicted;
+  uint64_t a = 0, b = 0, again = 0;
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3}), 2, evicted, &a);
+  EXPECT_EQ(ledger.slotPrefix(PodId{1}, "m", chain({1, 2, 3, 4}), 2), 0u);  // its slot is busy; the other is empty
+  ledger.touchSlots(PodId{1}, "m", chain({7, 8}), 2, evicted, &b);        // the second slot
+  EXPECT_NE(a, b);
+  // Both busy: a request waits for one, which may be the one holding its prefix.
+  EXPECT_EQ(ledger.slotPrefix(PodId{1}, "m", chain({1, 2, 3, 4}), 2), 3u);
+  ledger.releaseSlot(PodId{1}, b);
+  EXPECT_EQ(ledger.slotPrefix(PodId{1}, "m", chain({1, 2, 3, 4}), 2), 0u);  // only {7, 8} is idle
+  // The same prefix again while its slot is busy: it takes the idle one, and {7, 8} is gone.
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 5}), 2, evicted, &again);
+  EXPECT_EQ(again, b);
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].hashes, chain({7, 8}));
+  ledger.releaseSlot(PodId{1}, a);
+  ledger.releaseSlot(PodId{1}, again);
+  EXPECT_EQ(ledger.slotPrefix(PodId{1}, "m", chain({1, 2, 3, 5, 6}), 2), 4u);
+  EXPECT_EQ(ledger.slotPrefix(PodId{1}, "other", chain({1, 2, 3}), 2), 0u);
+  EXPECT_EQ(ledger.slotPrefix(PodId{9}, "m", chain({1, 2, 3}), 2), std::nullopt);  // nothing modelled
+  ledger.removePod(PodId{1});
+  ledger.releaseSlot(PodId{1}, a);  // a request outliving its pod: ignored
+}
+
 // Ensures slot pods touched from every thread at once stay consistent (each pod's slots under its own lock; TSan
 // runs this): every pod ends with its slots full and every eviction names blocks it was routed.
 TEST(PodBlockLedgerSlots, ConcurrentTouches) {
