@@ -215,7 +215,7 @@ def start_gateway(tmp, fleet, routing, seed, label, threads=1):
     config = {"routing": routing, "log_level": "warn", "threads": threads, "random_seed": seed}
     gateway = Gateway(tmp, fleet.entries(), config=config, name=f"gateway-{label}")
     try:
-        wait_until(lambda: all(p["ready"] and (p.get("engine") or {}).get("slots") for p in gateway.debug_pods()),
+        wait_until(lambda: all(p["ready"] and (p.get("engine_metrics") or {}).get("slots") for p in gateway.debug_pods()),
                    timeout=15, what="every pod ready with its slots known")
     except BaseException:
         gateway.stop()
@@ -247,10 +247,10 @@ def gateway_view(gateway, texts):
     for key in ("predicted_tokens", "engine_cached_tokens", "over_predicted_tokens", "under_predicted_tokens"):
         out[key] = sum((p.get("prediction") or {}).get(key, 0) or 0 for p in pods)
     out["host_prompt_cache"] = sorted(p["name"].rsplit("-", 1)[-1] for p in pods
-                                      if (p.get("engine") or {}).get("host_prompt_cache"))
+                                      if (p.get("engine_metrics") or {}).get("host_prompt_cache"))
     out["scrape_errors_by_reason"] = {}
     for p in pods:
-        for reason, n in ((p.get("engine") or {}).get("scrape_errors") or {}).items():
+        for reason, n in ((p.get("engine_metrics") or {}).get("scrape_errors") or {}).items():
             out["scrape_errors_by_reason"][reason] = out["scrape_errors_by_reason"].get(reason, 0) + n
     out["kv_capacity_tokens"] = sorted({p.get("kv_capacity_tokens") for p in pods}, key=str)
     out["bytes_per_engine_token"] = {m: v.get("bytes_per_engine_token") for m, v in

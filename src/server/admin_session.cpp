@@ -59,11 +59,7 @@ json engineJson(const discovery::PodState& pod, int64_t now, int64_t max_age_ms)
     errors[std::string(engine::scrapeErrorLabel(reason))] = pod.engine().scrapeErrors(reason);
   }
   const std::string capacity_error = pod.engine().capacityError();
-  return {{"dialect", engine::engineKindName(kind)},
-          {"dialect_source", pod.spec().engine != engine::EngineKind::kAuto ? "configured"
-                             : kind != engine::EngineKind::kAuto             ? "recognised"
-                                                                             : "unknown"},
-          {"unreported", engine::unreportedSignals(kind)},
+  return {{"unreported", engine::unreportedSignals(kind)},
           {"known_series", s.known_series},
           {"running", known(s.has_running, s.running)},
           {"waiting", known(s.has_waiting, s.waiting)},
@@ -81,6 +77,12 @@ json engineJson(const discovery::PodState& pod, int64_t now, int64_t max_age_ms)
           {"scrape_errors", errors},
           {"last_error", s.last_error},
           {"capacity_tokens_per_s", pod.engine().capacityTokensPerSecond(now)}};
+}
+
+// Why the pod's latest scrape failed (null when it succeeded, or none was tried yet).
+json scrapeErrorJson(const discovery::PodState& pod) {
+  const engine::EngineSnapshot s = pod.engine().latest();
+  return s.stale && !s.last_error.empty() ? json(s.last_error) : json(nullptr);
 }
 
 // The prediction audit's sums for the pod (server/prediction_audit.h); accuracy null until a response was audited.
@@ -174,7 +176,14 @@ json podsJson(Gateway& g) {
                     {"kv_capacity_tokens", pod->spec().kv_capacity_tokens ? pod->spec().kv_capacity_tokens
                                                                           : pod->engine().kvCapacityTokens()},
                     {"kv_sync", kvSyncJson(*pod, now, g.config().routing.prefix_cache.silent_publisher_ms)},
-                    {"engine", engineJson(*pod, now, max_age)},
+                    // The dialect spoken to it, where it came from, and why its metrics cannot be read when they
+                    // cannot (its load is then unknown, never idle).
+                    {"engine", engine::engineKindName(pod->engineKind())},
+                    {"engine_source", pod->spec().engine != engine::EngineKind::kAuto ? "configured"
+                                      : pod->engineKind() != engine::EngineKind::kAuto ? "recognised"
+                                                                                      : "unknown"},
+                    {"scrape_error", scrapeErrorJson(*pod)},
+                    {"engine_metrics", engineJson(*pod, now, max_age)},
                     {"prediction", predictionJson(*pod)},
                     {"rates", ratesJson(*pod)}});
   }

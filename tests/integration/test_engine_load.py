@@ -12,7 +12,12 @@ FAST_SCRAPE = {"engine_metrics": {"scrape_interval_ms": 50, "scrape_timeout_ms":
 
 
 def engine_of(gw, name):
-    return next(p["engine"] for p in gw.debug_pods() if p["name"] == name)
+    """The pod's engine metrics (/debug/pods engine_metrics)."""
+    return next(p["engine_metrics"] for p in gw.debug_pods() if p["name"] == name)
+
+
+def pod_of(gw, name):
+    return next(p for p in gw.debug_pods() if p["name"] == name)
 
 
 def slow_sim(tmp_path, name, *extra):
@@ -142,12 +147,15 @@ def test_a_pod_of_another_dialect_shows_an_error_within_one_scrape(tmp_path, gat
         gw = gateway_factory(pods, config=FAST_SCRAPE)
         failed = wait_until(lambda: (e := engine_of(gw, "wrong"))["scrape_errors"]["unknown_series"] > 0 and e,
                             what="the wrong pod's first failed scrape")
-        assert failed["dialect"] == "sglang" and failed["dialect_source"] == "configured"
+        pod = pod_of(gw, "wrong")
+        assert pod["engine"] == "sglang" and pod["engine_source"] == "configured"
         assert "no sglang: series but vllm: ones" in failed["last_error"]
+        assert "no sglang: series but vllm: ones" in pod["scrape_error"]
         assert failed["stale"] is True and failed["running"] is None and failed["waiting"] is None
         assert failed["known_series"] == 0
         ok = wait_until(lambda: (e := engine_of(gw, "right"))["scraped_ms_ago"] is not None and e, what="a scrape")
-        assert ok["dialect"] == "vllm" and ok["known_series"] > 0 and ok["running"] == 0
+        assert pod_of(gw, "right")["engine"] == "vllm" and pod_of(gw, "right")["scrape_error"] is None
+        assert ok["known_series"] > 0 and ok["running"] == 0
         assert sum(ok["scrape_errors"].values()) == 0
         assert gw.metric("prefixgate_engine_scrape_errors_total", pod="wrong", reason="unknown_series") >= 1
         assert gw.metric("prefixgate_engine_scrape_errors_total", pod="right") == 0
@@ -199,11 +207,11 @@ def test_an_unrecognised_engine_is_an_error_not_an_idle_pod(tmp_path, gateway_fa
         gw = gateway_factory(pods, config=FAST_SCRAPE)
         failed = wait_until(lambda: (e := engine_of(gw, "other"))["scrape_errors"]["unknown_series"] > 0 and e,
                             what="a failed scrape of the unrecognised pod")
-        assert failed["dialect"] == "auto" and failed["dialect_source"] == "unknown"
+        assert pod_of(gw, "other")["engine"] == "auto" and pod_of(gw, "other")["engine_source"] == "unknown"
         assert "no series of a known engine" in failed["last_error"]
         assert failed["running"] is None and failed["stale"] is True
-        recognised = wait_until(lambda: (e := engine_of(gw, "sim"))["dialect"] == "vllm" and e, what="recognition")
-        assert recognised["dialect_source"] == "recognised"
+        recognised = wait_until(lambda: (p := pod_of(gw, "sim"))["engine"] == "vllm" and p, what="recognition")
+        assert recognised["engine_source"] == "recognised"
         assert "engine recognised as vllm" in gw.read_log()
     finally:
         sim.stop()
@@ -220,10 +228,10 @@ def test_sglang_and_llamacpp_pages_give_the_same_signals(tmp_path, gateway_facto
     try:
         gw = gateway_factory([sglang, llama], config=FAST_SCRAPE)
         for name, dialect in (("sglang", "sglang"), ("llama", "llamacpp")):
-            wait_until(lambda: engine_of(gw, name)["dialect"] == dialect, what=f"{name} recognised as {dialect}")
+            wait_until(lambda: pod_of(gw, name)["engine"] == dialect, what=f"{name} recognised as {dialect}")
         pods = {p["name"]: p for p in gw.debug_pods()}
         assert pods["sglang"]["kv_capacity_tokens"] == 64000
-        assert pods["sglang"]["engine"]["kv_cache_usage"] == 0
+        assert pods["sglang"]["engine_metrics"]["kv_cache_usage"] == 0
         wait_until(lambda: engine_of(gw, "llama")["slots"] == 4, what="llama.cpp's slots from /props")
         assert {p["name"]: p for p in gw.debug_pods()}["llama"]["kv_capacity_tokens"] == 64000
         for sim in (sglang, llama):

@@ -69,10 +69,10 @@ def test_llamacpp_pods_are_read_in_their_dialect(tmp_path, llamas, gateway_facto
     auto_entry = {k: v for k, v in recognised.pod_entry().items() if k != "engine"}
     gw = gateway_factory([declared, auto_entry], config=FAST_SCRAPE)
     for pod, source in ((declared, "configured"), (recognised, "recognised")):
-        seen = wait_until(lambda: (p := engine_of(gw, pod.name))["engine"]["slots"] and p, timeout=20,
+        seen = wait_until(lambda: (p := engine_of(gw, pod.name))["engine_metrics"]["slots"] and p, timeout=20,
                           what=f"{pod.name}'s slots from /props")
-        engine = seen["engine"]
-        assert engine["dialect"] == "llamacpp" and engine["dialect_source"] == source
+        engine = seen["engine_metrics"]
+        assert seen["engine"] == "llamacpp" and seen["engine_source"] == source and seen["scrape_error"] is None
         assert engine["known_series"] >= 4
         assert engine["running"] == 0 and engine["waiting"] == 0
         assert engine["kv_cache_usage"] is None and engine["unreported"] == "kv_cache_usage"
@@ -152,7 +152,7 @@ def test_slots_bound_what_a_pod_without_a_host_cache_holds(tmp_path, llamas, gat
     (pod,) = llamas(1, "--cache-ram", "0")
     gw = gateway_factory([pod], config={**FAST_SCRAPE, "routing": {
         "strategy": "prefix-cache", "prefix_cache": {"use_remote_tokenizer": True}}})
-    wait_until(lambda: engine_of(gw, pod.name)["engine"]["slots"] == 2, timeout=20, what="the slots from /props")
+    wait_until(lambda: engine_of(gw, pod.name)["engine_metrics"]["slots"] == 2, timeout=20, what="the slots from /props")
     for tag in ("A", "B", "C"):
         chat(gw, document(tag))
     hdrs, usage, _ = chat(gw, document("A"))
@@ -161,7 +161,7 @@ def test_slots_bound_what_a_pod_without_a_host_cache_holds(tmp_path, llamas, gat
     hdrs, usage, _ = chat(gw, document("C"))  # still in its slot
     assert int(hdrs["x-prefix-match-percent"]) >= 90
     assert usage["prompt_tokens_details"]["cached_tokens"] > 0.9 * usage["prompt_tokens"]
-    assert engine_of(gw, pod.name)["engine"]["host_prompt_cache"] is False
+    assert engine_of(gw, pod.name)["engine_metrics"]["host_prompt_cache"] is False
 
 
 def test_a_host_prompt_cache_is_recognised(tmp_path, llamas, gateway_factory):
@@ -171,14 +171,14 @@ def test_a_host_prompt_cache_is_recognised(tmp_path, llamas, gateway_factory):
     (pod,) = llamas(1)
     gw = gateway_factory([pod], config={**FAST_SCRAPE, "routing": {
         "strategy": "prefix-cache", "prefix_cache": {"use_remote_tokenizer": True}}})
-    wait_until(lambda: engine_of(gw, pod.name)["engine"]["slots"] == 2, timeout=20, what="the slots from /props")
+    wait_until(lambda: engine_of(gw, pod.name)["engine_metrics"]["slots"] == 2, timeout=20, what="the slots from /props")
     tags = ("A", "B", "C", "D")
     for round_ in range(4):
         for tag in tags:
             chat(gw, f"{document(tag)}\nRound {round_}.")
-        if engine_of(gw, pod.name)["engine"]["host_prompt_cache"]:
+        if engine_of(gw, pod.name)["engine_metrics"]["host_prompt_cache"]:
             break
-    engine = engine_of(gw, pod.name)["engine"]
+    engine = engine_of(gw, pod.name)["engine_metrics"]
     assert engine["host_prompt_cache"] is True
     assert gw.read_log().count("it has a host prompt cache") == 1
     # What the slots model dropped before is forgotten; what is routed from now on stays predicted.
@@ -197,7 +197,7 @@ def test_a_prefix_held_only_by_a_busy_slot_is_predicted_cold(tmp_path, llamas, g
     (pod,) = llamas(1, "--cache-ram", "0")
     gw = gateway_factory([pod], config={**FAST_SCRAPE, "routing": {
         "strategy": "prefix-cache", "prefix_cache": {"use_remote_tokenizer": True}}})
-    wait_until(lambda: engine_of(gw, pod.name)["engine"]["slots"] == 2, timeout=20, what="the slots from /props")
+    wait_until(lambda: engine_of(gw, pod.name)["engine_metrics"]["slots"] == 2, timeout=20, what="the slots from /props")
     body = {"model": MODEL, "messages": [{"role": "user", "content": document("A")}], "max_tokens": 200,
             "stream": True}
     first = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=60)
