@@ -64,7 +64,7 @@ class LlamacppDialect final : public Dialect {
 
   std::optional<SimpleResponse> info(std::string_view path, const EngineView& view) const override {
     if (path == "/props") return jsonResponse(200, props());
-    if (path == "/slots") return jsonResponse(200, slots(view.snapshot.num_requests_running));
+    if (path == "/slots") return jsonResponse(200, slots(view.snapshot));
     return std::nullopt;
   }
 
@@ -154,13 +154,25 @@ class LlamacppDialect final : public Dialect {
     };
   }
 
-  // get_slots: one entry per slot; the first `running` are processing (the engine does not pin sequences to
-  // slots).
-  OrderedJson slots(size_t running) const {
+  // get_slots: one entry per slot. With --kv-cache-model slots they are the engine's slots, with the fields
+  // server_slot::to_json adds once a slot served a task (id_task, n_prompt_tokens: the tokens it holds,
+  // n_prompt_tokens_processed, n_prompt_tokens_cache); otherwise the first `num_requests_running` are processing
+  // (the paged engine does not pin sequences to slots).
+  OrderedJson slots(const MetricsSnapshot& snapshot) const {
     OrderedJson list = OrderedJson::array();
-    for (uint32_t id = 0; id < config_.max_num_seqs; ++id)
-      list.push_back(OrderedJson{
-          {"id", id}, {"n_ctx", slotContext()}, {"speculative", false}, {"is_processing", id < running}});
+    for (uint32_t id = 0; id < config_.max_num_seqs; ++id) {
+      const SlotView* view = id < snapshot.slots.size() ? &snapshot.slots[id] : nullptr;
+      bool processing = view != nullptr ? view->processing : id < snapshot.num_requests_running;
+      OrderedJson slot{
+          {"id", id}, {"n_ctx", slotContext()}, {"speculative", false}, {"is_processing", processing}};
+      if (view != nullptr && view->used) {
+        slot["id_task"] = view->task;
+        slot["n_prompt_tokens"] = view->held_tokens;
+        slot["n_prompt_tokens_processed"] = view->processed_tokens;
+        slot["n_prompt_tokens_cache"] = view->cached_tokens;
+      }
+      list.push_back(std::move(slot));
+    }
     return list;
   }
 };

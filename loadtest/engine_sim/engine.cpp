@@ -4,7 +4,6 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <fmt/format.h>
 
 namespace prefixgate::sim {
 namespace asio = boost::asio;
@@ -15,6 +14,15 @@ namespace {
 constexpr auto kMaxCatchUp = std::chrono::milliseconds(1);
 
 SteadyTime now() { return std::chrono::steady_clock::now(); }
+
+// The scheduler of --kv-cache-model (kv_cache_model.h).
+std::unique_ptr<StepScheduler> makeStepScheduler(const SimConfig& config) {
+  switch (config.kvCacheModel()) {
+    case KvCacheModel::kSlots: return std::make_unique<SlotScheduler>(config.slotSchedulerConfig());
+    case KvCacheModel::kPaged: break;
+  }
+  return std::make_unique<Scheduler>(config.schedulerConfig());
+}
 
 double secondsBetween(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
 
@@ -28,7 +36,7 @@ Engine::Sequence::~Sequence() { engine_.release(*this); }
 Engine::Engine(const SimConfig& config)
     : config_(config),
       timing_(config.timingConfig()),
-      scheduler_(config.schedulerConfig()),
+      scheduler_(makeStepScheduler(config)),
       histograms_(engineHistograms(config.dialect())) {}
 
 Engine::StartResult Engine::start(asio::any_io_executor executor, std::span<const uint32_t> prompt_tokens,
@@ -36,10 +44,8 @@ Engine::StartResult Engine::start(asio::any_io_executor executor, std::span<cons
   StartResult result;
   SeqId id = next_id_++;
   SeqRequest request{id, std::vector<uint32_t>(prompt_tokens.begin(), prompt_tokens.end()), max_output_tokens};
-  if (scheduler_.submit(std::move(request)) != SubmitStatus::kQueued) {
-    result.error = fmt::format("the request needs {} KV cache blocks of {} tokens but the cache holds {}",
-                               Scheduler::blocksNeeded(prompt_tokens.size(), max_output_tokens, config_.block_size),
-                               config_.block_size, config_.capacityBlocks());
+  if (scheduler_->submit(std::move(request)) != SubmitStatus::kQueued) {
+    result.error = scheduler_->neverFitsReason(prompt_tokens.size(), max_output_tokens);
     return result;
   }
   result.sequence.reset(new Sequence(*this, id, std::move(executor), static_cast<uint32_t>(prompt_tokens.size())));
@@ -68,13 +74,13 @@ asio::awaitable<void> Engine::run() {
   SteadyTime anchor = now();
   boost::system::error_code ec;
   while (!stopped_) {
-    if (!scheduler_.hasWork()) {
+    if (!scheduler_->hasWork()) {
       idle_->expires_at(SteadyTime::max());
       co_await idle_->async_wait(asio::redirect_error(asio::use_awaitable, ec));
       anchor = now();
       continue;
     }
-    StepPlan plan = scheduler_.schedule();
+    StepPlan plan = scheduler_->schedule();
     SteadyTime started = now();
     for (SeqId id : plan.started) {
       auto it = sequences_.find(id);
@@ -82,7 +88,7 @@ asio::awaitable<void> Engine::run() {
       it->second->started_ms_ = sim_ms_;
       histograms_.request_queue_time.observe(secondsBetween(it->second->arrival_, started));
       // Known now (the lookup happened at scheduling); a sequence may finish, and leave the scheduler, in this step.
-      if (auto status = scheduler_.status(id))
+      if (auto status = scheduler_->status(id))
         it->second->cached_tokens_ = static_cast<uint32_t>(std::max<int64_t>(0, status->cached_tokens));
     }
     StepWork work = stepWork(plan);
@@ -99,24 +105,24 @@ asio::awaitable<void> Engine::run() {
     }
     if (stopped_) break;
     recordStep(plan, work, stepMilliseconds(timing_, work));
-    deliver(scheduler_.complete(plan));
+    deliver(scheduler_->complete(plan));
     publishEvents();
   }
 }
 
 void Engine::setEventSink(EventSink sink) {
   event_sink_ = std::move(sink);
-  if (event_sink_) scheduler_.recordEvents();
+  if (event_sink_) scheduler_->recordEvents();
 }
 
 void Engine::publishEvents() {
   if (!event_sink_) return;
-  std::vector<KvEvent> events = scheduler_.takeEvents();
+  std::vector<KvEvent> events = scheduler_->takeEvents();
   if (!events.empty()) event_sink_(events);
 }
 
 bool Engine::resetPrefixCache() {
-  bool reset = scheduler_.resetPrefixCache();
+  bool reset = scheduler_->resetPrefixCache();
   publishEvents();
   return reset;
 }
@@ -178,13 +184,14 @@ void Engine::stop() {
 
 MetricsSnapshot Engine::snapshot() const {
   MetricsSnapshot snapshot;
-  snapshot.num_requests_running = scheduler_.numRunning();
-  snapshot.num_requests_waiting = scheduler_.numWaiting();
-  snapshot.kv_cache_usage = scheduler_.kvCacheUsage();
-  snapshot.counters = scheduler_.counters();
+  snapshot.num_requests_running = scheduler_->numRunning();
+  snapshot.num_requests_waiting = scheduler_->numWaiting();
+  snapshot.kv_cache_usage = scheduler_->kvCacheUsage();
+  snapshot.counters = scheduler_->counters();
   snapshot.block_size = config_.block_size;
   snapshot.num_gpu_blocks = config_.capacityBlocks();
-  snapshot.used_blocks = scheduler_.cache().usedBlocks();
+  snapshot.used_blocks = scheduler_->usedBlocks();
+  snapshot.slots = scheduler_->slots();
   snapshot.activity = activity_;
   snapshot.window = window_;
   return snapshot;
@@ -195,7 +202,7 @@ void Engine::release(Sequence& sequence) {
   sequence.released_ = true;
   sequences_.erase(sequence.id_);
   if (stopped_) return;
-  if (!sequence.finished_) scheduler_.abort(sequence.id_);
+  if (!sequence.finished_) scheduler_->abort(sequence.id_);
 }
 
 }  // namespace prefixgate::sim

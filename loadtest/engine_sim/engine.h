@@ -1,10 +1,10 @@
 #pragma once
-// The simulated GPU in real time: the pure step Scheduler and timing model driven by Asio timers. run() is the
-// engine loop: it plans a step, waits the step's simulated time (x --time-scale), then hands out the step's
-// results (sampled tokens, finished sequences) and wakes the sessions waiting for them. Session coroutines start a
-// Sequence per request and co_await its progress; they never slow the engine down (tokens a slow client has not
-// read yet simply wait in the Sequence, as vLLM's outputs queue up). Single-threaded: every call comes from the
-// one event loop that runs the sessions and run().
+// The simulated GPU in real time: the pure step scheduler (of --kv-cache-model: step_scheduler.h) and timing model
+// driven by Asio timers. run() is the engine loop: it plans a step, waits the step's simulated time (x
+// --time-scale), then hands out the step's results (sampled tokens, finished sequences) and wakes the sessions
+// waiting for them. Session coroutines start a Sequence per request and co_await its progress; they never slow the
+// engine down (tokens a slow client has not read yet simply wait in the Sequence, as vLLM's outputs queue up).
+// Single-threaded: every call comes from the one event loop that runs the sessions and run().
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -18,7 +18,7 @@
 #include <unordered_map>
 
 #include "engine_sim/metrics_text.h"
-#include "engine_sim/scheduler.h"
+#include "engine_sim/step_scheduler.h"
 #include "engine_sim/sim_config.h"
 #include "engine_sim/timing_model.h"
 #include "prefixgate/types.h"
@@ -37,7 +37,7 @@ class Engine {
     Sequence(const Sequence&) = delete;
     Sequence& operator=(const Sequence&) = delete;
     uint32_t promptTokens() const { return prompt_tokens_; }
-    // Prompt tokens found in the prefix cache; valid once the first token is ready.
+    // Prompt tokens found cached (prefix cache, slot or host cache); valid once the first token is ready.
     uint32_t cachedTokens() const { return cached_tokens_; }
     // Output tokens ready to be sent.
     uint32_t generatedTokens() const { return generated_; }
@@ -71,7 +71,7 @@ class Engine {
 
   struct StartResult {
     std::unique_ptr<Sequence> sequence;  // null when error is set
-    std::string error;                   // the request can never run (needs more KV blocks than the cache has)
+    std::string error;                   // the request can never run (needs more KV than the cache, or a slot, has)
   };
 
   explicit Engine(const SimConfig& config);
@@ -92,19 +92,19 @@ class Engine {
   // Receives the KV cache events of each step (after the step, as vLLM publishes them) and of resets.
   using EventSink = std::function<void(std::span<const KvEvent>)>;
   void setEventSink(EventSink sink);
-  // vLLM's reset_prefix_cache: forgets every cached block; false while requests hold blocks.
+  // vLLM's reset_prefix_cache: forgets everything cached; false while requests hold KV.
   bool resetPrefixCache();
 
-  // Prompt tokens a prompt would find in the prefix cache now (read only).
+  // Prompt tokens a prompt would find cached if it were admitted now (read only).
   uint64_t cachedPrefixTokens(std::span<const uint32_t> prompt_tokens) const {
-    return scheduler_.cachedPrefixTokens(prompt_tokens);
+    return scheduler_->cachedPrefixTokens(prompt_tokens);
   }
   MetricsSnapshot snapshot() const;
   // Starts a new window for MetricsSnapshot::window (the rates llama-server and SGLang report are over the time
   // since the last scrape).
   void startActivityWindow() { window_ = EngineActivity{}; }
   const EngineHistograms& histograms() const { return histograms_; }
-  const Scheduler& scheduler() const { return scheduler_; }
+  const StepScheduler& scheduler() const { return *scheduler_; }
 
  private:
   void release(Sequence& sequence);
@@ -116,7 +116,7 @@ class Engine {
 
   SimConfig config_;
   TimingConfig timing_;
-  Scheduler scheduler_;
+  std::unique_ptr<StepScheduler> scheduler_;
   EngineHistograms histograms_;
   double sim_ms_ = 0;  // simulated time of every step so far (before --time-scale)
   EngineActivity activity_;

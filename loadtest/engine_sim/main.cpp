@@ -26,6 +26,13 @@ A step takes decode-ms-per-token + decode-ms-per-running-seq x sequences + (when
 prefill tokens / prefill rate, plus attention over the context (docs/simulator.md). Output text is deterministic
 from the prompt: one " xyz" word per token.
 
+--kv-cache-model slots caches as llama.cpp's llama-server does instead (typically with --engine-dialect llamacpp):
+--max-num-seqs slots of --kv-capacity-tokens / --max-num-seqs tokens each; a request takes the idle slot whose
+tokens share the longest prefix with its prompt (more than --slot-prompt-similarity of it), else the least recently
+used idle slot, and waits while none is idle; it finds cached the prefix it shares with that slot (at most
+prompt - 1). --host-cache-tokens adds llama-server's host prompt cache (--cache-ram): overwritten slots are saved
+there and restored when they fit a prompt better (docs/simulator.md, "The slots KV cache model").
+
 Endpoints: POST /v1/chat/completions, /v1/completions (stream or not), /v1/embeddings, /tokenize;
 GET /v1/models, /health, /metrics (vllm:* series). Idle keep-alive connections close after 5 s.
 --engine-dialect sglang or llamacpp keeps the engine and speaks that engine's HTTP instead (docs/simulator.md,
@@ -57,6 +64,24 @@ void addFlags(CLI::App& app, prefixgate::sim::SimConfig& config) {
       ->capture_default_str();
   app.add_option("--block-size", config.block_size, "Tokens per KV cache block (prefix caching granularity)")
       ->capture_default_str();
+  app.add_option("--kv-cache-model", config.kv_cache_model,
+                 "paged: vLLM's KV blocks with prefix caching shared by all sequences; slots: llama.cpp's "
+                 "llama-server, --max-num-seqs slots of kv-capacity-tokens / max-num-seqs tokens, each keeping "
+                 "its last request's tokens (typically with --engine-dialect llamacpp)")
+      ->capture_default_str();
+  app.add_option("--slot-prompt-similarity", config.slot_prompt_similarity,
+                 "slots: an idle slot is chosen by its common prefix with the prompt when that prefix is more than "
+                 "this fraction of the prompt, else the least recently used idle slot (0 = always the latter)")
+      ->capture_default_str();
+  app.add_option("--host-cache-tokens", config.host_cache_tokens,
+                 "slots: size of llama-server's host prompt cache (--cache-ram) in tokens; 0 = off")
+      ->capture_default_str();
+  app.add_option("--host-cache-restore-ms-per-1k-tokens", config.host_cache_restore_ms_per_1k_tokens,
+                 "slots: simulated time to restore 1,000 tokens from the host cache into a slot (holds up the step)")
+      ->capture_default_str();
+  app.add_flag("--host-cache-idle-slots", config.host_cache_idle_slots,
+               "slots: after each assignment, save every idle slot to the host cache, as llama-server's "
+               "--cache-idle-slots (default on; --host-cache-idle-slots=false turns it off)");
   app.add_option("--prefill-tokens-per-s", config.prefill_tokens_per_s, "Prefill rate of uncached prompt tokens")
       ->capture_default_str();
   app.add_option("--step-overhead-ms", config.step_overhead_ms, "Time added to a step that prefills")
@@ -146,6 +171,12 @@ int main(int argc, char** argv) {
       bool v6 = host.find(':') != std::string::npos;
       std::printf("listening on %s%s%s:%u\n", v6 ? "[" : "", host.c_str(), v6 ? "]" : "", unsigned{port});
       std::fflush(stdout);
+      if (config.kvCacheModel() == sim::KvCacheModel::kSlots) {
+        log::info("engine-sim {}: models {}, {} slots of {} tokens, host cache {} tokens, time scale {}, token "
+                  "scale {}", config.name, fmt::join(config.models, ","), config.max_num_seqs,
+                  config.slotContextTokens(), config.host_cache_tokens, config.time_scale, config.token_scale);
+        return;
+      }
       log::info("engine-sim {}: models {}, {} KV blocks of {} tokens, time scale {}, token scale {}", config.name,
                 fmt::join(config.models, ","), config.capacityBlocks(), config.block_size, config.time_scale,
                 config.token_scale);

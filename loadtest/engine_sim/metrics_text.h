@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "engine_sim/engine_dialect.h"
-#include "engine_sim/scheduler.h"
+#include "engine_sim/step_scheduler.h"
 
 namespace prefixgate::sim {
 
@@ -66,6 +66,7 @@ struct MetricsSnapshot {
   uint64_t used_blocks = 0;  // referenced by running sequences
   EngineActivity activity;   // since the engine started
   EngineActivity window;     // since the last Engine::startActivityWindow() (the last /metrics scrape)
+  std::vector<SlotView> slots;  // each slot (--kv-cache-model slots); empty otherwise
 };
 
 // A Prometheus label value with backslash, double quote and newline escaped.

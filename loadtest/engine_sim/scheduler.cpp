@@ -1,5 +1,7 @@
 #include "engine_sim/scheduler.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "engine_sim/tokenizer.h"
@@ -31,6 +33,12 @@ SubmitStatus Scheduler::submit(SeqRequest request) {
   seqs_.emplace(seq.id, std::move(seq));
   waiting_.push_back(request.id);
   return SubmitStatus::kQueued;
+}
+
+std::string Scheduler::neverFitsReason(uint64_t prompt_tokens, uint32_t max_output_tokens) const {
+  return fmt::format("the request needs {} KV cache blocks of {} tokens but the cache holds {}",
+                     blocksNeeded(prompt_tokens, max_output_tokens, config_.block_size), config_.block_size,
+                     cache_.capacityBlocks());
 }
 
 void Scheduler::abort(SeqId id) {

@@ -1,6 +1,7 @@
 #pragma once
-// The engine's step scheduler, after vLLM v1's (pure: no sockets, no clocks). The engine runs in steps; each
-// step computes the KV of a batch of tokens within a token budget (--max-num-batched-tokens):
+// The engine's step scheduler for --kv-cache-model paged (the default), after vLLM v1's (pure: no sockets, no
+// clocks). The engine runs in steps; each step computes the KV of a batch of tokens within a token budget
+// (--max-num-batched-tokens):
 //   1. running sequences first, in admission order: a decoding sequence needs one token (the one sampled last
 //      step), a sequence still prefilling needs the rest of its prompt, cut to what is left of the budget
 //      (chunked prefill). KV blocks are allocated as tokens are scheduled; when no block is free, the newest
@@ -16,16 +17,16 @@
 #include <deque>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "engine_sim/block_hash.h"
 #include "engine_sim/kv_cache.h"
 #include "engine_sim/output_text.h"
+#include "engine_sim/step_scheduler.h"
 
 namespace prefixgate::sim {
-
-using SeqId = uint64_t;
 
 struct SchedulerConfig {
   uint64_t capacity_blocks = 25000;
@@ -34,86 +35,39 @@ struct SchedulerConfig {
   uint32_t max_num_batched_tokens = 8192;
 };
 
-struct SeqRequest {
-  SeqId id = 0;
-  std::vector<uint32_t> prompt;    // token ids
-  uint32_t max_output_tokens = 0;  // 0 = prefill only (embeddings): done once the prompt is computed
-};
-
-// One sequence's share of a step.
-struct StepEntry {
-  SeqId id = 0;
-  uint32_t new_tokens = 0;       // tokens whose KV this step computes
-  uint64_t computed_before = 0;  // tokens computed before (the context the new ones attend to)
-  bool decode = false;           // the one token sampled last step (else prefill, chunked or recomputed)
-};
-
-struct StepPlan {
-  std::vector<StepEntry> entries;
-  std::vector<SeqId> preempted;  // sent back to the head of the queue this step (their KV freed)
-  std::vector<SeqId> started;    // scheduled for the first time this step: their queueing ended
-  bool empty() const { return entries.empty(); }
-};
-
-struct StepOutcome {
-  std::vector<SeqId> sampled;   // got one more output token
-  std::vector<SeqId> finished;  // done (all output tokens, or a prefill-only prompt computed); blocks freed
-};
-
-enum class SubmitStatus {
-  kQueued,     // waits for a step
-  kNeverFits,  // prompt + max output needs more KV blocks than the whole cache holds; nothing was recorded
-  kDuplicate,  // the id is already known
-};
-
-// The engine's Prometheus counters (vllm:*_total).
-struct EngineCounters {
-  uint64_t prefix_cache_queries = 0;  // prompt tokens looked up (a preempted sequence's new lookup is not counted,
-  uint64_t prefix_cache_hits = 0;     // as in vLLM, so that re-hitting its own blocks does not inflate the ratio)
-  uint64_t prompt_tokens = 0;
-  uint64_t generation_tokens = 0;
-  uint64_t preemptions = 0;
-};
-
-// What the engine may read about one sequence.
-struct SeqStatus {
-  bool running = false;
-  int64_t cached_tokens = -1;  // prompt tokens found in the prefix cache at its first scheduling; -1 = not yet
-  uint32_t generated = 0;      // output tokens sampled so far
-  uint32_t preemptions = 0;
-};
-
-class Scheduler {
+class Scheduler final : public StepScheduler {
  public:
   explicit Scheduler(const SchedulerConfig& config);
 
-  SubmitStatus submit(SeqRequest request);
+  SubmitStatus submit(SeqRequest request) override;
+  std::string neverFitsReason(uint64_t prompt_tokens, uint32_t max_output_tokens) const override;
   // Forgets a sequence, waiting or running (a client that left); its blocks are freed. Unknown ids are ignored.
-  void abort(SeqId id);
+  void abort(SeqId id) override;
 
   // Plans the next step and commits it: allocations, preemptions and computed-token counts change now, as
   // they do when vLLM schedules; the step's results come with complete().
-  StepPlan schedule();
+  StepPlan schedule() override;
   // Ends the step planned last: samples one token for each sequence whose tokens are all computed, finishes and
   // frees the sequences that are done. Sequences aborted since schedule() are skipped.
-  StepOutcome complete(const StepPlan& plan);
+  StepOutcome complete(const StepPlan& plan) override;
 
-  bool hasWork() const { return !running_.empty() || !waiting_.empty(); }
+  bool hasWork() const override { return !running_.empty() || !waiting_.empty(); }
 
   // Starts recording KV cache events (BlockStored, BlockRemoved, AllBlocksCleared) for takeEvents().
-  void recordEvents();
+  void recordEvents() override;
   // The events since the last call, in the order the cache changed.
-  std::vector<KvEvent> takeEvents();
+  std::vector<KvEvent> takeEvents() override;
   // vLLM's reset_prefix_cache: forgets every cached block; refused (false) while sequences hold blocks.
-  bool resetPrefixCache() { return cache_.reset(); }
-  std::optional<SeqStatus> status(SeqId id) const;
+  bool resetPrefixCache() override { return cache_.reset(); }
+  std::optional<SeqStatus> status(SeqId id) const override;
   // The tokens a prompt would find in the prefix cache now (whole blocks, at most prompt - 1). Reads only.
-  uint64_t cachedPrefixTokens(std::span<const uint32_t> prompt) const;
+  uint64_t cachedPrefixTokens(std::span<const uint32_t> prompt) const override;
 
-  size_t numRunning() const { return running_.size(); }
-  size_t numWaiting() const { return waiting_.size(); }
-  double kvCacheUsage() const { return cache_.usage(); }
-  const EngineCounters& counters() const { return counters_; }
+  size_t numRunning() const override { return running_.size(); }
+  size_t numWaiting() const override { return waiting_.size(); }
+  double kvCacheUsage() const override { return cache_.usage(); }
+  uint64_t usedBlocks() const override { return cache_.usedBlocks(); }
+  const EngineCounters& counters() const override { return counters_; }
   const KvCache& cache() const { return cache_; }
   const SchedulerConfig& config() const { return config_; }
 

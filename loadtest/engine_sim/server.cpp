@@ -196,7 +196,7 @@ std::optional<SimpleResponse> Session::answerAtOnce(const Request& request, std:
   if (path == "/sim/cache/match" && method == http::verb::post) {
     const Engine& engine = state_.engine;
     auto lookup = [&engine](std::span<const uint32_t> tokens) {
-      const Scheduler& scheduler = engine.scheduler();
+      const StepScheduler& scheduler = engine.scheduler();
       return CacheMatch{engine.cachedPrefixTokens(tokens), scheduler.numRunning(), scheduler.numWaiting(),
                         scheduler.kvCacheUsage()};
     };

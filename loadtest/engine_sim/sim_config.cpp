@@ -14,12 +14,42 @@ SchedulerConfig SimConfig::schedulerConfig() const {
   return SchedulerConfig{capacityBlocks(), block_size, max_num_seqs, budget};
 }
 
+SlotSchedulerConfig SimConfig::slotSchedulerConfig() const {
+  SlotTableConfig table{max_num_seqs, static_cast<float>(slot_prompt_similarity), host_cache_tokens,
+                        host_cache_idle_slots};
+  return SlotSchedulerConfig{table, slotContextTokens(), schedulerConfig().max_num_batched_tokens, block_size};
+}
+
 TimingConfig SimConfig::timingConfig() const {
   return TimingConfig{prefill_tokens_per_s,        step_overhead_ms,
                       decode_ms_per_token,         decode_ms_per_running_seq,
                       attention_ms_per_1k_context, prefill_attention_ms_per_m_pairs,
-                      token_scale,                 time_scale};
+                      token_scale,                 time_scale,
+                      host_cache_restore_ms_per_1k_tokens};
 }
+
+namespace {
+
+std::string validateKvCacheModel(const SimConfig& config) {
+  auto model = parseKvCacheModel(config.kv_cache_model);
+  if (!model) return fmt::format("--kv-cache-model: '{}' is not paged or slots", config.kv_cache_model);
+  if (!(config.slot_prompt_similarity >= 0 && config.slot_prompt_similarity <= 1))
+    return "--slot-prompt-similarity: must be in [0, 1]";
+  if (!(config.host_cache_restore_ms_per_1k_tokens >= 0))
+    return "--host-cache-restore-ms-per-1k-tokens: must not be negative";
+  if (*model == KvCacheModel::kPaged) {
+    if (config.host_cache_tokens != 0) return "--host-cache-tokens: needs --kv-cache-model slots";
+    return "";
+  }
+  if (config.slotContextTokens() < 2)
+    return fmt::format("--kv-capacity-tokens: {} split over {} slots (--max-num-seqs) leaves under 2 tokens a slot",
+                       config.kv_capacity_tokens, config.max_num_seqs);
+  if (!config.kv_events.empty())
+    return "--kv-events: --kv-cache-model slots publishes no KV events (llama-server has none)";
+  return "";
+}
+
+}  // namespace
 
 std::string validateConfig(const SimConfig& config) {
   if (config.models.empty()) return "--model: at least one model is required";
@@ -49,7 +79,7 @@ std::string validateConfig(const SimConfig& config) {
   if (!config.kv_replay.empty() && config.kv_events.empty()) return "--kv-replay: needs --kv-events";
   if (!parseEngineDialect(config.engine_dialect))
     return fmt::format("--engine-dialect: '{}' is not vllm, sglang or llamacpp", config.engine_dialect);
-  return "";
+  return validateKvCacheModel(config);
 }
 
 }  // namespace prefixgate::sim

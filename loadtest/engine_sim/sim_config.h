@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "engine_sim/engine_dialect.h"
+#include "engine_sim/kv_cache_model.h"
 #include "engine_sim/scheduler.h"
+#include "engine_sim/slot_scheduler.h"
 #include "engine_sim/timing_model.h"
 
 namespace prefixgate::sim {
@@ -20,6 +22,18 @@ struct SimConfig {
   // KV cache and prefix caching.
   uint64_t kv_capacity_tokens = 400000;
   uint32_t block_size = 16;
+  // paged (vLLM's blocks, the default) | slots (llama-server's: max_num_seqs slots of kv_capacity_tokens /
+  // max_num_seqs tokens each); kv_cache_model.h.
+  std::string kv_cache_model = "paged";
+  // slots only. llama-server's --slot-prompt-similarity: a slot is chosen by its common prefix with the prompt
+  // when that prefix is more than this fraction of the prompt (0 = by recency only).
+  double slot_prompt_similarity = 0.1;
+  // slots only. llama-server's --cache-ram, in tokens: the host prompt cache's size (0 = off).
+  uint64_t host_cache_tokens = 0;
+  // slots only. Simulated time to copy 1,000 tokens of KV from the host cache back into a slot.
+  double host_cache_restore_ms_per_1k_tokens = 0.5;
+  // slots only. llama-server's --cache-idle-slots: after each assignment, idle slots are saved to the host cache.
+  bool host_cache_idle_slots = true;
 
   // Timing model (simulated time; every delay is multiplied by time_scale before it is waited for). See
   // timing_model.h for the step time and docs/simulator.md for the sources.
@@ -61,7 +75,12 @@ struct SimConfig {
 
   uint64_t capacityBlocks() const { return block_size == 0 ? 0 : kv_capacity_tokens / block_size; }
   SchedulerConfig schedulerConfig() const;
+  SlotSchedulerConfig slotSchedulerConfig() const;
   TimingConfig timingConfig() const;
+  // Each slot's context (llama-server's n_ctx per slot): the KV capacity split over max_num_seqs slots.
+  uint64_t slotContextTokens() const { return max_num_seqs == 0 ? 0 : kv_capacity_tokens / max_num_seqs; }
+  // The parsed kv_cache_model (paged when invalid: validateConfig refuses that).
+  KvCacheModel kvCacheModel() const { return parseKvCacheModel(kv_cache_model).value_or(KvCacheModel::kPaged); }
   const std::string& servedModel() const { return models.front(); }
   // The parsed engine_dialect (vllm when invalid: validateConfig refuses that).
   EngineDialect dialect() const { return parseEngineDialect(engine_dialect).value_or(EngineDialect::kVllm); }

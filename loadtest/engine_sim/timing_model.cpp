@@ -7,6 +7,7 @@ namespace prefixgate::sim {
 StepWork stepWork(const StepPlan& plan) {
   StepWork work;
   work.sequences = static_cast<uint32_t>(plan.entries.size());
+  work.restored_tokens = plan.restored_tokens;
   for (const StepEntry& entry : plan.entries) {
     if (entry.decode) {
       work.decode_context += entry.computed_before + entry.new_tokens;
@@ -29,6 +30,9 @@ double stepMilliseconds(const TimingConfig& config, const StepWork& work) {
   }
   ms += config.attention_ms_per_1k_context * static_cast<double>(work.decode_context) / 1000.0 / (k * k);
   ms += config.prefill_attention_ms_per_m_pairs * work.prefill_pairs / 1e6 / (k * k);
+  // A restored token stands for 1/k real ones too.
+  if (work.restored_tokens > 0)
+    ms += config.host_cache_restore_ms_per_1k_tokens * static_cast<double>(work.restored_tokens) / 1000.0 / k;
   return ms;
 }
 

@@ -9,6 +9,8 @@
 //                                            decoding sequences read the KV of their whole context
 //   prefill_attention_ms_per_m_pairs x (new x context) pairs / 1e6
 //                                            prefill chunks attend every new token to everything before it
+//   host_cache_restore_ms_per_1k_tokens x restored tokens / 1000
+//                                            slots model: KV copied back from the host prompt cache first
 // The constants and their sources are in docs/simulator.md.
 //
 // Token scale k (--token-scale): a workload may send k times fewer tokens than the engine it stands for (one
@@ -19,7 +21,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "engine_sim/scheduler.h"
+#include "engine_sim/step_scheduler.h"
 
 namespace prefixgate::sim {
 
@@ -32,6 +34,8 @@ struct TimingConfig {
   double prefill_attention_ms_per_m_pairs = 1.3;
   double token_scale = 1.0;
   double time_scale = 1.0;  // 0.1 = ten times faster than real time
+  // Slots model: copying restored tokens' KV from the host prompt cache into a slot, before the step.
+  double host_cache_restore_ms_per_1k_tokens = 0.5;
 };
 
 // What a step computes, as far as its time is concerned.
@@ -40,6 +44,7 @@ struct StepWork {
   uint64_t prefill_tokens = 0;   // new tokens of prefill entries (prompt chunks and recomputation)
   uint64_t decode_context = 0;   // sum over decode entries of their context (computed tokens + the new one)
   double prefill_pairs = 0;      // sum over prefill entries of new x (computed before + (new + 1) / 2)
+  uint64_t restored_tokens = 0;  // restored from the host prompt cache before the step (slots model)
 };
 
 StepWork stepWork(const StepPlan& plan);

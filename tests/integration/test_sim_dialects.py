@@ -1,7 +1,9 @@
 """The engine simulator's dialects (--engine-dialect sglang | llamacpp, --close-after-stream), driven over HTTP on
 the real binary: each engine's /metrics page parsed by prometheus_client, its tokenizer endpoints, the llama.cpp
 chat-template identity (/apply-template then /tokenize == usage.prompt_tokens), timings in llama.cpp's responses,
-llama-server's connection close after a streamed response, and the simulator's own endpoints in every dialect."""
+llama-server's connection close after a streamed response, the simulator's own endpoints in every dialect, and
+llama-server's slots KV cache model (--kv-cache-model slots: slot reuse, busy-slot misses, deferred requests, the
+host prompt cache)."""
 import http.client
 import json
 import socket
@@ -25,11 +27,12 @@ LLAMACPP_GAUGES = ["prompt_tokens_seconds", "predicted_tokens_seconds", "request
 
 @pytest.fixture
 def start_sim(tmp_path):
-    """Starts simulators (time scale 0: no waits) with extra flags; every one is stopped after the test."""
+    """Starts simulators (time scale 0 unless given: no waits) with extra flags; every one is stopped after the
+    test."""
     started = []
 
-    def start(*flags, **kwargs):
-        sim = Sim(tmp_path, f"sim-{len(started)}", *flags, time_scale="0", **kwargs)
+    def start(*flags, time_scale="0", **kwargs):
+        sim = Sim(tmp_path, f"sim-{len(started)}", *flags, time_scale=time_scale, **kwargs)
         started.append(sim)
         return sim
 
@@ -361,3 +364,128 @@ def test_llamacpp_publishes_kv_events(start_sim):
     finally:
         sub.close(0)
         ctx.term()
+
+
+# --kv-cache-model slots: llama-server's slots, two of them, documents long enough that sharing only the template's
+# leading tokens stays under --slot-prompt-similarity (0.1).
+SLOTS = ("--engine-dialect", "llamacpp", "--kv-cache-model", "slots", "--max-num-seqs", "2",
+         "--kv-capacity-tokens", "8192")
+DOCUMENTS = {name: f"{name} " + f"{name.lower()} is a document about its own subject, told at length. " * 8
+             for name in ("Alpha", "Bravo", "Charlie")}
+
+
+def doc_messages(name, question="Summarize it."):
+    return [{"role": "user", "content": DOCUMENTS[name] + question}]
+
+
+def prompt_tokens(sim, messages):
+    """The token ids llama-server's dialect counts for a chat: /apply-template then /tokenize with a BOS."""
+    prompt = call_json(sim, "POST", "/apply-template", {"messages": messages})["prompt"]
+    return call_json(sim, "POST", "/tokenize", {"content": prompt, "add_special": True})["tokens"]
+
+
+def common_prefix(a, b):
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def chat_cached(sim, messages, max_tokens=2):
+    body = call_json(sim, "POST", "/v1/chat/completions", {"messages": messages, "max_tokens": max_tokens})
+    cached = body["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert body["timings"]["cache_n"] == cached
+    return cached
+
+
+@pytest.mark.parametrize("host_cache", [False, True])
+def test_slots_documents_a_b_c_then_a(start_sim, host_cache):
+    """Documents A, B, C then A on two slots: C overwrites A's slot (least recently used), so A misses (nothing
+    cached beyond the template's leading tokens) without a host cache, and with --host-cache-tokens A's sequence,
+    saved when C overwrote it, is restored: every prompt token but the last is cached."""
+    flags = SLOTS + (("--host-cache-tokens", "100000") if host_cache else ())
+    sim = start_sim(*flags)
+    tokens = {name: prompt_tokens(sim, doc_messages(name)) for name in DOCUMENTS}
+    template = common_prefix(tokens["Alpha"], tokens["Bravo"])
+    assert 0 < template < 0.1 * len(tokens["Alpha"])
+    assert chat_cached(sim, doc_messages("Alpha")) == 0
+    assert chat_cached(sim, doc_messages("Bravo")) == 0
+    assert chat_cached(sim, doc_messages("Charlie")) == template  # took Alpha's slot
+    expected = len(tokens["Alpha"]) - 1 if host_cache else template
+    predicted = call_json(sim, "POST", "/sim/cache/match", {"messages": doc_messages("Alpha")})
+    assert predicted["cached_tokens"] == expected  # read only: the request below finds the same
+    assert chat_cached(sim, doc_messages("Alpha")) == expected
+    found = families(sim)
+    assert found["llamacpp:prompt_tokens_cached"].samples[0].value == template + expected
+    slots = call_json(sim, "GET", "/slots")
+    assert [s["is_processing"] for s in slots] == [False, False]
+    # Each slot holds its last prompt and the reply's computed token (the last of the 2 never is).
+    assert sorted(s["n_prompt_tokens"] for s in slots) == sorted([len(tokens["Charlie"]) + 1,
+                                                                  len(tokens["Alpha"]) + 1])
+
+
+def open_stream(sim, messages, max_tokens):
+    """Starts a streamed chat; returns (connection, response) once its head arrived."""
+    conn = http.client.HTTPConnection("127.0.0.1", sim.port, timeout=30)
+    conn.request("POST", "/v1/chat/completions",
+                 json.dumps({"messages": messages, "max_tokens": max_tokens, "stream": True}),
+                 {"Content-Type": "application/json"})
+    response = conn.getresponse()
+    assert response.status == 200
+    return conn, response
+
+
+def first_token(response):
+    """Reads a stream until its first data event (the request has a slot and finished its prefill)."""
+    while True:
+        line = response.readline()
+        assert line, "the stream ended before its first token"
+        if line.startswith(b"data: "):
+            return json.loads(line[len(b"data: "):])
+
+
+def gauge(sim, name):
+    return families(sim)[f"llamacpp:{name}"].samples[0].value
+
+
+def test_slots_second_concurrent_request_of_a_prefix_misses(start_sim):
+    """While one request runs in the slot that holds a prefix, a second request of that prefix takes the other
+    slot and misses (a busy-slot miss), though /sim/cache/match found the prefix before the first started."""
+    sim = start_sim(*SLOTS, time_scale="1")
+    warm = doc_messages("Alpha", "First question?")
+    assert chat_cached(sim, warm) == 0
+    second = doc_messages("Alpha", "Second question?")
+    shared = common_prefix(prompt_tokens(sim, warm), prompt_tokens(sim, second))
+    assert call_json(sim, "POST", "/sim/cache/match", {"messages": second})["cached_tokens"] == shared
+    conn, response = open_stream(sim, doc_messages("Alpha", "Third question?"), 2000)
+    try:
+        first_token(response)
+        assert call_json(sim, "POST", "/sim/cache/match", {"messages": second})["cached_tokens"] == 0
+        assert chat_cached(sim, second) == 0
+        slots = call_json(sim, "GET", "/slots")
+        busy = [s for s in slots if s["is_processing"]]
+        assert len(busy) == 1 and busy[0]["n_prompt_tokens_cache"] >= shared
+    finally:
+        conn.close()
+
+
+def test_slots_third_request_is_deferred_while_both_slots_run(start_sim):
+    """With both slots generating, a third request waits: llamacpp:requests_deferred counts it and
+    requests_processing the two slots; once a slot frees, the third runs."""
+    sim = start_sim(*SLOTS, time_scale="1")
+    streams = []
+    try:
+        for name in ("Alpha", "Bravo"):
+            streams.append(open_stream(sim, doc_messages(name), 2000))
+            first_token(streams[-1][1])
+        third = open_stream(sim, doc_messages("Charlie"), 2)
+        streams.append(third)
+        wait_until(lambda: gauge(sim, "requests_deferred") >= 1, timeout=5, what="a deferred request")
+        assert gauge(sim, "requests_processing") == 2
+        assert all(s["is_processing"] for s in call_json(sim, "GET", "/slots"))
+        streams[0][0].close()  # the client leaves: its slot frees
+        assert first_token(third[1])["choices"][0]["delta"] == {"role": "assistant", "content": None}
+        wait_until(lambda: gauge(sim, "requests_deferred") == 0, timeout=5, what="no deferred request")
+    finally:
+        for conn, _ in streams:
+            conn.close()

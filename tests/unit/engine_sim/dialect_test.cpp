@@ -305,6 +305,25 @@ TEST(LlamacppDialect, PropsAndSlots) {
   EXPECT_FALSE(makeDialect(configFor("vllm"))->info("/props", view).has_value());
 }
 
+// Ensures /slots with the slots KV cache model: each slot's own is_processing, and once it served a request
+// llama-server's task fields (n_prompt_tokens: the tokens it holds).
+TEST(LlamacppDialect, SlotsOfTheSlotsModel) {
+  SimConfig config = configFor("llamacpp");
+  config.max_num_seqs = 2;
+  config.kv_capacity_tokens = 8192;
+  auto dialect = makeDialect(config);
+  MetricsSnapshot snapshot;
+  snapshot.num_requests_running = 1;
+  snapshot.slots = {SlotView{}, SlotView{true, true, 7, 120, 100, 20}};
+  EngineHistograms histograms;
+  EngineView view{snapshot, histograms, 0};
+  json slots = json::parse(dialect->info("/slots", view)->body);
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_EQ(slots[0], json::parse(R"({"id": 0, "n_ctx": 4096, "speculative": false, "is_processing": false})"));
+  EXPECT_EQ(slots[1], json::parse(R"({"id": 1, "n_ctx": 4096, "speculative": false, "is_processing": true,
+      "id_task": 7, "n_prompt_tokens": 120, "n_prompt_tokens_processed": 20, "n_prompt_tokens_cache": 100})"));
+}
+
 // Ensures SGLang's page: its gauges with the scheduler's labels, counters and histograms with model_name,
 // prometheus_client's number format (Go-style exponents, ".0"), its bucket bounds, and no vllm: series.
 TEST(SglangDialect, MetricsPage) {
@@ -393,6 +412,30 @@ TEST(DialectConfig, RejectsUnknownDialect) {
   EXPECT_EQ(validateConfig(configFor("llamacpp")), "");
   EXPECT_EQ(parseEngineDialect("sglang"), EngineDialect::kSglang);
   EXPECT_EQ(engineDialectName(EngineDialect::kLlamacpp), "llamacpp");
+}
+
+// Ensures --kv-cache-model and its slots settings are validated: unknown model, similarity range, a host cache or
+// KV events where the model cannot have them, slots too small to hold a token.
+TEST(DialectConfig, ValidatesKvCacheModel) {
+  SimConfig config = configFor("llamacpp");
+  EXPECT_EQ(parseKvCacheModel("slots"), KvCacheModel::kSlots);
+  EXPECT_EQ(kvCacheModelName(KvCacheModel::kPaged), "paged");
+  config.kv_cache_model = "radix";
+  EXPECT_TRUE(contains(validateConfig(config), "--kv-cache-model"));
+  config.kv_cache_model = "paged";
+  config.host_cache_tokens = 1000;
+  EXPECT_TRUE(contains(validateConfig(config), "--host-cache-tokens"));
+  config.kv_cache_model = "slots";
+  EXPECT_EQ(validateConfig(config), "");
+  config.slot_prompt_similarity = 1.5;
+  EXPECT_TRUE(contains(validateConfig(config), "--slot-prompt-similarity"));
+  config.slot_prompt_similarity = 0.1;
+  config.kv_events = "tcp://*:0";
+  EXPECT_TRUE(contains(validateConfig(config), "--kv-events"));
+  config.kv_events.clear();
+  config.max_num_seqs = 32;
+  config.kv_capacity_tokens = 32;
+  EXPECT_TRUE(contains(validateConfig(config), "leaves under 2 tokens a slot"));
 }
 
 }  // namespace

@@ -189,6 +189,64 @@ TEST(Engine, ReportsSimulatedTimingsAndActivity) {
   EXPECT_EQ(engine.snapshot().activity.steps, 3u);
 }
 
+SimConfig slotsConfig(uint32_t slots, uint64_t host_cache_tokens, double restore_ms_per_1k = 0.5) {
+  SimConfig config = instantConfig(slots);
+  config.kv_cache_model = "slots";
+  config.kv_capacity_tokens = 1024 * slots;
+  config.host_cache_tokens = host_cache_tokens;
+  config.host_cache_restore_ms_per_1k_tokens = restore_ms_per_1k;
+  return config;
+}
+
+// Runs prompts one after another to their end on a slots engine; returns each one's (cached tokens, prompt ms).
+std::vector<std::pair<uint32_t, double>> runInTurn(const SimConfig& config,
+                                                   const std::vector<std::vector<uint32_t>>& prompts) {
+  asio::io_context io;
+  Engine engine(config);
+  asio::co_spawn(io, engine.run(), asio::detached);
+  std::vector<std::pair<uint32_t, double>> out;
+  std::vector<std::string> events;
+  for (const auto& prompt : prompts) {
+    auto started = engine.start(io.get_executor(), prompt, 2);
+    EXPECT_TRUE(started.sequence);
+    asio::co_spawn(io, consume(engine, *started.sequence, events, "s"), asio::detached);
+    for (int i = 0; i < 10000 && !started.sequence->finished(); ++i) io.poll_one();
+    EXPECT_TRUE(started.sequence->finished());
+    out.emplace_back(started.sequence->cachedTokens(), started.sequence->promptMs());
+  }
+  engine.stop();
+  io.poll();
+  return out;
+}
+
+// Ensures the engine drives the slots model: documents A, B, C then A on two slots, A's prefix lost to C without a
+// host cache, restored from it with one (its copy time in A's prompt time), and /slots' view of the slots.
+TEST(Engine, SlotsModelWithAndWithoutHostCache) {
+  std::vector<uint32_t> a = tokenize(std::string(800, 'a'));  // 200 tokens
+  std::vector<std::vector<uint32_t>> prompts{a, tokenize(std::string(800, 'b')), tokenize(std::string(800, 'c')),
+                                             a};
+  auto lost = runInTurn(slotsConfig(2, 0), prompts);
+  EXPECT_EQ(lost[3].first, 0u);
+  auto restored = runInTurn(slotsConfig(2, 10000), prompts);
+  EXPECT_EQ(restored[3].first, 199u);  // the slot held A's 200 prompt tokens and its first output token
+  auto free_copy = runInTurn(slotsConfig(2, 10000, 0), prompts);
+  EXPECT_NEAR(restored[3].second - free_copy[3].second, 201 * 0.5 / 1000, 1e-9);
+}
+
+// Ensures a slots engine refuses a request that a slot's context cannot hold, and reports its slots.
+TEST(Engine, SlotsModelRefusesWhatASlotCannotHoldAndShowsSlots) {
+  asio::io_context io;
+  Engine engine(slotsConfig(2, 0));
+  auto refused = engine.start(io.get_executor(), tokenize(std::string(4000, 'x')), 100);  // 1000 + 100 > 1024
+  EXPECT_FALSE(refused.sequence);
+  EXPECT_NE(refused.error.find("exceeds the available context size (1024 tokens)"), std::string::npos);
+  auto waiting = engine.start(io.get_executor(), tokenize("hello"), 2);
+  MetricsSnapshot snapshot = engine.snapshot();
+  ASSERT_EQ(snapshot.slots.size(), 2u);
+  EXPECT_FALSE(snapshot.slots[0].used);
+  EXPECT_EQ(snapshot.num_requests_waiting, 1u);
+}
+
 // Ensures SGLang's dialect gets SGLang's histogram bounds, the others vLLM's.
 TEST(Engine, HistogramBoundsFollowTheDialect) {
   SimConfig config = instantConfig(4);

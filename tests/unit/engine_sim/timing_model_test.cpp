@@ -57,6 +57,18 @@ TEST(TimingModel, TokenScaleKeepsDurations) {
   EXPECT_NEAR(scaled, full, 1e-6 * full);
 }
 
+// Ensures a step after a host cache restore (slots model) adds the copy's time, a restored token standing for 1/k
+// real tokens like any other, and that a plan's restored tokens reach its work.
+TEST(TimingModel, HostCacheRestoreAddsCopyTime) {
+  StepWork work = decodeOnly(0, 0);
+  work.restored_tokens = 4000;
+  EXPECT_DOUBLE_EQ(stepMilliseconds(config(), work), 4.5 + 2.0);  // 0.5 ms per 1,000 tokens
+  EXPECT_DOUBLE_EQ(stepMilliseconds(config(0.5), work) - stepMilliseconds(config(0.5), decodeOnly(0, 0)), 4.0);
+  StepPlan plan;
+  plan.restored_tokens = 7;
+  EXPECT_EQ(stepWork(plan).restored_tokens, 7u);
+}
+
 // Ensures every delay is multiplied by the time scale (0.1 = ten times faster, 0 = no delay).
 TEST(TimingModel, TimeScaleMultipliesDelays) {
   EXPECT_EQ(stepDuration(config(1, 1), decodeOnly(0, 0)), nanoseconds(4500000));
