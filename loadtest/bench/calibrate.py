@@ -45,7 +45,9 @@ from bench.textgen import text_tokens
 from harness import request, sse_events
 
 SIM_BATCH_TOKENS_LLAMA = 2048   # llama-server's default -b (n_batch): prompt tokens per llama_decode call
-SIM_KV_DEFAULT = 400000          # the simulator's default KV capacity: stands for llama's 8 GiB host prompt cache
+# llama-server's default host prompt cache (--cache-ram 8 GiB) keeps every prompt of these workloads: in simulator
+# tokens, a bound they never reach.
+SIM_HOST_CACHE_TOKENS = 10_000_000
 
 
 # --- the fit (pure) ---------------------------------------------------------------------------------------------
@@ -145,11 +147,11 @@ def sim_flags(cal, params, block_size=4, prompt_tokens=None):
     has one fixed step overhead, no cost per prompt token)."""
     r = cal["llama_per_sim_token"]
     prefill, decode = cal["prefill"], cal["decode"]
-    if params.cache_ram_mib == 0:
-        kv = max(block_size, round(params.ctx / r))   # the slots' context, nothing beyond
-    else:
-        kv = SIM_KV_DEFAULT                            # the host prompt cache keeps (nearly) everything
-    return ["--prefill-tokens-per-s", f"{prefill['tokens_per_s'] / r:.6g}",
+    # llama.cpp's cache: one prompt per slot (each ctx / parallel), and its host prompt cache unless --cache-ram 0
+    # (the simulator's --kv-cache-model slots follows llama-server's slot and host-cache rules).
+    kv = max(2 * params.parallel, round(params.ctx / r))
+    host = 0 if params.cache_ram_mib == 0 else SIM_HOST_CACHE_TOKENS
+    return ["--kv-cache-model", "slots", "--host-cache-tokens", str(host), "--prefill-tokens-per-s", f"{prefill['tokens_per_s'] / r:.6g}",
             "--prefill-attention-ms-per-m-pairs", f"{prefill['attention_ms_per_m_pairs'] * r * r:.6g}",
             "--step-overhead-ms",
             f"{step_overhead_ms(prefill, decode, client_overhead_ms(cal, prompt_tokens)):.6g}",

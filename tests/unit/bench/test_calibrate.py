@@ -67,7 +67,8 @@ def flag(flags, name):
 
 def test_sim_flags_scale_tokens_so_the_same_text_takes_the_same_time():
     """Ensures a simulator token standing for r llama tokens gets the prefill rate / r, attention x r^2 (pairs),
-    decode attention x r, token budget and KV / r, and the step overhead O + H - D - S."""
+    decode attention x r, token budget and the slots' context / r, and the step overhead O + H - D - S; its cache
+    is llama.cpp's (slots, and the host prompt cache unless --cache-ram 0)."""
     r = 0.8
     flags = calibrate.sim_flags(calibration(r), FleetParams(parallel=2, ctx=4096, cache_ram_mib=0), block_size=4)
     assert float(flag(flags, "--prefill-tokens-per-s")) == pytest.approx(10000.0 / r)
@@ -76,7 +77,8 @@ def test_sim_flags_scale_tokens_so_the_same_text_takes_the_same_time():
     assert float(flag(flags, "--step-overhead-ms")) == pytest.approx(5.0 + 7.0 - 0.5 - 2.0)
     assert flag(flags, "--decode-ms-per-token") == "0.5" and flag(flags, "--decode-ms-per-running-seq") == "2"
     assert flag(flags, "--max-num-seqs") == "2" and flag(flags, "--block-size") == "4"
-    assert flag(flags, "--kv-capacity-tokens") == str(round(4096 / r))          # the slots' context, no more
+    assert flag(flags, "--kv-capacity-tokens") == str(round(4096 / r))          # the slots' context
+    assert flag(flags, "--kv-cache-model") == "slots" and flag(flags, "--host-cache-tokens") == "0"
     assert flag(flags, "--max-num-batched-tokens") == str(round(2048 / r))
     # The same uncached prompt text: n llama tokens = n / r simulator tokens, the same prefill time.
     n = 1600
@@ -86,7 +88,8 @@ def test_sim_flags_scale_tokens_so_the_same_text_takes_the_same_time():
               + float(flag(flags, "--prefill-attention-ms-per-m-pairs")) * calibrate.pairs(sim_n, 0) / 1e6)
     assert sim_ms == pytest.approx(llama_ms, rel=0.01)
     default = calibrate.sim_flags(calibration(r), FleetParams(), block_size=4)
-    assert flag(default, "--kv-capacity-tokens") == str(calibrate.SIM_KV_DEFAULT)   # the host prompt cache
+    assert flag(default, "--kv-capacity-tokens") == str(round(8192 / r))          # two slots of 4,096
+    assert flag(default, "--host-cache-tokens") == str(calibrate.SIM_HOST_CACHE_TOKENS)   # the host prompt cache
 
 
 def test_step_overhead_is_never_negative():
