@@ -99,6 +99,9 @@ struct RoutingInput {
   // Set by prefix strategies in onPicked: the prompt tokens the chosen pod is predicted to miss (to prefill), counted
   // against it until the engine's first byte (Candidate::prefill_tokens). -1 = not known (the prompt tokens count).
   int64_t uncached_tokens = -1;
+  // Set by prefix strategies for a slot engine's pick (llama.cpp): the fraction of the prompt any of its slots
+  // held, busy or not, when it was chosen. A hit beyond it is evidence of a host prompt cache. NaN = not one.
+  double slot_held_fraction = NAN;
   // Set by prefix strategies that hashed the prompt: its size in the index's encoding (PromptBlocks::bytes), which
   // the engine's usage then turns into the model's bytes per engine token. -1 = not hashed.
   int64_t encoded_prompt_bytes = -1;

@@ -114,6 +114,8 @@ class EngineLoad {
   bool hostCacheSeen() const { return host_cache_seen_.load(std::memory_order_relaxed); }
   // Returns true when this call set it (for a log line once).
   bool markHostCacheSeen() { return !host_cache_seen_.exchange(true, std::memory_order_relaxed); }
+  // A response served cached tokens beyond what any of the pod's slots held; returns how many did so far.
+  uint32_t noteHitBeyondSlots() { return hits_beyond_slots_.fetch_add(1, std::memory_order_relaxed) + 1; }
 
   // The dialect the pod's /metrics page was recognised as (kAuto until one was). Set by the scraper. Lock-free.
   EngineKind detectedKind() const { return detected_kind_.load(std::memory_order_relaxed); }
@@ -141,6 +143,7 @@ class EngineLoad {
   std::atomic<EngineKind> detected_kind_{EngineKind::kAuto};
   std::atomic<uint32_t> slots_{0};
   std::atomic<bool> host_cache_seen_{false};
+  std::atomic<uint32_t> hits_beyond_slots_{0};
   std::string capacity_error_;  // guarded by mutex_
   std::atomic<uint64_t> scrape_errors_[static_cast<size_t>(ScrapeError::kCount)] = {};
 };

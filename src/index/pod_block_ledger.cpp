@@ -149,8 +149,9 @@ std::shared_ptr<PodBlockLedger::PodBlocks> PodBlockLedger::findPod(PodId pod) co
   return it == pods_.end() ? nullptr : it->second;
 }
 
-std::optional<size_t> PodBlockLedger::slotPrefix(PodId pod, std::string_view model,
-                                                 std::span<const BlockHash> hashes, size_t slots) const {
+std::optional<PodBlockLedger::SlotPrefixes> PodBlockLedger::slotPrefix(PodId pod, std::string_view model,
+                                                                       std::span<const BlockHash> hashes,
+                                                                       size_t slots) const {
   const std::shared_ptr<const PodBlocks> blocks = findPod(pod);
   if (!blocks) return std::nullopt;
   std::optional<uint32_t> model_id;
@@ -161,7 +162,7 @@ std::optional<size_t> PodBlockLedger::slotPrefix(PodId pod, std::string_view mod
   }
   std::lock_guard lock(blocks->mutex);
   if (blocks->slots.empty()) return std::nullopt;
-  if (!model_id) return 0;
+  if (!model_id) return SlotPrefixes{};
   size_t idle = 0, any = 0;
   bool some_idle = blocks->slots.size() < slots;  // an empty slot
   for (const Slot& slot : blocks->slots) {
@@ -173,7 +174,7 @@ std::optional<size_t> PodBlockLedger::slotPrefix(PodId pod, std::string_view mod
     }
   }
   const size_t best = some_idle ? idle : any;
-  return best * kMinSimilarityInverse > hashes.size() ? best : 0;
+  return SlotPrefixes{best * kMinSimilarityInverse > hashes.size() ? best : 0, any};
 }
 
 void PodBlockLedger::removePod(PodId pod) {

@@ -51,12 +51,17 @@ class PodBlockLedger {
   // The request touchSlots marked `slot` busy for has ended. A slot that is gone (the pod left, fewer slots) is
   // ignored.
   void releaseSlot(PodId pod, uint64_t slot);
-  // The blocks of `hashes` (of `model`) a new request would find cached on `pod`, which keeps `slots` prompts,
-  // now: the longest prefix an idle slot holds when it is over a tenth of the prompt (the engine takes that slot),
-  // else 0; with every slot busy, the longest any slot holds (the request will wait for one). nullopt when the
-  // pod's slots are not modelled (nothing routed to it yet).
-  std::optional<size_t> slotPrefix(PodId pod, std::string_view model, std::span<const BlockHash> hashes,
-                                   size_t slots) const;
+  // What `pod`'s slots (it keeps `slots` prompts) hold of `hashes` (of `model`) now, in blocks. `idle`: what a new
+  // request would find cached: the longest prefix an idle slot holds when it is over a tenth of the prompt (the
+  // engine takes that slot), else 0; with every slot busy, the longest any slot holds (the request will wait for
+  // one). `any`: the longest prefix any slot holds, busy or not.
+  struct SlotPrefixes {
+    size_t idle = 0;
+    size_t any = 0;
+  };
+  // nullopt when the pod's slots are not modelled (nothing routed to it yet).
+  std::optional<SlotPrefixes> slotPrefix(PodId pod, std::string_view model, std::span<const BlockHash> hashes,
+                                         size_t slots) const;
   // Forgets the pod (it left the set).
   void removePod(PodId pod);
   // Blocks the ledger holds for `pod` now.

@@ -79,6 +79,8 @@ void RequestOutcome::setDecision(const routing::Decision& decision, const proxy:
   if (relayed.status == 200 && decision.encoded_prompt_bytes > 0 && relayed.prompt_tokens)
     gateway_.prefixServices().bytesPerToken().add(model_, static_cast<uint64_t>(decision.encoded_prompt_bytes),
                                                    *relayed.prompt_tokens);
+  if (relayed.status == 200 && decision.pod && relayed.prompt_tokens && relayed.cached_tokens)
+    noteHitBeyondSlots(*decision.pod, decision.slot_held_fraction, *relayed.prompt_tokens, *relayed.cached_tokens);
   // Only a 200 whose usage gave both numbers, for a decision that carried a prediction (prefix strategies).
   if (relayed.status == 200 && decision.pod) {
     audit_ = PredictionAudit::compare(decision.predicted_cached_fraction, relayed.prompt_tokens, relayed.cached_tokens);
@@ -97,24 +99,28 @@ void RequestOutcome::fail(openai::GatewayError error, std::string message) {
   message_ = std::move(message);
 }
 
-// A llama.cpp pod whose cache the gateway models as its slots (PrefixServices::cachedSlots) but that keeps
-// serving cached prompts the slots cannot hold has a host prompt cache (--cache-ram, on by default), whose size
-// it does not report: from then on the gateway predicts its hits from routing history alone. A wrong guess of
-// which slot a prompt replaced costs as many misses as surprise hits; a host cache gives hits only.
-void RequestOutcome::noteHostPromptCache(discovery::PodState& pod) {
-  if (routing::PrefixServices::cachedSlots(pod) == 0) return;
-  const discovery::PredictionTotals::Sums s = pod.prediction().sums();
-  if (!hostPromptCacheEvident(s)) return;
-  if (pod.engine().markHostCacheSeen())
-    log::info("pod {}: llama.cpp served {} cached prompt tokens beyond its {} slots ({} predicted): it has a host "
-              "prompt cache (--cache-ram); its hits are now predicted from routing history alone (set "
-              "kv_capacity_tokens to bound them)",
-              pod.name(), s.under_predicted_tokens, pod.engine().slots(), s.predicted_tokens);
+// A llama.cpp pod whose cache the gateway models as its slots (PrefixServices::cachedSlots) but that served cached
+// tokens beyond anything its slots held has a host prompt cache (--cache-ram, on by default), whose size it does
+// not report: after kHostCacheHits such responses the gateway predicts that pod's hits from its routing history
+// alone. (A wrong guess of which slot a prompt took, or of a slot still busy, never counts: the slots' content is
+// compared whether busy or not.)
+void RequestOutcome::noteHitBeyondSlots(discovery::PodState& pod, double slot_held_fraction, uint64_t prompt_tokens,
+                                        uint64_t cached_tokens) {
+  if (routing::PrefixServices::cachedSlots(pod) == 0 ||
+      !hitBeyondSlots(slot_held_fraction, prompt_tokens, cached_tokens))
+    return;
+  if (pod.engine().noteHitBeyondSlots() < kHostCacheHits || !pod.engine().markHostCacheSeen()) return;
+  log::info("pod {}: llama.cpp served cached prompts its {} slots did not hold ({} responses; the last {} of {} "
+            "tokens cached): it has a host prompt cache (--cache-ram); its hits are now predicted from routing "
+            "history alone (set kv_capacity_tokens to bound them)",
+            pod.name(), pod.engine().slots(), kHostCacheHits, cached_tokens, prompt_tokens);
 }
 
-bool hostPromptCacheEvident(const discovery::PredictionTotals::Sums& s) {
-  return s.responses >= kHostCacheMinResponses && s.under_predicted_tokens > 3 * s.over_predicted_tokens &&
-         s.under_predicted_tokens * 5 > s.engine_cached_tokens;
+bool hitBeyondSlots(double slot_held_fraction, uint64_t prompt_tokens, uint64_t cached_tokens) {
+  if (!(slot_held_fraction >= 0) || prompt_tokens == 0) return false;
+  const double held = std::min(1.0, slot_held_fraction) * static_cast<double>(prompt_tokens);
+  const double margin = std::max(kHostCacheMarginTokens, static_cast<double>(prompt_tokens) / 10);
+  return static_cast<double>(cached_tokens) > held + margin;
 }
 
 RequestOutcome::~RequestOutcome() {
@@ -137,7 +143,6 @@ RequestOutcome::~RequestOutcome() {
   if (retries_ > 0) gateway_.metrics().retried(reason_.empty() ? "recovered" : reason_);
   if (audit_) {
     audited_pod_->prediction().add(audit_->predicted_tokens, audit_->engine_cached_tokens);
-    noteHostPromptCache(*audited_pod_);
     gateway_.metrics().predictionAudited(pod_, audit_->predicted_tokens, audit_->engine_cached_tokens,
                                          audit_->error_ratio);
   }

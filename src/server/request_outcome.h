@@ -42,7 +42,8 @@ class RequestOutcome {
   HeaderList headers() const { return {{"request-id", request_id_}}; }
 
  private:
-  void noteHostPromptCache(discovery::PodState& pod);
+  void noteHitBeyondSlots(discovery::PodState& pod, double slot_held_fraction, uint64_t prompt_tokens,
+                          uint64_t cached_tokens);
   Gateway& gateway_;
   bool begun_ = false;
   std::chrono::steady_clock::time_point start_;
@@ -67,11 +68,13 @@ class RequestOutcome {
   discovery::PodPtr audited_pod_;                 // whose PredictionTotals the audit adds to
 };
 
-// Whether a slot engine's audit shows a host prompt cache: at least kHostCacheMinResponses audited responses, the
-// engine's cached tokens beyond the prediction more than 3x the prediction's excess, and over a fifth of all it
-// reported cached. Pure (unit-tested).
-inline constexpr uint64_t kHostCacheMinResponses = 8;
-bool hostPromptCacheEvident(const discovery::PredictionTotals::Sums& sums);
+// Whether a slot engine's response served more cached tokens than any of its slots held of the prompt
+// (`slot_held_fraction` of its `prompt_tokens` when it was routed), beyond a margin for block rounding (a tenth of
+// the prompt, at least kHostCacheMarginTokens): only a host prompt cache gives that. Pure (unit-tested).
+inline constexpr double kHostCacheMarginTokens = 64;
+// Responses of that kind after which a slot pod is taken to have a host prompt cache.
+inline constexpr uint32_t kHostCacheHits = 3;
+bool hitBeyondSlots(double slot_held_fraction, uint64_t prompt_tokens, uint64_t cached_tokens);
 
 // A random request id: 32 hex digits, from the calling thread's generator.
 std::string newRequestId();

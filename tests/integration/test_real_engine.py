@@ -180,7 +180,7 @@ def test_a_host_prompt_cache_is_recognised(tmp_path, llamas, gateway_factory):
             break
     engine = engine_of(gw, pod.name)["engine_metrics"]
     assert engine["host_prompt_cache"] is True
-    assert gw.read_log().count("it has a host prompt cache") == 1
+    assert gw.read_log().count("it has a host prompt cache") == 1  # logged once
     # What the slots model dropped before is forgotten; what is routed from now on stays predicted.
     for tag in tags:
         chat(gw, f"{document(tag)}\nAfterwards.")

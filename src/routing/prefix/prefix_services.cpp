@@ -142,6 +142,14 @@ bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockH
   return true;
 }
 
+std::optional<size_t> PrefixServices::slotHeldBlocks(std::string_view model, std::span<const BlockHash> hashes,
+                                                    const discovery::PodState& pod) const {
+  const size_t slots = capacity_aware_ && !kv_ ? cachedSlots(pod) : 0;
+  if (slots == 0) return std::nullopt;
+  const auto held = ledger_.slotPrefix(pod.id(), model, hashes, slots);
+  return held ? held->any : 0;
+}
+
 void PrefixServices::removePod(PodId pod) {
   index_->removePod(pod);
   ledger_.removePod(pod);
@@ -199,7 +207,7 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
       const size_t slots = pod ? cachedSlots(*pod) : 0;
       if (slots == 0 || matched[i] == 0) continue;
       if (auto held = ledger_.slotPrefix(pod->id(), model, hashes, slots))
-        matched[i] = static_cast<uint32_t>(std::min<size_t>(matched[i], *held));
+        matched[i] = static_cast<uint32_t>(std::min<size_t>(matched[i], held->idle));
     }
     return;
   }

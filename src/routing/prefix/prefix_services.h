@@ -113,6 +113,11 @@ class PrefixServices {
   // what its engine reports (vLLM num_gpu_blocks x block_size, SGLang max_total_num_tokens, llama.cpp slots x
   // context), at the model's learned bytes per engine token; 0 = unknown.
   size_t capacityBlocks(const discovery::PodState& pod, std::string_view model) const;
+  // A slot engine whose slots bound what it caches (cachedSlots): the blocks of `hashes` any of its slots holds
+  // now, busy or not; nullopt for other pods. What it can serve from its slots: a hit beyond it comes from a host
+  // prompt cache.
+  std::optional<size_t> slotHeldBlocks(std::string_view model, std::span<const BlockHash> hashes,
+                                       const discovery::PodState& pod) const;
   // A slot engine's (llama.cpp's) slots, when they bound what it caches: it reported them, no kv_capacity_tokens
   // overrides them and it was not seen serving cached prompts beyond them (a host prompt cache); else 0.
   static size_t cachedSlots(const discovery::PodState& pod);

@@ -39,6 +39,10 @@ void PrefixStrategy::recordPick(RoutingInput& input, size_t chosen) {
   }
   if (input.dry_run) return;
   const Candidate& pick = input.candidates[chosen];
+  // A slot engine: what its slots hold of the prompt before this request takes one (the host-cache evidence).
+  if (m.prompt.usable)
+    if (auto held = services_.slotHeldBlocks(input.request.model, m.prompt.hashes, *pick.pod))
+      input.slot_held_fraction = m.prompt.fraction(*held);
   // Recorded before proxying, so the next request with the same prefix already follows this one.
   if (!m.prompt.hashes.empty() &&
       !services_.recordRouted(input.request.model, m.prompt.hashes, *pick.pod, true, &input.held_until_end))

@@ -68,23 +68,16 @@ TEST(PredictionTotals, SumsAndAccuracy) {
 }
 
 // A pod's audit sums live in its PodState: a pods-file reload keeps them for an unchanged pod.
-// Ensures a slot engine is judged to have a host prompt cache only when its hits beyond the prediction clearly
-// dominate (a wrong guess of which slot a prompt replaced gives as many misses as hits), after enough responses.
-TEST(PredictionTotals, HostPromptCacheNeedsHitsBeyondTheSlots) {
-  discovery::PredictionTotals::Sums s;
-  s.responses = 20;
-  s.engine_cached_tokens = 10000;
-  s.under_predicted_tokens = 6000;
-  s.over_predicted_tokens = 500;
-  EXPECT_TRUE(server::hostPromptCacheEvident(s));
-  s.over_predicted_tokens = 2500;  // misses as well as hits: the slot guesses, not a cache
-  EXPECT_FALSE(server::hostPromptCacheEvident(s));
-  s.over_predicted_tokens = 500;
-  s.under_predicted_tokens = 1500;  // a few surprise hits only
-  EXPECT_FALSE(server::hostPromptCacheEvident(s));
-  s.under_predicted_tokens = 6000;
-  s.responses = server::kHostCacheMinResponses - 1;  // too early to tell
-  EXPECT_FALSE(server::hostPromptCacheEvident(s));
+// Ensures a slot engine's response counts as evidence of a host prompt cache only when it served clearly more than
+// any of its slots held (block rounding, and slots busy or not, never count); no slot model, no evidence.
+TEST(PredictionTotals, HitsBeyondTheSlotsShowAHostCache) {
+  EXPECT_TRUE(server::hitBeyondSlots(0.0, 1000, 900));     // nothing in the slots, 900 cached
+  EXPECT_TRUE(server::hitBeyondSlots(0.5, 1000, 700));     // half held, 700 cached (> 500 + 100)
+  EXPECT_FALSE(server::hitBeyondSlots(0.5, 1000, 590));    // within the margin
+  EXPECT_FALSE(server::hitBeyondSlots(0.9, 1000, 999));    // what the slots held
+  EXPECT_FALSE(server::hitBeyondSlots(0.0, 200, 60));      // under the 64-token floor
+  EXPECT_FALSE(server::hitBeyondSlots(NAN, 1000, 999));    // not a slot engine's pick
+  EXPECT_FALSE(server::hitBeyondSlots(0.0, 0, 0));
 }
 
 TEST(PredictionTotals, SurviveAReloadOfAnUnchangedPod) {

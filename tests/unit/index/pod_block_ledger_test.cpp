@@ -120,15 +120,22 @@ TEST(PodBlockLedgerSlots, SharedBlocksStay) {
 TEST(PodBlockLedgerSlots, BusySlotsServeNoOne) {
   PodBlockLedger ledger;
   std::vector<PodBlockLedger::Evicted> evicted;
+  auto idle = [&](std::initializer_list<uint64_t> hashes, std::string_view model = "m") {
+    return ledger.slotPrefix(PodId{1}, model, chain(hashes), 2).value().idle;
+  };
+  auto any = [&](std::initializer_list<uint64_t> hashes) {
+    return ledger.slotPrefix(PodId{1}, "m", chain(hashes), 2).value().any;
+  };
   uint64_t a = 0, b = 0, again = 0;
   ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3}), 2, evicted, &a);
-  EXPECT_EQ(ledger.slotPrefix(PodId{1}, "m", chain({1, 2, 3, 4}), 2), 0u);  // its slot is busy; the other is empty
-  ledger.touchSlots(PodId{1}, "m", chain({7, 8}), 2, evicted, &b);        // the second slot
+  EXPECT_EQ(idle({1, 2, 3, 4}), 0u);  // its slot is busy; the other is empty
+  EXPECT_EQ(any({1, 2, 3, 4}), 3u);   // but a slot does hold it
+  ledger.touchSlots(PodId{1}, "m", chain({7, 8}), 2, evicted, &b);  // the second slot
   EXPECT_NE(a, b);
   // Both busy: a request waits for one, which may be the one holding its prefix.
-  EXPECT_EQ(ledger.slotPrefix(PodId{1}, "m", chain({1, 2, 3, 4}), 2), 3u);
+  EXPECT_EQ(idle({1, 2, 3, 4}), 3u);
   ledger.releaseSlot(PodId{1}, b);
-  EXPECT_EQ(ledger.slotPrefix(PodId{1}, "m", chain({1, 2, 3, 4}), 2), 0u);  // only {7, 8} is idle
+  EXPECT_EQ(idle({1, 2, 3, 4}), 0u);  // only {7, 8} is idle
   // The same prefix again while its slot is busy: it takes the idle one, and {7, 8} is gone.
   ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 5}), 2, evicted, &again);
   EXPECT_EQ(again, b);
@@ -136,9 +143,9 @@ TEST(PodBlockLedgerSlots, BusySlotsServeNoOne) {
   EXPECT_EQ(evicted[0].hashes, chain({7, 8}));
   ledger.releaseSlot(PodId{1}, a);
   ledger.releaseSlot(PodId{1}, again);
-  EXPECT_EQ(ledger.slotPrefix(PodId{1}, "m", chain({1, 2, 3, 5, 6}), 2), 4u);
-  EXPECT_EQ(ledger.slotPrefix(PodId{1}, "other", chain({1, 2, 3}), 2), 0u);
-  EXPECT_EQ(ledger.slotPrefix(PodId{9}, "m", chain({1, 2, 3}), 2), std::nullopt);  // nothing modelled
+  EXPECT_EQ(idle({1, 2, 3, 5, 6}), 4u);
+  EXPECT_EQ(idle({1, 2, 3}, "other"), 0u);
+  EXPECT_FALSE(ledger.slotPrefix(PodId{9}, "m", chain({1, 2, 3}), 2).has_value());  // nothing modelled
   ledger.removePod(PodId{1});
   ledger.releaseSlot(PodId{1}, a);  // a request outliving its pod: ignored
 }
