@@ -72,6 +72,16 @@ size_t sharedBlocks(std::span<const uint64_t> held, std::span<const BlockHash> h
 }
 }  // namespace
 
+const PodBlockLedger::Slot* PodBlockLedger::firstToFree(const PodBlocks& blocks, size_t slots) {
+  if (blocks.slots.size() < slots) return nullptr;  // an empty slot is idle
+  const Slot* first = nullptr;
+  for (const Slot& slot : blocks.slots) {
+    if (slot.busy == 0) return nullptr;
+    if (!first || slot.last_use < first->last_use) first = &slot;
+  }
+  return first;
+}
+
 bool PodBlockLedger::touchSlots(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t slots,
                                 std::vector<Evicted>& evicted, uint64_t* busy_slot) {
   if (slots == 0 || hashes.empty()) return false;
@@ -82,10 +92,10 @@ bool PodBlockLedger::touchSlots(PodId pod, std::string_view model, std::span<con
   {
     std::lock_guard lock(blocks.mutex);
     auto commonPrefix = [&](const Slot& slot) { return slot.model == model_id ? sharedBlocks(slot.hashes, hashes) : 0; };
-    // The engine chooses among its idle slots; with none idle the request waits for one (any, as far as we know).
-    bool any_idle = blocks.slots.size() < slots;
-    for (const Slot& slot : blocks.slots) any_idle |= slot.busy == 0;
-    auto eligible = [&](const Slot& slot) { return !any_idle || slot.busy == 0; };
+    // The engine chooses among its idle slots; with none idle the request waits, and takes the first slot to free:
+    // the one busy the longest (requests of a workload run alike), then the same rules.
+    const Slot* first_free = firstToFree(blocks, slots);
+    auto eligible = [&](const Slot& slot) { return first_free ? &slot == first_free : slot.busy == 0; };
     Slot* chosen = nullptr;
     size_t best = 0;
     for (Slot& slot : blocks.slots)
@@ -163,18 +173,14 @@ std::optional<PodBlockLedger::SlotPrefixes> PodBlockLedger::slotPrefix(PodId pod
   std::lock_guard lock(blocks->mutex);
   if (blocks->slots.empty()) return std::nullopt;
   if (!model_id) return SlotPrefixes{};
+  const Slot* first_free = firstToFree(*blocks, slots);
   size_t idle = 0, any = 0;
-  bool some_idle = blocks->slots.size() < slots;  // an empty slot
   for (const Slot& slot : blocks->slots) {
     const size_t n = slot.model == *model_id ? sharedBlocks(slot.hashes, hashes) : 0;
     any = std::max(any, n);
-    if (slot.busy == 0) {
-      some_idle = true;
-      idle = std::max(idle, n);
-    }
+    if (first_free ? &slot == first_free : slot.busy == 0) idle = std::max(idle, n);
   }
-  const size_t best = some_idle ? idle : any;
-  return SlotPrefixes{best * kMinSimilarityInverse > hashes.size() ? best : 0, any};
+  return SlotPrefixes{idle * kMinSimilarityInverse > hashes.size() ? idle : 0, any};
 }
 
 void PodBlockLedger::removePod(PodId pod) {

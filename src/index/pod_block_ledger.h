@@ -41,8 +41,8 @@ class PodBlockLedger {
              std::vector<Evicted>& evicted);
   // Slot engines: notes that `pod`, which keeps `slots` prompts, was just routed `hashes` of `model`. The prompt
   // takes the idle slot holding the longest prefix of it (over a tenth of it: the engine reuses that one), else an
-  // empty slot, else the least recently used idle one (with every slot busy the engine makes the request wait for
-  // one: the same rule over all of them); the blocks of the prompt it replaces that no other slot holds are
+  // empty slot, else the least recently used idle one (with every slot busy the engine makes the request wait: it
+  // takes the first slot to free, taken to be the one busy the longest); the blocks of the prompt it replaces that no other slot holds are
   // appended to `evicted`. With `busy_slot` the chosen slot is busy (serving the request) until releaseSlot(pod,
   // *busy_slot), and a busy slot is never chosen while one is idle: two requests of one prefix at once take two
   // slots, as the engine does. Returns false (and nothing is modelled) for slots 0.
@@ -53,8 +53,8 @@ class PodBlockLedger {
   void releaseSlot(PodId pod, uint64_t slot);
   // What `pod`'s slots (it keeps `slots` prompts) hold of `hashes` (of `model`) now, in blocks. `idle`: what a new
   // request would find cached: the longest prefix an idle slot holds when it is over a tenth of the prompt (the
-  // engine takes that slot), else 0; with every slot busy, the longest any slot holds (the request will wait for
-  // one). `any`: the longest prefix any slot holds, busy or not.
+  // engine takes that slot), else 0; with every slot busy, what the first to free holds (the request waits for
+  // it). `any`: the longest prefix any slot holds, busy or not.
   struct SlotPrefixes {
     size_t idle = 0;
     size_t any = 0;
@@ -91,6 +91,9 @@ class PodBlockLedger {
     uint64_t uses = 0;        // touchSlots calls, the slots' clock
   };
   void appendEvicted(std::span<const Key> dropped, std::vector<Evicted>& evicted);
+  // With every one of `slots` slots busy, the one a waiting request will take: the one busy the longest; null
+  // while one is idle (or empty). Under the pod's lock.
+  static const Slot* firstToFree(const PodBlocks& blocks, size_t slots);
 
   // The pod's entry, kept alive by the caller while a concurrent removePod drops it from the map.
   std::shared_ptr<PodBlocks> podBlocks(PodId pod);

@@ -132,8 +132,9 @@ TEST(PodBlockLedgerSlots, BusySlotsServeNoOne) {
   EXPECT_EQ(any({1, 2, 3, 4}), 3u);   // but a slot does hold it
   ledger.touchSlots(PodId{1}, "m", chain({7, 8}), 2, evicted, &b);  // the second slot
   EXPECT_NE(a, b);
-  // Both busy: a request waits for one, which may be the one holding its prefix.
+  // Both busy: a request waits for the first to free, taken to be the one busy the longest (holding its prefix).
   EXPECT_EQ(idle({1, 2, 3, 4}), 3u);
+  EXPECT_EQ(idle({7, 8, 9}), 0u);  // {7, 8} is in the slot busy for less long
   ledger.releaseSlot(PodId{1}, b);
   EXPECT_EQ(idle({1, 2, 3, 4}), 0u);  // only {7, 8} is idle
   // The same prefix again while its slot is busy: it takes the idle one, and {7, 8} is gone.
