@@ -246,8 +246,9 @@ def gateway_view(gateway, texts):
     out["pod_prediction"] = {p["name"].rsplit("-", 1)[-1]: (p.get("prediction") or {}).get("accuracy") for p in pods}
     for key in ("predicted_tokens", "engine_cached_tokens", "over_predicted_tokens", "under_predicted_tokens"):
         out[key] = sum((p.get("prediction") or {}).get(key, 0) or 0 for p in pods)
-    out["host_prompt_cache"] = sorted(p["name"].rsplit("-", 1)[-1] for p in pods
-                                      if (p.get("engine_metrics") or {}).get("host_prompt_cache"))
+    # What the gateway learned each llama.cpp pod keeps beyond its slots (unknown, host_cache, slots_only).
+    out["slot_cache"] = {p["name"].rsplit("-", 1)[-1]: (p.get("engine_metrics") or {}).get("slot_cache") for p in pods}
+    out["host_prompt_cache"] = sorted(k for k, v in out["slot_cache"].items() if v == "host_cache")
     out["scrape_errors_by_reason"] = {}
     for p in pods:
         for reason, n in ((p.get("engine_metrics") or {}).get("scrape_errors") or {}).items():

@@ -52,6 +52,16 @@ void EngineLoad::publishSlots(uint32_t slots, uint32_t slot_context_tokens) {
   kv_capacity_tokens_.store(uint64_t{slots} * slot_context_tokens, std::memory_order_relaxed);
 }
 
+std::optional<EngineLoad::SlotCache> EngineLoad::voteSlotCache(bool host) {
+  if (slotCache() != SlotCache::kUnknown) return std::nullopt;
+  const int32_t votes = slot_cache_votes_.fetch_add(host ? 1 : -1, std::memory_order_relaxed) + (host ? 1 : -1);
+  if (votes > -kSlotCacheVotes && votes < kSlotCacheVotes) return std::nullopt;
+  SlotCache unknown = SlotCache::kUnknown;
+  const SlotCache decided = votes > 0 ? SlotCache::kHostCache : SlotCache::kSlotsOnly;
+  if (!slot_cache_.compare_exchange_strong(unknown, decided, std::memory_order_relaxed)) return std::nullopt;
+  return decided;
+}
+
 std::string_view scrapeErrorLabel(ScrapeError error) {
   switch (error) {
     case ScrapeError::kUnreachable: return "unreachable";

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "engine/engine_kind.h"
@@ -108,14 +109,20 @@ class EngineLoad {
     std::lock_guard lock(mutex_);
     return capacity_error_;
   }
-  // llama.cpp with a host prompt cache (--cache-ram): the engine served cached prompts beyond what its slots
-  // hold, so its slots do not bound what it caches. Set by the prediction audit (server/request_outcome.cpp)
-  // and then kept for the pod's life. Lock-free.
-  bool hostCacheSeen() const { return host_cache_seen_.load(std::memory_order_relaxed); }
-  // Returns true when this call set it (for a log line once).
-  bool markHostCacheSeen() { return !host_cache_seen_.exchange(true, std::memory_order_relaxed); }
-  // A response served cached tokens beyond what any of the pod's slots held; returns how many did so far.
-  uint32_t noteHitBeyondSlots() { return hits_beyond_slots_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // A slot engine's (llama.cpp's) cache beyond its slots, as the gateway has learned it: unknown at first
+  // (llama-server keeps a host prompt cache by default, --cache-ram 8 GiB, of a size it does not report, so predictions then come
+  // from routing history alone); slots only, once responses showed the engine serving no more than its slots held
+  // where routing history promised more (--cache-ram 0: predictions are then bounded by the slots); host cache,
+  // once responses showed it serving more than its slots held. Decided by votes (voteSlotCache), then kept for the
+  // pod's life. Lock-free.
+  enum class SlotCache : uint8_t { kUnknown, kSlotsOnly, kHostCache };
+  SlotCache slotCache() const { return slot_cache_.load(std::memory_order_relaxed); }
+  // One response's evidence (`host`: it served more than the slots held; else: no more, where routing history
+  // promised more). Decides once one side leads by kSlotCacheVotes; returns the mode then set, or nullopt when
+  // this vote decided nothing (for a log line once).
+  static constexpr int32_t kSlotCacheVotes = 3;
+  std::optional<SlotCache> voteSlotCache(bool host);
+  bool hostCacheSeen() const { return slotCache() == SlotCache::kHostCache; }
 
   // The dialect the pod's /metrics page was recognised as (kAuto until one was). Set by the scraper. Lock-free.
   EngineKind detectedKind() const { return detected_kind_.load(std::memory_order_relaxed); }
@@ -142,8 +149,8 @@ class EngineLoad {
   std::atomic<uint64_t> kv_capacity_tokens_{0};
   std::atomic<EngineKind> detected_kind_{EngineKind::kAuto};
   std::atomic<uint32_t> slots_{0};
-  std::atomic<bool> host_cache_seen_{false};
-  std::atomic<uint32_t> hits_beyond_slots_{0};
+  std::atomic<SlotCache> slot_cache_{SlotCache::kUnknown};
+  std::atomic<int32_t> slot_cache_votes_{0};  // host-cache votes minus slots-only votes
   std::string capacity_error_;  // guarded by mutex_
   std::atomic<uint64_t> scrape_errors_[static_cast<size_t>(ScrapeError::kCount)] = {};
 };

@@ -45,6 +45,17 @@ AdminResponse errorResponse(openai::GatewayError error, std::string_view message
 // A number, or null when the engine did not report it.
 json known(bool has, double value) { return has ? json(value) : json(nullptr); }
 
+// A slot engine's (llama.cpp's) cache beyond its slots as learned so far; null for other pods.
+json slotCacheName(const discovery::PodState& pod) {
+  if (pod.engineKind() != engine::EngineKind::kLlamaCpp || pod.engine().slots() == 0) return nullptr;
+  switch (pod.engine().slotCache()) {
+    case engine::EngineLoad::SlotCache::kSlotsOnly: return "slots_only";
+    case engine::EngineLoad::SlotCache::kHostCache: return "host_cache";
+    case engine::EngineLoad::SlotCache::kUnknown: break;
+  }
+  return "unknown";
+}
+
 // What the scraper last read from the pod's engine /metrics (in the pod's dialect), and the gateway's measured
 // output rate. stale: the last scrape failed, or none succeeded within the staleness limit (routing then treats the
 // pod as neutral). A signal the dialect cannot report is listed in `unreported`; failed scrapes are counted by
@@ -69,7 +80,7 @@ json engineJson(const discovery::PodState& pod, int64_t now, int64_t max_age_ms)
           {"block_size", known(s.has_cache_config, s.block_size)},
           {"num_gpu_blocks", known(s.has_cache_config, s.num_gpu_blocks)},
           {"slots", pod.engine().slots() ? json(pod.engine().slots()) : json(nullptr)},
-          {"host_prompt_cache", pod.engine().hostCacheSeen()},
+          {"slot_cache", slotCacheName(pod)},
           {"capacity_error", capacity_error.empty() ? json(nullptr) : json(capacity_error)},
           {"scraped_ms_ago", scraped ? json(now - s.scraped_at_ms) : json(nullptr)},
           {"stale", !scraped || s.stale || now - s.scraped_at_ms > max_age_ms},

@@ -80,7 +80,7 @@ void RequestOutcome::setDecision(const routing::Decision& decision, const proxy:
     gateway_.prefixServices().bytesPerToken().add(model_, static_cast<uint64_t>(decision.encoded_prompt_bytes),
                                                    *relayed.prompt_tokens);
   if (relayed.status == 200 && decision.pod && relayed.prompt_tokens && relayed.cached_tokens)
-    noteHitBeyondSlots(*decision.pod, decision.slot_held_fraction, *relayed.prompt_tokens, *relayed.cached_tokens);
+    noteSlotCacheEvidence(*decision.pod, decision, *relayed.prompt_tokens, *relayed.cached_tokens);
   // Only a 200 whose usage gave both numbers, for a decision that carried a prediction (prefix strategies).
   if (relayed.status == 200 && decision.pod) {
     audit_ = PredictionAudit::compare(decision.predicted_cached_fraction, relayed.prompt_tokens, relayed.cached_tokens);
@@ -99,28 +99,39 @@ void RequestOutcome::fail(openai::GatewayError error, std::string message) {
   message_ = std::move(message);
 }
 
-// A llama.cpp pod whose cache the gateway models as its slots (PrefixServices::cachedSlots) but that served cached
-// tokens beyond anything its slots held has a host prompt cache (--cache-ram, on by default), whose size it does
-// not report: after kHostCacheHits such responses the gateway predicts that pod's hits from its routing history
-// alone. (A wrong guess of which slot a prompt took, or of a slot still busy, never counts: the slots' content is
-// compared whether busy or not.)
-void RequestOutcome::noteHitBeyondSlots(discovery::PodState& pod, double slot_held_fraction, uint64_t prompt_tokens,
-                                        uint64_t cached_tokens) {
-  if (routing::PrefixServices::cachedSlots(pod) == 0 ||
-      !hitBeyondSlots(slot_held_fraction, prompt_tokens, cached_tokens))
-    return;
-  if (pod.engine().noteHitBeyondSlots() < kHostCacheHits || !pod.engine().markHostCacheSeen()) return;
-  log::info("pod {}: llama.cpp served cached prompts its {} slots did not hold ({} responses; the last {} of {} "
-            "tokens cached): it has a host prompt cache (--cache-ram); its hits are now predicted from routing "
-            "history alone (set kv_capacity_tokens to bound them)",
-            pod.name(), pod.engine().slots(), kHostCacheHits, cached_tokens, prompt_tokens);
+// What a llama.cpp pod keeps beyond its slots is learned from its answers (EngineLoad::SlotCache): a response that
+// served more cached tokens than any of its slots held of the prompt when it was routed votes for a host prompt
+// cache; one that served no more than its slots held where the gateway's routing history promised more votes for
+// slots only. (A wrong guess of which slot a prompt took, or whether a slot was busy, never votes: the slots'
+// content counts whether busy or not.)
+void RequestOutcome::noteSlotCacheEvidence(discovery::PodState& pod, const routing::Decision& decision,
+                                           uint64_t prompt_tokens, uint64_t cached_tokens) {
+  if (routing::PrefixServices::modelledSlots(pod) == 0) return;
+  const std::optional<bool> host =
+      slotCacheEvidence(decision.slot_held_fraction, decision.predicted_cached_fraction, prompt_tokens, cached_tokens);
+  if (!host) return;
+  const auto decided = pod.engine().voteSlotCache(*host);
+  if (!decided) return;
+  if (*decided == engine::EngineLoad::SlotCache::kHostCache)
+    log::info("pod {}: llama.cpp served cached prompts its {} slots did not hold: it has a host prompt cache "
+              "(--cache-ram); its hits are predicted from routing history (set kv_capacity_tokens to bound them)",
+              pod.name(), pod.engine().slots());
+  else
+    log::info("pod {}: llama.cpp served no more than its {} slots held where routing history promised more: it "
+              "keeps no host prompt cache (--cache-ram 0); its hits are now predicted from its slots",
+              pod.name(), pod.engine().slots());
 }
 
-bool hitBeyondSlots(double slot_held_fraction, uint64_t prompt_tokens, uint64_t cached_tokens) {
-  if (!(slot_held_fraction >= 0) || prompt_tokens == 0) return false;
-  const double held = std::min(1.0, slot_held_fraction) * static_cast<double>(prompt_tokens);
-  const double margin = std::max(kHostCacheMarginTokens, static_cast<double>(prompt_tokens) / 10);
-  return static_cast<double>(cached_tokens) > held + margin;
+std::optional<bool> slotCacheEvidence(double slot_held_fraction, double predicted_fraction, uint64_t prompt_tokens,
+                                      uint64_t cached_tokens) {
+  if (!(slot_held_fraction >= 0) || prompt_tokens == 0) return std::nullopt;
+  const double prompt = static_cast<double>(prompt_tokens);
+  const double held = std::min(1.0, slot_held_fraction) * prompt;
+  const double margin = std::max(kSlotCacheMarginTokens, prompt / 10);
+  if (static_cast<double>(cached_tokens) > held + margin) return true;
+  const double promised = predicted_fraction >= 0 ? std::min(1.0, predicted_fraction) * prompt : 0;
+  if (promised > held + margin && static_cast<double>(cached_tokens) <= held + margin) return false;
+  return std::nullopt;
 }
 
 RequestOutcome::~RequestOutcome() {

@@ -42,8 +42,8 @@ class RequestOutcome {
   HeaderList headers() const { return {{"request-id", request_id_}}; }
 
  private:
-  void noteHitBeyondSlots(discovery::PodState& pod, double slot_held_fraction, uint64_t prompt_tokens,
-                          uint64_t cached_tokens);
+  void noteSlotCacheEvidence(discovery::PodState& pod, const routing::Decision& decision, uint64_t prompt_tokens,
+                             uint64_t cached_tokens);
   Gateway& gateway_;
   bool begun_ = false;
   std::chrono::steady_clock::time_point start_;
@@ -68,13 +68,14 @@ class RequestOutcome {
   discovery::PodPtr audited_pod_;                 // whose PredictionTotals the audit adds to
 };
 
-// Whether a slot engine's response served more cached tokens than any of its slots held of the prompt
-// (`slot_held_fraction` of its `prompt_tokens` when it was routed), beyond a margin for block rounding (a tenth of
-// the prompt, at least kHostCacheMarginTokens): only a host prompt cache gives that. Pure (unit-tested).
-inline constexpr double kHostCacheMarginTokens = 64;
-// Responses of that kind after which a slot pod is taken to have a host prompt cache.
-inline constexpr uint32_t kHostCacheHits = 3;
-bool hitBeyondSlots(double slot_held_fraction, uint64_t prompt_tokens, uint64_t cached_tokens);
+// What one slot engine's response says of its cache beyond its slots: true (a host prompt cache) when it served
+// more cached tokens than any of its slots held of the prompt when it was routed (`slot_held_fraction` of its
+// `prompt_tokens`); false (slots only) when it served no more than they held where the gateway's routing history
+// promised more (`predicted_fraction`); nullopt when it tells nothing. Both beyond a margin for block rounding: a
+// tenth of the prompt, at least kSlotCacheMarginTokens. Pure (unit-tested).
+inline constexpr double kSlotCacheMarginTokens = 64;
+std::optional<bool> slotCacheEvidence(double slot_held_fraction, double predicted_fraction, uint64_t prompt_tokens,
+                                      uint64_t cached_tokens);
 
 // A random request id: 32 hex digits, from the calling thread's generator.
 std::string newRequestId();

@@ -78,6 +78,7 @@ def test_llamacpp_pods_are_read_in_their_dialect(tmp_path, llamas, gateway_facto
         assert engine["kv_cache_usage"] is None and engine["unreported"] == "kv_cache_usage"
         assert engine["prefix_cache_queries"] is not None
         assert engine["slots"] == 2 and seen["kv_capacity_tokens"] == 8192
+        assert engine["slot_cache"] == "unknown"  # nothing learned yet of what it keeps beyond its slots
         assert engine["capacity_error"] is None and engine["last_error"] == ""
         assert sum(engine["scrape_errors"].values()) == 0
     assert "engine recognised as llamacpp" in gw.read_log()
@@ -145,14 +146,31 @@ def test_bytes_per_engine_token_are_learned_from_usage(tmp_path, llamas, gateway
     assert learned["bytes_per_engine_token"] != pytest.approx(4.0, abs=0.05)
 
 
+def learn_slot_cache(gw, pod, tags=("A", "B", "C"), rounds=6):
+    """Cycles documents through the pod (more than its two slots hold) until the gateway has learned what it keeps
+    beyond its slots (bounded); returns /debug/pods' slot_cache then."""
+    for round_ in range(rounds):
+        for tag in tags:
+            chat(gw, f"{document(tag)}\nRound {round_}.")
+        learned = engine_of(gw, pod.name)["engine_metrics"]["slot_cache"]
+        if learned != "unknown":
+            return learned
+    return engine_of(gw, pod.name)["engine_metrics"]["slot_cache"]
+
+
 def test_slots_bound_what_a_pod_without_a_host_cache_holds(tmp_path, llamas, gateway_factory):
-    """A llama.cpp pod without a host prompt cache (--cache-ram 0) holds one prompt per slot: after documents A, B
-    and C on its two slots, C took A's, and the gateway predicts A cold (0 % match), as the engine then reports; the
-    pod stays modelled by its slots (no host cache seen)."""
+    """A llama.cpp pod without a host prompt cache (--cache-ram 0) holds one prompt per slot. Its misses where routing
+    history promised hits teach the gateway that it keeps nothing beyond its slots (logged once); from then on,
+    after documents A, B and C on its two slots (C took A's), the gateway predicts A cold (0 % match), as the engine
+    then reports, and C still warm."""
     (pod,) = llamas(1, "--cache-ram", "0")
     gw = gateway_factory([pod], config={**FAST_SCRAPE, "routing": {
         "strategy": "prefix-cache", "prefix_cache": {"use_remote_tokenizer": True}}})
-    wait_until(lambda: engine_of(gw, pod.name)["engine_metrics"]["slots"] == 2, timeout=20, what="the slots from /props")
+    wait_until(lambda: engine_of(gw, pod.name)["engine_metrics"]["slots"] == 2, timeout=20,
+               what="the slots from /props")
+    assert engine_of(gw, pod.name)["engine_metrics"]["slot_cache"] == "unknown"
+    assert learn_slot_cache(gw, pod) == "slots_only"
+    assert gw.read_log().count("it keeps no host prompt cache") == 1
     for tag in ("A", "B", "C"):
         chat(gw, document(tag))
     hdrs, usage, _ = chat(gw, document("A"))
@@ -161,43 +179,37 @@ def test_slots_bound_what_a_pod_without_a_host_cache_holds(tmp_path, llamas, gat
     hdrs, usage, _ = chat(gw, document("C"))  # still in its slot
     assert int(hdrs["x-prefix-match-percent"]) >= 90
     assert usage["prompt_tokens_details"]["cached_tokens"] > 0.9 * usage["prompt_tokens"]
-    assert engine_of(gw, pod.name)["engine_metrics"]["host_prompt_cache"] is False
 
 
 def test_a_host_prompt_cache_is_recognised(tmp_path, llamas, gateway_factory):
     """With llama.cpp's host prompt cache (--cache-ram, on by default) the pod serves cached prompts beyond its two
-    slots: the audit shows hits the slots cannot explain, the gateway says so once in its log and in /debug/pods,
-    and then predicts those prompts warm from its routing history (a revisited document matches again)."""
+    slots: the gateway, which predicts such a pod from its routing history until it knows, learns that it has one
+    (hits beyond the slots; logged once), and a revisited document is predicted warm, as the engine serves it."""
     (pod,) = llamas(1)
     gw = gateway_factory([pod], config={**FAST_SCRAPE, "routing": {
         "strategy": "prefix-cache", "prefix_cache": {"use_remote_tokenizer": True}}})
-    wait_until(lambda: engine_of(gw, pod.name)["engine_metrics"]["slots"] == 2, timeout=20, what="the slots from /props")
-    tags = ("A", "B", "C", "D")
-    for round_ in range(4):
-        for tag in tags:
-            chat(gw, f"{document(tag)}\nRound {round_}.")
-        if engine_of(gw, pod.name)["engine_metrics"]["host_prompt_cache"]:
-            break
-    engine = engine_of(gw, pod.name)["engine_metrics"]
-    assert engine["host_prompt_cache"] is True
-    assert gw.read_log().count("it has a host prompt cache") == 1  # logged once
-    # What the slots model dropped before is forgotten; what is routed from now on stays predicted.
-    for tag in tags:
-        chat(gw, f"{document(tag)}\nAfterwards.")
+    wait_until(lambda: engine_of(gw, pod.name)["engine_metrics"]["slots"] == 2, timeout=20,
+               what="the slots from /props")
+    assert learn_slot_cache(gw, pod, tags=("A", "B", "C", "D")) == "host_cache"
+    assert gw.read_log().count("it has a host prompt cache") == 1
     hdrs, usage, _ = chat(gw, f"{document('A')}\nOnce more.")
     assert int(hdrs["x-prefix-match-percent"]) >= 90
     assert usage["prompt_tokens_details"]["cached_tokens"] > 0.9 * usage["prompt_tokens"]
+    assert gw.debug_pods()[0]["prediction"]["accuracy"] >= 0.9
 
 
 def test_a_prefix_held_only_by_a_busy_slot_is_predicted_cold(tmp_path, llamas, gateway_factory):
     """llama.cpp cannot serve a request from a slot busy with another: while a request of document A runs, a second
-    one of A on the same pod takes the other slot and prefills everything. The gateway predicts exactly that
-    (0 % match, and the engine reports nothing cached), and once both ended, A is in both slots (a match again)."""
+    one of A on the same pod takes the other slot and prefills everything. On a pod known to keep nothing beyond
+    its slots, the gateway predicts exactly that (0 % match, and the engine reports nothing cached), and once both
+    ended, A is in both slots (a match again)."""
     import http.client
     (pod,) = llamas(1, "--cache-ram", "0")
     gw = gateway_factory([pod], config={**FAST_SCRAPE, "routing": {
         "strategy": "prefix-cache", "prefix_cache": {"use_remote_tokenizer": True}}})
-    wait_until(lambda: engine_of(gw, pod.name)["engine_metrics"]["slots"] == 2, timeout=20, what="the slots from /props")
+    wait_until(lambda: engine_of(gw, pod.name)["engine_metrics"]["slots"] == 2, timeout=20,
+               what="the slots from /props")
+    assert learn_slot_cache(gw, pod, tags=("X", "Y", "Z")) == "slots_only"
     body = {"model": MODEL, "messages": [{"role": "user", "content": document("A")}], "max_tokens": 200,
             "stream": True}
     first = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=60)
@@ -214,5 +226,3 @@ def test_a_prefix_held_only_by_a_busy_slot_is_predicted_cold(tmp_path, llamas, g
     hdrs, usage, _ = chat(gw, document("A"))
     assert int(hdrs["x-prefix-match-percent"]) >= 90
     assert usage["prompt_tokens_details"]["cached_tokens"] > 0.9 * usage["prompt_tokens"]
-    prediction = gw.debug_pods()[0]["prediction"]
-    assert prediction["accuracy"] >= 0.9, prediction

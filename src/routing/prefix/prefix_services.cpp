@@ -95,17 +95,21 @@ PrefixServices::PrefixServices(std::unique_ptr<tokenize::Tokenizer> tokenizer, u
 
 size_t PrefixServices::capacityBlocks(const discovery::PodState& pod, std::string_view model) const {
   uint64_t tokens = pod.spec().kv_capacity_tokens;
-  // A llama.cpp pod seen caching beyond its slots has a host prompt cache of a size it does not report.
-  if (tokens == 0 && !(pod.engineKind() == engine::EngineKind::kLlamaCpp && pod.engine().hostCacheSeen()))
-    tokens = pod.engine().kvCapacityTokens();
+  // A llama.cpp pod is modelled by its slots (modelledSlots), or has a host prompt cache of a size it does not
+  // report: its slots x context is no capacity for blocks.
+  if (tokens == 0 && pod.engineKind() != engine::EngineKind::kLlamaCpp) tokens = pod.engine().kvCapacityTokens();
   if (block_size_ == 0 || tokens == 0) return 0;
   return std::max<size_t>(1, static_cast<size_t>(static_cast<double>(tokens) * bytes_per_token_.ratio(model) /
                                                  static_cast<double>(block_size_)));
 }
 
-size_t PrefixServices::cachedSlots(const discovery::PodState& pod) {
+size_t PrefixServices::modelledSlots(const discovery::PodState& pod) {
   if (pod.spec().kv_capacity_tokens != 0 || pod.engineKind() != engine::EngineKind::kLlamaCpp) return 0;
-  return pod.engine().hostCacheSeen() ? 0 : pod.engine().slots();
+  return pod.engine().slotCache() == engine::EngineLoad::SlotCache::kHostCache ? 0 : pod.engine().slots();
+}
+
+size_t PrefixServices::cachedSlots(const discovery::PodState& pod) {
+  return pod.engine().slotCache() == engine::EngineLoad::SlotCache::kSlotsOnly ? modelledSlots(pod) : 0;
 }
 
 namespace {
@@ -131,10 +135,12 @@ bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockH
   if (!capacity_aware_) return true;
   thread_local std::vector<index::PodBlockLedger::Evicted> evicted;
   evicted.clear();
-  if (const size_t slots = cachedSlots(pod)) {
+  if (const size_t slots = modelledSlots(pod)) {
     uint64_t slot = 0;
     if (ledger_.touchSlots(pod.id(), model, hashes, slots, evicted, slot_hold ? &slot : nullptr) && slot_hold)
       *slot_hold = std::make_unique<SlotHold>(ledger_, pod.id(), slot);
+    // Until the pod is known to keep nothing beyond its slots, what they dropped may be in its host prompt cache.
+    if (cachedSlots(pod) == 0) evicted.clear();
   } else {
     ledger_.touch(pod.id(), model, hashes, capacityBlocks(pod, model), evicted);
   }
@@ -144,7 +150,7 @@ bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockH
 
 std::optional<size_t> PrefixServices::slotHeldBlocks(std::string_view model, std::span<const BlockHash> hashes,
                                                     const discovery::PodState& pod) const {
-  const size_t slots = capacity_aware_ && !kv_ ? cachedSlots(pod) : 0;
+  const size_t slots = capacity_aware_ && !kv_ ? modelledSlots(pod) : 0;
   if (slots == 0) return std::nullopt;
   const auto held = ledger_.slotPrefix(pod.id(), model, hashes, slots);
   return held ? held->any : 0;

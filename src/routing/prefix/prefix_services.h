@@ -75,7 +75,7 @@ class PrefixServices {
   void hashPrompt(const openai::RequestView& request, PromptBlocks& out) const;
 
   // Per candidate, the blocks of `hashes` its engine is predicted to hold. Standard mode: what the gateway routed
-  // there (the index); for a slot engine (cachedSlots), no more than its idle slots hold (a prefix held only by a
+  // there (the index); for a slot engine known to cache in its slots only (cachedSlots), no more than its idle slots hold (a prefix held only by a
   // slot busy with another request cannot serve this one). KV event mode: what its engine's events say, or what the gateway routed there within the
   // last speculative_ttl (the events of a just-chosen prompt are not in yet), whichever is longer; a pod whose
   // publisher is silent is judged by the gateway's records alone. Thread-safe.
@@ -113,13 +113,17 @@ class PrefixServices {
   // what its engine reports (vLLM num_gpu_blocks x block_size, SGLang max_total_num_tokens, llama.cpp slots x
   // context), at the model's learned bytes per engine token; 0 = unknown.
   size_t capacityBlocks(const discovery::PodState& pod, std::string_view model) const;
-  // A slot engine whose slots bound what it caches (cachedSlots): the blocks of `hashes` any of its slots holds
-  // now, busy or not; nullopt for other pods. What it can serve from its slots: a hit beyond it comes from a host
-  // prompt cache.
+  // A slot engine whose slots are modelled (modelledSlots): the blocks of `hashes` any of its slots holds now, busy
+  // or not; nullopt for other pods. What it can serve from its slots: a hit beyond it comes from a host prompt
+  // cache, a miss where the index promised more shows it has none.
   std::optional<size_t> slotHeldBlocks(std::string_view model, std::span<const BlockHash> hashes,
                                        const discovery::PodState& pod) const;
-  // A slot engine's (llama.cpp's) slots, when they bound what it caches: it reported them, no kv_capacity_tokens
-  // overrides them and it was not seen serving cached prompts beyond them (a host prompt cache); else 0.
+  // A slot engine's (llama.cpp's) slots, when the ledger models them: it reported them, no kv_capacity_tokens
+  // overrides them and it is not known to keep a host prompt cache; else 0.
+  static size_t modelledSlots(const discovery::PodState& pod);
+  // Its slots when they also bound what it caches: modelled, and known to keep nothing beyond them
+  // (EngineLoad::SlotCache::kSlotsOnly); else 0. Then its match is capped at what its idle slots hold and what its
+  // slots drop leaves the index.
   static size_t cachedSlots(const discovery::PodState& pod);
   // Encoded prompt bytes per engine token, learned per model from the engines' usage (RequestOutcome adds).
   BytesPerToken& bytesPerToken() { return bytes_per_token_; }

@@ -102,29 +102,45 @@ TEST_F(CapacityTest, CapacityBlocksAtTheLearnedRatio) {
   EXPECT_EQ(services_.capacityBlocks(unknown, "m"), 0u);  // nothing said: unbounded
 }
 
-// Ensures a llama.cpp pod's cache is modelled as its slots only while nothing says otherwise: kv_capacity_tokens
-// in the pods file wins, and a host prompt cache seen in its audit turns the bound off.
-TEST_F(CapacityTest, SlotsBoundALlamaCppPodUntilAHostCacheIsSeen) {
+// Ensures a llama.cpp pod's slots are modelled once /props gave them, bound its predictions only once it is known
+// to keep nothing beyond them (votes: a miss where routing history promised a hit), never with a host prompt
+// cache (votes: hits beyond the slots) or a pods-file kv_capacity_tokens, and never for another engine.
+TEST_F(CapacityTest, SlotsBoundALlamaCppPodOnlyWhenItKeepsNothingElse) {
+  using SlotCache = engine::EngineLoad::SlotCache;
   discovery::PodSpec spec = testing::podSpec("a", 1);
   spec.engine = engine::EngineKind::kLlamaCpp;
   discovery::PodState pod(PodId{1}, spec);
-  EXPECT_EQ(PrefixServices::cachedSlots(pod), 0u);  // /props not read yet
+  EXPECT_EQ(PrefixServices::modelledSlots(pod), 0u);  // /props not read yet
   pod.engine().publishSlots(2, 4096);
+  EXPECT_EQ(PrefixServices::modelledSlots(pod), 2u);
+  EXPECT_EQ(PrefixServices::cachedSlots(pod), 0u);     // unknown: llama-server's default keeps a host cache
+  EXPECT_EQ(services_.capacityBlocks(pod, "m"), 0u);   // its slots x context is no bound for blocks
+  EXPECT_EQ(pod.engine().voteSlotCache(false), std::nullopt);
+  EXPECT_EQ(pod.engine().voteSlotCache(true), std::nullopt);   // one each: no lead
+  EXPECT_EQ(pod.engine().voteSlotCache(false), std::nullopt);
+  EXPECT_EQ(pod.engine().voteSlotCache(false), std::nullopt);
+  EXPECT_EQ(pod.engine().voteSlotCache(false), SlotCache::kSlotsOnly);  // leads by 3: decided once
+  EXPECT_EQ(pod.engine().voteSlotCache(true), std::nullopt);
   EXPECT_EQ(PrefixServices::cachedSlots(pod), 2u);
-  EXPECT_EQ(services_.capacityBlocks(pod, "m"), 256u);  // 8,192 tokens
-  EXPECT_TRUE(pod.engine().markHostCacheSeen());
-  EXPECT_FALSE(pod.engine().markHostCacheSeen());  // once
-  EXPECT_EQ(PrefixServices::cachedSlots(pod), 0u);
-  EXPECT_EQ(services_.capacityBlocks(pod, "m"), 0u);  // a host cache of unknown size
+
+  discovery::PodState cached(PodId{2}, spec);
+  cached.engine().publishSlots(2, 4096);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(cached.engine().voteSlotCache(true), std::nullopt);
+  EXPECT_EQ(cached.engine().voteSlotCache(true), SlotCache::kHostCache);
+  EXPECT_TRUE(cached.engine().hostCacheSeen());
+  EXPECT_EQ(PrefixServices::modelledSlots(cached), 0u);  // nothing to model: its hits follow routing history
+
   spec.kv_capacity_tokens = 100'000;
-  discovery::PodState configured(PodId{2}, spec);
+  discovery::PodState configured(PodId{3}, spec);
   configured.engine().publishSlots(2, 4096);
-  EXPECT_EQ(PrefixServices::cachedSlots(configured), 0u);
+  EXPECT_EQ(PrefixServices::modelledSlots(configured), 0u);
   EXPECT_EQ(services_.capacityBlocks(configured, "m"), 3125u);
+  spec.kv_capacity_tokens = 0;
   spec.engine = engine::EngineKind::kVllm;
-  discovery::PodState vllm(PodId{3}, spec);
+  discovery::PodState vllm(PodId{4}, spec);
   vllm.engine().publishSlots(2, 4096);  // never for vLLM, but even so: not a slot engine
-  EXPECT_EQ(PrefixServices::cachedSlots(vllm), 0u);
+  EXPECT_EQ(PrefixServices::modelledSlots(vllm), 0u);
+  EXPECT_EQ(services_.capacityBlocks(vllm, "m"), 256u);
 }
 
 }  // namespace

@@ -68,16 +68,20 @@ TEST(PredictionTotals, SumsAndAccuracy) {
 }
 
 // A pod's audit sums live in its PodState: a pods-file reload keeps them for an unchanged pod.
-// Ensures a slot engine's response counts as evidence of a host prompt cache only when it served clearly more than
-// any of its slots held (block rounding, and slots busy or not, never count); no slot model, no evidence.
-TEST(PredictionTotals, HitsBeyondTheSlotsShowAHostCache) {
-  EXPECT_TRUE(server::hitBeyondSlots(0.0, 1000, 900));     // nothing in the slots, 900 cached
-  EXPECT_TRUE(server::hitBeyondSlots(0.5, 1000, 700));     // half held, 700 cached (> 500 + 100)
-  EXPECT_FALSE(server::hitBeyondSlots(0.5, 1000, 590));    // within the margin
-  EXPECT_FALSE(server::hitBeyondSlots(0.9, 1000, 999));    // what the slots held
-  EXPECT_FALSE(server::hitBeyondSlots(0.0, 200, 60));      // under the 64-token floor
-  EXPECT_FALSE(server::hitBeyondSlots(NAN, 1000, 999));    // not a slot engine's pick
-  EXPECT_FALSE(server::hitBeyondSlots(0.0, 0, 0));
+// Ensures what a slot engine's response says of its cache beyond its slots: more cached than any slot held is a
+// host prompt cache; no more than they held where routing history promised more is slots only; anything within the
+// block-rounding margin, or where history promised no more than the slots, says nothing.
+TEST(PredictionTotals, SlotCacheEvidence) {
+  EXPECT_EQ(server::slotCacheEvidence(0.0, 0.9, 1000, 900), true);    // nothing in the slots, 900 cached
+  EXPECT_EQ(server::slotCacheEvidence(0.5, 0.9, 1000, 700), true);    // half held, 700 cached (> 500 + 100)
+  EXPECT_EQ(server::slotCacheEvidence(0.0, 0.9, 1000, 30), false);    // history promised 900: the slots were right
+  EXPECT_EQ(server::slotCacheEvidence(0.5, 0.9, 1000, 520), false);   // promised 900, got what the slots held
+  EXPECT_EQ(server::slotCacheEvidence(0.5, 0.55, 1000, 520), std::nullopt);  // both agree: no evidence
+  EXPECT_EQ(server::slotCacheEvidence(0.9, 0.9, 1000, 999), std::nullopt);
+  EXPECT_EQ(server::slotCacheEvidence(0.0, 0.3, 200, 60), std::nullopt);     // under the 64-token floor
+  EXPECT_EQ(server::slotCacheEvidence(NAN, 0.9, 1000, 999), std::nullopt);   // not a slot engine's pick
+  EXPECT_EQ(server::slotCacheEvidence(0.0, NAN, 1000, 10), std::nullopt);    // no history either
+  EXPECT_EQ(server::slotCacheEvidence(0.0, 0.0, 0, 0), std::nullopt);
 }
 
 TEST(PredictionTotals, SurviveAReloadOfAnUnchangedPod) {
