@@ -53,12 +53,20 @@ void EngineLoad::publishSlots(uint32_t slots, uint32_t slot_context_tokens) {
 }
 
 std::optional<EngineLoad::SlotCache> EngineLoad::voteSlotCache(bool host) {
-  if (slotCache() != SlotCache::kUnknown) return std::nullopt;
-  const int32_t votes = slot_cache_votes_.fetch_add(host ? 1 : -1, std::memory_order_relaxed) + (host ? 1 : -1);
-  if (votes > -kSlotCacheVotes && votes < kSlotCacheVotes) return std::nullopt;
-  SlotCache unknown = SlotCache::kUnknown;
-  const SlotCache decided = votes > 0 ? SlotCache::kHostCache : SlotCache::kSlotsOnly;
-  if (!slot_cache_.compare_exchange_strong(unknown, decided, std::memory_order_relaxed)) return std::nullopt;
+  const SlotCache now = slotCache();
+  if (now == SlotCache::kHostCache) return std::nullopt;
+  // Slots only, decided early, is revised if hits beyond the slots keep coming (kSlotCacheRevisions of them).
+  if (now == SlotCache::kSlotsOnly) {
+    if (!host || slot_cache_revisions_.fetch_add(1, std::memory_order_relaxed) + 1 < kSlotCacheRevisions)
+      return std::nullopt;
+  } else {
+    const int32_t votes = slot_cache_votes_.fetch_add(host ? 1 : -1, std::memory_order_relaxed) + (host ? 1 : -1);
+    if (votes > -kSlotCacheVotes && votes < kSlotCacheVotes) return std::nullopt;
+    host = votes > 0;
+  }
+  SlotCache expected = now;
+  const SlotCache decided = host ? SlotCache::kHostCache : SlotCache::kSlotsOnly;
+  if (!slot_cache_.compare_exchange_strong(expected, decided, std::memory_order_relaxed)) return std::nullopt;
   return decided;
 }
 

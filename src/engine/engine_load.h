@@ -118,9 +118,13 @@ class EngineLoad {
   enum class SlotCache : uint8_t { kUnknown, kSlotsOnly, kHostCache };
   SlotCache slotCache() const { return slot_cache_.load(std::memory_order_relaxed); }
   // One response's evidence (`host`: it served more than the slots held; else: no more, where routing history
-  // promised more). Decides once one side leads by kSlotCacheVotes; returns the mode then set, or nullopt when
-  // this vote decided nothing (for a log line once).
-  static constexpr int32_t kSlotCacheVotes = 3;
+  // promised more). Decides once one side leads by kSlotCacheVotes (each vote is clean evidence, and until then
+  // every request predicted from history on a pod that keeps nothing else risks a miss predicted a hit: decide at
+  // the first);
+  // slots only is still revised to host cache after kSlotCacheRevisions more hits beyond the slots. Returns the
+  // mode then set, or nullopt when this vote changed nothing (for a log line once).
+  static constexpr int32_t kSlotCacheVotes = 1;
+  static constexpr uint32_t kSlotCacheRevisions = 3;
   std::optional<SlotCache> voteSlotCache(bool host);
   bool hostCacheSeen() const { return slotCache() == SlotCache::kHostCache; }
 
@@ -151,6 +155,7 @@ class EngineLoad {
   std::atomic<uint32_t> slots_{0};
   std::atomic<SlotCache> slot_cache_{SlotCache::kUnknown};
   std::atomic<int32_t> slot_cache_votes_{0};  // host-cache votes minus slots-only votes
+  std::atomic<uint32_t> slot_cache_revisions_{0};  // host-cache votes since slots only was decided
   std::string capacity_error_;  // guarded by mutex_
   std::atomic<uint64_t> scrape_errors_[static_cast<size_t>(ScrapeError::kCount)] = {};
 };

@@ -107,6 +107,7 @@ void RequestOutcome::fail(openai::GatewayError error, std::string message) {
 void RequestOutcome::noteSlotCacheEvidence(discovery::PodState& pod, const routing::Decision& decision,
                                            uint64_t prompt_tokens, uint64_t cached_tokens) {
   if (routing::PrefixServices::modelledSlots(pod) == 0) return;
+  // (Once slots only was decided, predictions are bounded by the slots: only hits beyond them still tell.)
   const std::optional<bool> host =
       slotCacheEvidence(decision.slot_held_fraction, decision.predicted_cached_fraction, prompt_tokens, cached_tokens);
   if (!host) return;

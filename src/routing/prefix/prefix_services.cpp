@@ -210,9 +210,16 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
     if (!capacity_aware_) return;
     for (size_t i = 0; i < candidates.size() && i < matched.size(); ++i) {
       const discovery::PodState* pod = candidates[i].pod;
-      const size_t slots = pod ? cachedSlots(*pod) : 0;
+      const size_t slots = pod ? modelledSlots(*pod) : 0;
       if (slots == 0 || matched[i] == 0) continue;
-      if (auto held = ledger_.slotPrefix(pod->id(), model, hashes, slots))
+      const auto held = ledger_.slotPrefix(pod->id(), model, hashes, slots);
+      if (!held) continue;
+      // Known to keep nothing beyond its slots: no more than its idle slots hold. Not known yet: only a prefix the
+      // gateway knows to sit in a busy slot is left out (the request takes another slot; a host prompt cache may
+      // or may not have a copy). Known to keep a host prompt cache: not modelled (measured on real pods, leaving a
+      // busy slot's prefix out there sent a group's concurrent requests to cold pods and cost more hits than it
+      // saved).
+      if (cachedSlots(*pod) != 0 || (matched[i] > held->idle && held->any >= matched[i]))
         matched[i] = static_cast<uint32_t>(std::min<size_t>(matched[i], held->idle));
     }
     return;

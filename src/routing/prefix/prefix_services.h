@@ -75,8 +75,9 @@ class PrefixServices {
   void hashPrompt(const openai::RequestView& request, PromptBlocks& out) const;
 
   // Per candidate, the blocks of `hashes` its engine is predicted to hold. Standard mode: what the gateway routed
-  // there (the index); for a slot engine known to cache in its slots only (cachedSlots), no more than its idle slots hold (a prefix held only by a
-  // slot busy with another request cannot serve this one). KV event mode: what its engine's events say, or what the gateway routed there within the
+  // there (the index); for a slot engine (modelledSlots) not a prefix only a slot busy with another request holds
+  // (it cannot serve this one), and once it is known to cache in its slots only (cachedSlots) no more than its idle
+  // slots hold. KV event mode: what its engine's events say, or what the gateway routed there within the
   // last speculative_ttl (the events of a just-chosen prompt are not in yet), whichever is longer; a pod whose
   // publisher is silent is judged by the gateway's records alone. Thread-safe.
   void match(std::string_view model, std::span<const BlockHash> hashes, std::span<const Candidate> candidates,
@@ -118,8 +119,8 @@ class PrefixServices {
   // cache, a miss where the index promised more shows it has none.
   std::optional<size_t> slotHeldBlocks(std::string_view model, std::span<const BlockHash> hashes,
                                        const discovery::PodState& pod) const;
-  // A slot engine's (llama.cpp's) slots, when the ledger models them: it reported them, no kv_capacity_tokens
-  // overrides them and it is not known to keep a host prompt cache; else 0.
+  // A slot engine's (llama.cpp's) slots, when the ledger models them (which prompt each holds, which are busy): it
+  // reported them, no kv_capacity_tokens overrides them and it is not known to keep a host prompt cache; else 0.
   static size_t modelledSlots(const discovery::PodState& pod);
   // Its slots when they also bound what it caches: modelled, and known to keep nothing beyond them
   // (EngineLoad::SlotCache::kSlotsOnly); else 0. Then its match is capped at what its idle slots hold and what its

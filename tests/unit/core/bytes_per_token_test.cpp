@@ -102,9 +102,10 @@ TEST_F(CapacityTest, CapacityBlocksAtTheLearnedRatio) {
   EXPECT_EQ(services_.capacityBlocks(unknown, "m"), 0u);  // nothing said: unbounded
 }
 
-// Ensures a llama.cpp pod's slots are modelled once /props gave them, bound its predictions only once it is known
-// to keep nothing beyond them (votes: a miss where routing history promised a hit), never with a host prompt
-// cache (votes: hits beyond the slots) or a pods-file kv_capacity_tokens, and never for another engine.
+// Ensures a llama.cpp pod's slots are modelled once /props gave them (unless a pods-file kv_capacity_tokens says
+// otherwise; never for another engine), and bound its predictions only once it is known to keep nothing beyond
+// them (votes: a miss where routing history promised a hit), not with a host prompt cache (votes: hits beyond the
+// slots).
 TEST_F(CapacityTest, SlotsBoundALlamaCppPodOnlyWhenItKeepsNothingElse) {
   using SlotCache = engine::EngineLoad::SlotCache;
   discovery::PodSpec spec = testing::podSpec("a", 1);
@@ -115,17 +116,18 @@ TEST_F(CapacityTest, SlotsBoundALlamaCppPodOnlyWhenItKeepsNothingElse) {
   EXPECT_EQ(PrefixServices::modelledSlots(pod), 2u);
   EXPECT_EQ(PrefixServices::cachedSlots(pod), 0u);     // unknown: llama-server's default keeps a host cache
   EXPECT_EQ(services_.capacityBlocks(pod, "m"), 0u);   // its slots x context is no bound for blocks
+  EXPECT_EQ(pod.engine().voteSlotCache(false), SlotCache::kSlotsOnly);  // the first clean evidence decides
   EXPECT_EQ(pod.engine().voteSlotCache(false), std::nullopt);
-  EXPECT_EQ(pod.engine().voteSlotCache(true), std::nullopt);   // one each: no lead
-  EXPECT_EQ(pod.engine().voteSlotCache(false), std::nullopt);
-  EXPECT_EQ(pod.engine().voteSlotCache(false), std::nullopt);
-  EXPECT_EQ(pod.engine().voteSlotCache(false), SlotCache::kSlotsOnly);  // leads by 3: decided once
-  EXPECT_EQ(pod.engine().voteSlotCache(true), std::nullopt);
   EXPECT_EQ(PrefixServices::cachedSlots(pod), 2u);
+  // Hits beyond the slots keep coming: the early decision is revised, once.
+  EXPECT_EQ(pod.engine().voteSlotCache(true), std::nullopt);
+  EXPECT_EQ(pod.engine().voteSlotCache(true), std::nullopt);
+  EXPECT_EQ(pod.engine().voteSlotCache(true), SlotCache::kHostCache);
+  EXPECT_EQ(pod.engine().voteSlotCache(false), std::nullopt);
+  EXPECT_EQ(PrefixServices::cachedSlots(pod), 0u);
 
   discovery::PodState cached(PodId{2}, spec);
   cached.engine().publishSlots(2, 4096);
-  for (int i = 0; i < 2; ++i) EXPECT_EQ(cached.engine().voteSlotCache(true), std::nullopt);
   EXPECT_EQ(cached.engine().voteSlotCache(true), SlotCache::kHostCache);
   EXPECT_TRUE(cached.engine().hostCacheSeen());
   EXPECT_EQ(PrefixServices::modelledSlots(cached), 0u);  // nothing to model: its hits follow routing history
@@ -141,6 +143,39 @@ TEST_F(CapacityTest, SlotsBoundALlamaCppPodOnlyWhenItKeepsNothingElse) {
   vllm.engine().publishSlots(2, 4096);  // never for vLLM, but even so: not a slot engine
   EXPECT_EQ(PrefixServices::modelledSlots(vllm), 0u);
   EXPECT_EQ(services_.capacityBlocks(vllm, "m"), 256u);
+}
+
+// Ensures a llama.cpp pod's match leaves out a prefix only a slot busy with another request holds (until that
+// request ended), whether or not it is known yet to keep nothing beyond its slots.
+TEST_F(CapacityTest, APrefixInABusySlotIsNotMatched) {
+  discovery::PodSpec spec = testing::podSpec("a", 1);
+  spec.engine = engine::EngineKind::kLlamaCpp;
+  auto pod = std::make_shared<discovery::PodState>(PodId{1}, spec);
+  pod->engine().publishSlots(2, 4096);
+  services_.setCapacityAware(true);  // the default (routing.prefix_cache.capacity_aware)
+  openai::RequestView request;
+  request.model = "m";
+  request.prompt_text = std::string(1024, 'q');
+  PromptBlocks blocks;
+  services_.hashPrompt(request, blocks);
+  ASSERT_EQ(blocks.hashes.size(), 8u);
+  std::unique_ptr<PendingRequest> busy;
+  ASSERT_TRUE(services_.recordRouted("m", blocks.hashes, *pod, true, &busy));
+  ASSERT_TRUE(busy);
+  std::vector<Candidate> candidates(1);
+  candidates[0].pod = pod.get();
+  candidates[0].pod_id = pod->id();
+  std::vector<PodId> scratch;
+  std::vector<uint32_t> matched(1);
+  services_.match("m", blocks.hashes, candidates, scratch, matched);
+  EXPECT_EQ(matched[0], 0u);  // not known yet what it keeps beyond its slots, but that one is busy
+  pod->engine().voteSlotCache(false);
+  ASSERT_EQ(PrefixServices::cachedSlots(*pod), 2u);
+  services_.match("m", blocks.hashes, candidates, scratch, matched);
+  EXPECT_EQ(matched[0], 0u);  // its only holder is busy
+  busy.reset();               // the request ended
+  services_.match("m", blocks.hashes, candidates, scratch, matched);
+  EXPECT_EQ(matched[0], 8u);
 }
 
 }  // namespace
