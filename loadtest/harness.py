@@ -71,6 +71,19 @@ def check_sanitizer_reports(log_text, where):
             raise AssertionError(f"sanitizer report in {where}:\n{log_text[max(0, start - 200):start + 3000]}")
 
 
+def terminate(proc, log, timeout=10):
+    """SIGTERM, up to `timeout` s for the process to exit, then SIGKILL; closes its log file."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    if not log.closed:
+        log.close()
+
+
 class Process:
     """A child process whose stdout announces `listening on HOST:PORT` lines; stderr goes to a log file."""
 
@@ -110,14 +123,7 @@ class Process:
 
     def stop(self, timeout=10):
         """SIGTERM, wait, and fail if a sanitizer (ASan, UBSan, LSan) reported anything in the log."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        if not self.log.closed:
-            self.log.close()
+        terminate(self.proc, self.log, timeout)
         check_sanitizer_reports(self.read_log(), self.log_path)
 
 
@@ -346,15 +352,7 @@ class LlamaServer:
 
     def stop(self, timeout=10):
         """SIGTERM, wait, then SIGKILL."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        if not self.log.closed:
-            self.log.close()
+        terminate(self.proc, self.log, timeout)
 
 
 class RedisError(Exception):

@@ -206,11 +206,20 @@ std::vector<std::pair<uint32_t, double>> runInTurn(const SimConfig& config,
   asio::co_spawn(io, engine.run(), asio::detached);
   std::vector<std::pair<uint32_t, double>> out;
   std::vector<std::string> events;
+  std::vector<Engine::StartResult> kept;  // alive until the engine and every consumer have stopped
   for (const auto& prompt : prompts) {
-    auto started = engine.start(io.get_executor(), prompt, 2);
-    EXPECT_TRUE(started.sequence);
+    auto& started = kept.emplace_back(engine.start(io.get_executor(), prompt, 2));
+    if (!started.sequence) {
+      ADD_FAILURE() << "refused: " << started.error;
+      break;
+    }
+    events.clear();
     asio::co_spawn(io, consume(engine, *started.sequence, events, "s"), asio::detached);
-    for (int i = 0; i < 10000 && !started.sequence->finished(); ++i) io.poll_one();
+    auto returned = [&] { return !events.empty() && (events.back() == "s done" || events.back() == "s cancelled"); };
+    // Bounded in time, not in polls: the host cache's copy time is a real timer.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!returned() && std::chrono::steady_clock::now() < deadline) io.run_one_for(std::chrono::milliseconds(10));
+    EXPECT_TRUE(returned());
     EXPECT_TRUE(started.sequence->finished());
     out.emplace_back(started.sequence->cachedTokens(), started.sequence->promptMs());
   }
