@@ -16,8 +16,9 @@ cache that never evicts, how many of its prompt tokens could have been served fr
   reply is seen by no later request of its conversation and counts as nothing.
 - Granularity: llama.cpp caches whole prompts per slot, token by token (no blocks), and never reports more than
   prompt_tokens - 1 cached (the last prompt token is always evaluated again): a request's bound is
-  min(longest common prefix, prompt - 1). The simulator caches full blocks (`block` tokens): the bound is then
-  rounded down to full blocks within prompt - 1, as its cached_tokens are.
+  min(longest common prefix, prompt - 1). The simulator's slots model caches the same way; its paged model caches
+  full blocks (`block` tokens): the bound is then rounded down to full blocks within prompt - 1, as its
+  cached_tokens are.
 - Both bounds are of an infinite cache: under KV pressure (a llama-server holding only its slots' prompts, a small
   simulated cache) the engines cannot reach them, and the gap is the capacity's doing, not the routing's alone.
 """

@@ -163,6 +163,15 @@ def conversation_of(workload):
     return out
 
 
+def bound_block(kind, sim_flags):
+    """The granularity of the bound: 1 token for llama-server and for the simulator's slots model (which caches
+    token by token, as llama-server's slots do), the simulator's `--block-size` for its paged model."""
+    flags = list(sim_flags or [])
+    if kind == LLAMA or ("--kv-cache-model" in flags and flags[flags.index("--kv-cache-model") + 1] == "slots"):
+        return 1
+    return int(flags[flags.index("--block-size") + 1])
+
+
 def bound_of(records, workload, tokenizer, kind, port, block):
     """The run's bound (engine_bound.run_bound) from the sent bodies, tokenized by the pod at `port`; sets each
     record's expected_prompt_tokens to its token count (summarize checks it against usage)."""
@@ -235,7 +244,7 @@ def run_one(workload, strategy, routing, seed, fleet_name, sim_flags, cal, args,
         notes |= sampler.summary()
         notes |= gateway_view(gateway, metrics_texts([gateway]))
         notes["prediction_accuracy"] = prediction_accuracy([gateway])
-        block = 1 if kind == LLAMA else int(sim_flags[sim_flags.index("--block-size") + 1])
+        block = bound_block(kind, sim_flags)
         bound = tokenized_bound(records, workload, tokenizer, kind, fleet.ports(), block)
         notes["upper_bound_engine"] = bound["ratio"]
         notes["upper_bound_prompts_only"] = bound["prompts_only_ratio"]
