@@ -3,7 +3,39 @@
 #include <algorithm>
 #include <set>
 
+#include "util/log.h"
+
 namespace prefixgate::discovery {
+
+std::string changedFields(const PodSpec& before, const PodSpec& after) {
+  std::string out;
+  auto note = [&](bool differs, std::string_view field) {
+    if (!differs) return;
+    if (!out.empty()) out += ", ";
+    out += field;
+  };
+  note(before.name != after.name, "name");
+  note(before.address != after.address, "address");
+  note(before.models != after.models, "models");
+  note(before.kv_events != after.kv_events, "kv_events");
+  note(before.kv_replay != after.kv_replay, "kv_replay");
+  note(before.kv_capacity_tokens != after.kv_capacity_tokens, "kv_capacity_tokens");
+  note(before.data_parallel_size != after.data_parallel_size, "data_parallel_size");
+  note(before.engine != after.engine, "engine");
+  return out;
+}
+
+PodState::PodState(PodId id, PodSpec spec) : id_(id) {
+  spec_versions_.push_back(std::make_unique<const PodSpec>(std::move(spec)));
+  spec_.store(spec_versions_.back().get(), std::memory_order_release);
+}
+
+bool PodState::updateSpec(PodSpec spec) {
+  if (spec_versions_.size() >= kMaxSpecVersions) return false;
+  spec_versions_.push_back(std::make_unique<const PodSpec>(std::move(spec)));
+  spec_.store(spec_versions_.back().get(), std::memory_order_release);
+  return true;
+}
 
 void PodState::recordHealth(bool ok, uint32_t healthy_threshold, uint32_t unhealthy_threshold) {
   checked_.store(true, std::memory_order_relaxed);
@@ -112,15 +144,42 @@ void PodRegistry::onAdded(AddedListener listener) {
   added_listeners_.push_back(std::move(listener));
 }
 
+void PodRegistry::onChanged(ChangedListener listener) {
+  std::lock_guard lock(update_mutex_);
+  changed_listeners_.push_back(std::move(listener));
+}
+
+namespace {
+
+// Applies an edit of `pod` (the same name and address) in place, noting it in `changed`; false when the pod has
+// been edited too often to keep (PodState::kMaxSpecVersions): it is then replaced.
+bool keepsState(const PodPtr& pod, const PodSpec& spec, std::vector<std::pair<PodPtr, PodSpec>>& changed) {
+  PodSpec before = pod->spec();
+  if (!pod->updateSpec(spec)) {
+    log::warn("pod {} ({}): edited {} times; this edit replaces it (a new state)", spec.name, spec.address,
+              PodState::kMaxSpecVersions);
+    return false;
+  }
+  log::info("pod {} ({}): {} changed; it keeps its state (health, counts, prefix records)", spec.name, spec.address,
+            changedFields(before, spec));
+  changed.emplace_back(pod, std::move(before));
+  return true;
+}
+
+}  // namespace
+
 void PodRegistry::update(std::vector<PodSpec> specs) {
   std::lock_guard lock(update_mutex_);
   auto old = snapshot();
   std::vector<PodPtr> next;
   std::vector<PodPtr> added;
+  std::vector<std::pair<PodPtr, PodSpec>> changed;  // with the spec before
   next.reserve(specs.size());
   for (PodSpec& spec : specs) {
     PodPtr existing = old->find(spec.name);
     if (existing && existing->spec() == spec) {
+      next.push_back(existing);
+    } else if (existing && existing->spec().sameIdentity(spec) && keepsState(existing, spec, changed)) {
       next.push_back(existing);
     } else {
       auto pod = std::make_shared<PodState>(PodId{next_id_++}, std::move(spec));
@@ -141,6 +200,8 @@ void PodRegistry::update(std::vector<PodSpec> specs) {
   }
   for (const PodPtr& pod : added)
     for (auto& l : added_listeners_) l(pod);
+  for (const auto& [pod, before] : changed)
+    for (auto& l : changed_listeners_) l(pod, before);
 }
 
 }  // namespace prefixgate::discovery

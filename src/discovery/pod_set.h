@@ -34,7 +34,12 @@ struct PodSpec {
   uint32_t data_parallel_size = 1;  // data-parallel ranks; rank r publishes KV events on kv_events' port + r
   engine::EngineKind engine = engine::EngineKind::kAuto;  // its dialect; kAuto = recognised from its /metrics
   bool operator==(const PodSpec&) const = default;
+  // A pod is its name and its address: an entry that keeps both is the same pod, whatever else changed.
+  bool sameIdentity(const PodSpec& o) const { return name == o.name && address == o.address; }
 };
+
+// The fields (by their config key) in which two specs of one pod differ, e.g. "models, kv_capacity_tokens".
+std::string changedFields(const PodSpec& before, const PodSpec& after);
 
 // The prediction audit of one pod (server/prediction_audit.h): what prefix strategies predicted it held in its KV
 // cache against what its engine reported, summed over the audited responses. Request threads add, /debug/pods
@@ -114,10 +119,17 @@ class LatencyEstimate {
 // to it, so a request always decrements the object it incremented, even after the pod left the set.
 class PodState {
  public:
-  PodState(PodId id, PodSpec spec) : id_(id), spec_(std::move(spec)) {}
+  PodState(PodId id, PodSpec spec);
   PodId id() const { return id_; }
-  const PodSpec& spec() const { return spec_; }
-  const std::string& name() const { return spec_.name; }
+  // The pod's current spec. A reference stays valid for the pod's life (replaced versions are kept), so a caller
+  // may hold it across a wait; a new read sees an edit made since.
+  const PodSpec& spec() const { return *spec_.load(std::memory_order_acquire); }
+  const std::string& name() const { return spec().name; }
+  // Replaces the spec in place (the same name and address: sameIdentity), keeping the pod's id and live state.
+  // Returns false, changing nothing, when kMaxSpecVersions versions exist: the registry then replaces the pod, so
+  // that the versions kept for readers stay bounded. Called by PodRegistry::update only (serialized).
+  bool updateSpec(PodSpec spec);
+  static constexpr size_t kMaxSpecVersions = 64;
 
   int32_t inFlight() const { return in_flight_.load(std::memory_order_relaxed); }
   // `tokens`: the request's prompt tokens (its context), summed in inFlightTokens while it is in flight.
@@ -195,7 +207,8 @@ class PodState {
   // The dialect the gateway speaks to the pod's engine: the configured one, else the one its /metrics page was
   // recognised as (kAuto until the first page that names one). Lock-free.
   engine::EngineKind engineKind() const {
-    return spec_.engine != engine::EngineKind::kAuto ? spec_.engine : engine_.detectedKind();
+    const engine::EngineKind configured = spec().engine;
+    return configured != engine::EngineKind::kAuto ? configured : engine_.detectedKind();
   }
   // Engine-reported load and measured capacity (scraper and relays write, strategies read).
   engine::EngineLoad& engine() { return engine_; }
@@ -216,7 +229,8 @@ class PodState {
 
  private:
   const PodId id_;
-  const PodSpec spec_;
+  std::vector<std::unique_ptr<const PodSpec>> spec_versions_;  // every version, the current last (updateSpec)
+  std::atomic<const PodSpec*> spec_;                            // the current version
   std::atomic<int32_t> in_flight_{0};
   std::atomic<int64_t> in_flight_tokens_{0};
   std::atomic<int32_t> prefill_requests_{0};
@@ -311,15 +325,19 @@ class PodRegistry {
   // snapshot until its next read.
   std::shared_ptr<const PodSet> snapshot() const;
 
-  // Replaces the pod set. A pod whose name, address and models are unchanged keeps its state; a changed or new
-  // one gets a fresh state and PodId (ids are never reused). Removed pods are marked removed (their streams
-  // finish) and reported to the listeners. Thread-safe; updates are serialized.
+  // Replaces the pod set. A pod is its name and address: one whose entry keeps both keeps its PodId and its live
+  // state (health, in-flight counts, prefix records, KV event subscription) whatever else changed (models,
+  // kv_events, kv_capacity_tokens, engine, ...), and is reported to the changed listeners with its spec before;
+  // a new one, or one at a new address, gets a fresh state and PodId (ids are never reused). Removed pods are
+  // marked removed (their streams finish) and reported to the listeners. Thread-safe; updates are serialized.
   void update(std::vector<PodSpec> specs);
 
   using RemovedListener = std::function<void(PodId)>;
   using AddedListener = std::function<void(const PodPtr&)>;
+  using ChangedListener = std::function<void(const PodPtr&, const PodSpec& before)>;
   void onRemoved(RemovedListener listener);
   void onAdded(AddedListener listener);
+  void onChanged(ChangedListener listener);
 
  private:
   std::atomic<std::shared_ptr<const PodSet>> current_;
@@ -329,6 +347,7 @@ class PodRegistry {
   uint32_t next_id_ = 1;
   std::vector<RemovedListener> removed_listeners_;
   std::vector<AddedListener> added_listeners_;
+  std::vector<ChangedListener> changed_listeners_;
 };
 
 }  // namespace prefixgate::discovery

@@ -70,6 +70,17 @@ KvEventSubscriber::KvEventSubscriber(discovery::PodRegistry& pods, Sink sink, Kv
     std::lock_guard lock(changes_mutex_);
     removed_.push_back(id);
   });
+  // An edit of the pod's publisher endpoints (the same pod: name and address) subscribes again; its prefix records
+  // stay (they are its engine's cache, which did not change), and the new publisher's replay resynchronises them.
+  pods_.onChanged([this](const discovery::PodPtr& pod, const discovery::PodSpec& before) {
+    const auto& now = pod->spec();
+    if (now.kv_events == before.kv_events && now.kv_replay == before.kv_replay &&
+        now.data_parallel_size == before.data_parallel_size)
+      return;
+    std::lock_guard lock(changes_mutex_);
+    resubscribe_.push_back(pod->id());
+    added_.push_back(pod);
+  });
 }
 
 KvEventSubscriber::~KvEventSubscriber() { stop(); }
@@ -90,29 +101,40 @@ void KvEventSubscriber::stop() {
 void KvEventSubscriber::sync() {
   std::vector<discovery::PodPtr> added;
   std::vector<PodId> removed;
+  std::vector<PodId> resubscribe;
   {
     std::lock_guard lock(changes_mutex_);
     added.swap(added_);
     removed.swap(removed_);
+    resubscribe.swap(resubscribe_);
   }
   for (PodId id : removed) {
-    size_t closed = 0;
-    for (auto it = impl_->subscriptions.begin(); it != impl_->subscriptions.end();) {
-      if (it->first >> 32 == id.value) {
-        it = impl_->subscriptions.erase(it);
-        ++closed;
-      } else {
-        ++it;
-      }
-    }
-    if (closed > 0) log::info("kv events: unsubscribed from pod {}", id.value);
+    if (closeSubscriptions(id) > 0) log::info("kv events: unsubscribed from pod {}", id.value);
     sink_.removed(id);
+  }
+  for (PodId id : resubscribe) {
+    const size_t closed = closeSubscriptions(id);
+    log::info("kv events: pod {}'s publisher was edited: {} subscriptions closed, subscribing again", id.value,
+              closed);
   }
   for (const auto& pod : added) {
     const auto& spec = pod->spec();
     if (spec.kv_events.empty() || pod->removed()) continue;
     for (uint32_t rank = 0; rank < std::max<uint32_t>(1, spec.data_parallel_size); ++rank) subscribe(pod, rank);
   }
+}
+
+size_t KvEventSubscriber::closeSubscriptions(PodId id) {
+  size_t closed = 0;
+  for (auto it = impl_->subscriptions.begin(); it != impl_->subscriptions.end();) {
+    if (it->first >> 32 == id.value) {
+      it = impl_->subscriptions.erase(it);
+      ++closed;
+    } else {
+      ++it;
+    }
+  }
+  return closed;
 }
 
 void KvEventSubscriber::subscribe(const discovery::PodPtr& pod, uint32_t rank) {

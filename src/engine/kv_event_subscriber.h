@@ -78,6 +78,8 @@ class KvEventSubscriber {
   void requestReplay(Subscription& sub, std::optional<int64_t> from);
   void apply(Subscription& sub, std::span<const uint8_t> payload);
   void report(Subscription& sub);
+  // Closes the pod's subscriptions (every rank); returns how many.
+  size_t closeSubscriptions(PodId id);
 
   discovery::PodRegistry& pods_;
   Sink sink_;
@@ -87,6 +89,7 @@ class KvEventSubscriber {
   std::mutex changes_mutex_;
   std::vector<discovery::PodPtr> added_;  // guarded by changes_mutex_
   std::vector<PodId> removed_;            // guarded by changes_mutex_
+  std::vector<PodId> resubscribe_;        // guarded by changes_mutex_: pods whose KV event endpoints were edited
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

@@ -163,6 +163,28 @@ def test_watch_events_change_the_pod_set_and_bookmark_advances_the_version(tmp_p
             s.stop()
 
 
+def test_a_relabelled_slice_changes_its_pods_in_place(tmp_path, kube):
+    """A MODIFIED slice whose endpoints keep their names and addresses but whose engine label changed edits its
+    pods in place: the same id, still ready, the dialect now the labelled one (before, any change made a new pod,
+    not ready until its health checks passed again, with its prefix records dropped)."""
+    sim = Sim(tmp_path, "engine-0")
+    put_sims(kube, [sim])
+    gw = Gateway(tmp_path, [], config=k8s_config(kube))
+    try:
+        wait_until(lambda: [p["ready"] for p in gw.debug_pods()] == [True], what="the pod ready")
+        before = gw.debug_pods()[0]
+        assert before["engine_source"] != "configured"
+        wait_until(lambda: kube.seen(lambda r: r["watch"]), what="a watch")
+        kube.put(endpoint_slice(slice_name(sim), MODEL, [(sim.name, "127.0.0.1", READY)], port=sim.port,
+                                labels={"model.aibrix.ai/engine": "vllm"}))
+        wait_until(lambda: gw.debug_pods()[0]["engine_source"] == "configured", what="the label applied")
+        after = gw.debug_pods()[0]
+        assert after["id"] == before["id"] and after["ready"] and after["engine"] == "vllm"
+    finally:
+        gw.stop()
+        sim.stop()
+
+
 def test_410_gone_relists_and_sees_changes_the_watch_missed(tmp_path, kube):
     """An ERROR 410 event (the resourceVersion was compacted away) makes the gateway list again: a change made
     without an event (lost to compaction) reaches the pod set only through that relist."""

@@ -26,8 +26,8 @@ constexpr int kRecorders = 4;
 constexpr int kRecordsPerThread = 2000;
 
 // Ensures readers taking snapshots, counting requests in flight and recording health while the pod list is
-// replaced over and over (a pod leaving, returning and changing address) see a consistent set, and that every
-// in-flight count returns to zero on its own pod state.
+// replaced over and over (a pod leaving, returning, changing address and edited in place) see a consistent set, and
+// that every in-flight count returns to zero on its own pod state.
 TEST(PodRegistryConcurrency, ConcurrentUpdatesAndReaders) {
   PodRegistry registry;
   const std::vector<PodSpec> all{podSpec("a", 1), podSpec("b", 2), podSpec("c", 3)};
@@ -44,6 +44,8 @@ TEST(PodRegistryConcurrency, ConcurrentUpdatesAndReaders) {
       if (!serving || serving->size() != snapshot->pods().size()) inconsistent.fetch_add(1);
       for (const auto& pod : snapshot->pods()) {
         InFlightGuard guard(pod);
+        // A pod edited in place (b's capacity) is read while its spec is replaced.
+        if (pod->spec().kv_capacity_tokens > 1'000'000 || pod->spec().address.empty()) inconsistent.fetch_add(1);
         // Passive health verdicts from every reader at once (the streak state is shared by all threads).
         if (r % 2) pod->recordRequestFailure(static_cast<uint64_t>(r), health);
         else pod->recordSuccess();
@@ -55,7 +57,12 @@ TEST(PodRegistryConcurrency, ConcurrentUpdatesAndReaders) {
   for (int r = 0; r < kReaders; ++r) readers.emplace_back(reader, r);
   for (int i = 0; i < kUpdates; ++i) {
     switch (i % 3) {
-      case 0: registry.update({all[0], all[1]}); break;
+      case 0: {
+        PodSpec b = all[1];
+        b.kv_capacity_tokens = static_cast<uint64_t>(i % 1000);  // an edit in place (while versions last)
+        registry.update({all[0], b});
+        break;
+      }
       case 1: registry.update({all[0], all[1], podSpec("c", static_cast<uint16_t>(100 + i))}); break;
       default: registry.update(all); break;
     }

@@ -27,6 +27,63 @@ TEST(PodRegistry, ReloadKeepsUnchangedPods) {
   EXPECT_NE(r.snapshot()->find("b")->spec().port, 2);
 }
 
+// A pod is its name and address: an edit of its other fields (models, KV capacity, engine, KV event endpoints)
+// keeps its id and live state (health, in-flight count), is seen by a new snapshot's model map, and is reported to
+// the changed listeners with the spec before, not as a removal and an addition.
+TEST(PodRegistry, EditedPodKeepsItsIdentityAndState) {
+  PodRegistry r;
+  std::vector<uint32_t> removed, added;
+  std::vector<std::string> changed;
+  r.onRemoved([&](PodId id) { removed.push_back(id.value); });
+  r.onAdded([&](const PodPtr& p) { added.push_back(p->id().value); });
+  r.onChanged([&](const PodPtr& p, const PodSpec& before) { changed.push_back(changedFields(before, p->spec())); });
+  r.update({spec("a", 1)});
+  PodPtr a = r.snapshot()->find("a");
+  a->recordHealth(true, 1, 1);
+  InFlightGuard g(a);
+  const PodSpec& first = a->spec();
+  PodSpec edited = spec("a", 1, {"m", "m2"});
+  edited.kv_capacity_tokens = 4096;
+  edited.engine = engine::EngineKind::kLlamaCpp;
+  edited.kv_events = "tcp://127.0.0.1:5557";
+  r.update({edited});
+  EXPECT_EQ(r.snapshot()->find("a"), a);
+  EXPECT_TRUE(a->ready(0));
+  EXPECT_FALSE(a->removed());
+  EXPECT_EQ(a->inFlight(), 1);
+  EXPECT_EQ(a->spec().kv_capacity_tokens, 4096u);
+  EXPECT_EQ(a->engineKind(), engine::EngineKind::kLlamaCpp);
+  ASSERT_NE(r.snapshot()->podsFor("m2"), nullptr);
+  EXPECT_EQ(r.snapshot()->podsFor("m2")->front(), a);
+  EXPECT_TRUE(removed.empty());
+  EXPECT_EQ(added.size(), 1u);  // the first update only
+  EXPECT_EQ(changed, std::vector<std::string>{"models, kv_events, kv_capacity_tokens, engine"});
+  EXPECT_EQ(first.kv_capacity_tokens, 0u);  // a reference taken before the edit still reads the old version
+  // A new address is a new pod.
+  r.update({spec("a", 2)});
+  EXPECT_NE(r.snapshot()->find("a"), a);
+  EXPECT_TRUE(a->removed());
+  EXPECT_EQ(removed, std::vector<uint32_t>{a->id().value});
+}
+
+// The versions an edited pod keeps for readers are bounded: past PodState::kMaxSpecVersions, an edit replaces it.
+TEST(PodRegistry, PodEditedTooOftenIsReplaced) {
+  PodRegistry r;
+  r.update({spec("a", 1)});
+  PodPtr a = r.snapshot()->find("a");
+  for (uint64_t i = 1; i < PodState::kMaxSpecVersions; ++i) {
+    PodSpec edited = spec("a", 1);
+    edited.kv_capacity_tokens = i;
+    r.update({edited});
+    ASSERT_EQ(r.snapshot()->find("a"), a) << i;
+  }
+  PodSpec edited = spec("a", 1);
+  edited.kv_capacity_tokens = 999999;
+  r.update({edited});
+  EXPECT_NE(r.snapshot()->find("a"), a);
+  EXPECT_EQ(r.snapshot()->find("a")->spec().kv_capacity_tokens, 999999u);
+}
+
 // A removed pod is marked removed and reported; its in-flight count goes to its own state, never negative, and
 // a pod re-added under the same name starts from zero with a new id.
 TEST(PodRegistry, RemovedAndReAddedPodsHaveSeparateCounters) {

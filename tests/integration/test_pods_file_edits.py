@@ -1,0 +1,135 @@
+"""Editing a pod's entry in the pods file: a pod is its name and address, so an edit of anything else (its KV
+capacity, models, engine dialect, KV event endpoints) changes it in place. It keeps its id, its health, its
+in-flight counts, its prefix records and its KV event subscription; under load nothing fails and a held prefix
+still matches. (Before, any edit replaced the pod: a new id, not ready until its health checks passed again, its
+prefix records and subscription dropped: 503s under load and the holder's match fell to 0 %.)"""
+import json
+import threading
+import time
+
+from harness import Sim, wait_until, write_pods
+
+MODEL = "sim-model"
+# Two passing checks make a new pod ready: a replaced pod would be out of the candidates for ~2 intervals.
+HEALTH = {"health_check": {"interval_ms": 300, "healthy_threshold": 2}}
+STANDARD = {"routing": {"strategy": "prefix-cache"}} | HEALTH
+KV_MODE = {"routing": {"strategy": "prefix-cache", "prefix_cache": {"kv_event_sync": True, "speculative_ttl_ms": 0}}
+           } | HEALTH
+
+
+def chat(content, max_tokens=2):
+    return {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens}
+
+
+def words(tag, n):
+    return "".join(f"{tag}{i:03d} " for i in range(n))
+
+
+def route(gw, body):
+    status, _, raw = gw.admin("POST", "/debug/route", json.dumps(body))
+    assert status == 200, raw
+    return {p["name"]: p["match_percent"] for p in json.loads(raw)["pods"]}
+
+
+def send(gw, body):
+    status, headers, raw = gw.call("POST", "/v1/chat/completions", json.dumps(body))
+    assert status == 200, raw
+    return headers["target-pod"]
+
+
+def pods_by_name(gw):
+    return {p["name"]: p for p in gw.debug_pods()}
+
+
+def edit(gw, entries, check):
+    """Writes the pods file and waits until the gateway shows the edit (`check` on /debug/pods by name)."""
+    write_pods(gw.pods_file, entries)
+    wait_until(lambda: check(pods_by_name(gw)), timeout=10, what="the edit applied")
+
+
+def test_edits_under_load_keep_each_pod_its_state_and_its_prefixes(tmp_path, gateway_factory):
+    """Three edits of every pod's entry under load (KV capacity, then a second model, then the engine dialect): no
+    request fails, each pod keeps its id and stays ready, and the pod holding a conversation's prefix still
+    matches it in full."""
+    sims = [Sim(tmp_path, f"edit-{i}") for i in range(3)]
+    try:
+        gw = gateway_factory(sims, config=STANDARD)
+        ids = {name: p["id"] for name, p in pods_by_name(gw).items()}
+        prompt = chat(words("held", 150))
+        holder = send(gw, prompt)
+        assert route(gw, prompt)[holder] == 100
+        statuses, stop = [], threading.Event()
+
+        def load(worker):
+            for i in range(400):
+                if stop.is_set():
+                    return
+                status, _, _ = gw.call("POST", "/v1/chat/completions", json.dumps(chat(f"load {worker} {i}")))
+                statuses.append(status)
+
+        workers = [threading.Thread(target=load, args=(w,)) for w in range(3)]
+        for w in workers:
+            w.start()
+        try:
+            wait_until(lambda: len(statuses) >= 10, what="traffic")
+            entries = [s.pod_entry() for s in sims]
+            for e in entries:
+                e["kv_capacity_tokens"] = 50_000
+            edit(gw, entries, lambda pods: all(p["kv_capacity_tokens"] == 50_000 for p in pods.values()))
+            for e in entries:
+                e["models"] = [MODEL, "alias-model"]
+            edit(gw, entries, lambda pods: all("alias-model" in p["models"] for p in pods.values()))
+            for e in entries:
+                e["engine"] = "vllm"
+            edit(gw, entries, lambda pods: all(p["engine_source"] == "configured" for p in pods.values()))
+            # Traffic after the last edit too (a replaced pod would still be waiting for its health checks).
+            after = len(statuses)
+            wait_until(lambda: len(statuses) >= after + 10, what="traffic after the edits")
+        finally:
+            stop.set()
+            for w in workers:
+                w.join(30)
+        assert statuses and all(s == 200 for s in statuses), sorted(set(statuses))
+        pods = pods_by_name(gw)
+        assert {name: p["id"] for name, p in pods.items()} == ids
+        assert all(p["ready"] for p in pods.values())
+        assert route(gw, prompt)[holder] == 100
+        status, _, raw = gw.call("GET", "/v1/models")   # the edited models are served
+        assert status == 200 and "alias-model" in {m["id"] for m in json.loads(raw)["data"]}
+    finally:
+        for s in sims:
+            s.stop()
+
+
+def test_kv_event_pod_keeps_its_records_and_subscription_through_edits(tmp_path, gateway_factory):
+    """With KV event sync: an edit of the capacity keeps the pod's records (the held prefix still matches) and its
+    subscription (blocks stored after the edit arrive); an edit of its publisher endpoints (the replay socket
+    dropped) subscribes again, still keeping the records."""
+    sims = [Sim(tmp_path, f"kv-edit-{i}", "--kv-capacity-tokens", "4096", kv_events=True, time_scale="0.01")
+            for i in range(2)]
+    try:
+        gw = gateway_factory(sims, config=KV_MODE)
+        first = chat(words("first", 150))
+        holder = send(gw, first)
+        wait_until(lambda: route(gw, first)[holder] >= 90, what="the first prompt's blocks indexed")
+        entries = [s.pod_entry() for s in sims]
+        ids = {name: p["id"] for name, p in pods_by_name(gw).items()}
+        for e in entries:
+            e["kv_capacity_tokens"] = 4096
+        edit(gw, entries, lambda pods: all(p["kv_capacity_tokens"] == 4096 for p in pods.values()))
+        assert route(gw, first)[holder] >= 90
+        second = chat(words("second", 150))
+        pod = send(gw, second)
+        wait_until(lambda: route(gw, second)[pod] >= 90, what="blocks stored after the edit indexed")
+        for e in entries:
+            e.pop("kv_replay", None)
+        edit(gw, entries, lambda pods: all(p["kv_replay"] == "" for p in pods.values()))
+        assert route(gw, first)[holder] >= 90 and route(gw, second)[pod] >= 90
+        third = chat(words("third", 150))
+        pod3 = send(gw, third)
+        wait_until(lambda: route(gw, third)[pod3] >= 90, what="blocks stored after the resubscription indexed")
+        assert {name: p["id"] for name, p in pods_by_name(gw).items()} == ids
+        assert "publisher was edited" in gw.read_log()
+    finally:
+        for s in sims:
+            s.stop()
