@@ -58,21 +58,25 @@ class Load:
             prompt = PROMPTS[(worker + i) % len(PROMPTS)]
             stream = (worker + i) % 2 == 0
             started = time.monotonic()
+            pod = []
             try:
-                kind, detail = self.one(prompt, stream)
+                kind, detail = self.one(prompt, stream, pod)
             except Exception as e:  # a client-side exception is a failure of the gateway to answer cleanly
                 kind, detail = "bad", f"{type(e).__name__}: {e}"
             with self.lock:
-                self.outcomes.append((kind, detail, time.monotonic() - started, stream))
+                # (outcome, detail, seconds, streamed, the pod that served it (target-pod) or None, start time)
+                self.outcomes.append((kind, detail, time.monotonic() - started, stream, pod[0] if pod else None,
+                                      started))
             i += 1
 
-    def one(self, prompt, stream):
+    def one(self, prompt, stream, pod):
         body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": prompt}],
                            "max_tokens": self.max_tokens, "stream": stream})
         conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=CLIENT_TIMEOUT_S)
         try:
             conn.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
             res = conn.getresponse()
+            pod.append(res.getheader("target-pod"))
             if res.status != 200:
                 raw = res.read()
                 error = json.loads(raw).get("error", {})
@@ -143,9 +147,14 @@ def test_pod_killed_mid_stream(rig):
     sims, gw, expected, base_fds, base_rss = rig
     with Load(gw, expected[40], 40) as load:
         wait_until(lambda: len(load.summary()) >= 10, timeout=30, what="traffic")
-        sims[1].kill()
-        time.sleep(1.5)
+        victim = busiest(sims, load.summary())
+        victim.kill()
+        wait_until(lambda: not pod_ready(gw, victim.name), timeout=10, what="the killed pod taken out")
+        taken_out = time.monotonic()
+        wait_until(lambda: sum(1 for o in load.summary() if o[5] > taken_out) >= 10, timeout=30,
+                   what="traffic after the pod was taken out")
     check(load.summary(), 10)
+    assert_avoided(load.summary(), victim.name, taken_out)
     settle(gw, base_fds)
     assert rss_kb(gw.proc.pid) < base_rss + 30_000
 
@@ -156,12 +165,38 @@ def test_pod_that_accepts_and_never_answers(rig):
     sims, gw, expected, base_fds, _ = rig
     with Load(gw, expected[40], 40) as load:
         wait_until(lambda: len(load.summary()) >= 10, timeout=30, what="traffic")
-        sims[2].fault(stall=True)
-        time.sleep(3)
+        victim = busiest(sims, load.summary())
+        victim.fault(stall=True)
+        wait_until(lambda: not pod_ready(gw, victim.name), timeout=10, what="the stalled pod ejected")
+        ejected = time.monotonic()
+        wait_until(lambda: sum(1 for o in load.summary() if o[5] > ejected) >= 10, timeout=30,
+                   what="traffic after the pod was ejected")
     outcomes = load.summary()
     check(outcomes, 10)
-    sims[2].fault(stall=False)
+    # Its /health still passes, so only the passive ejection keeps requests away, with a back-off that grows: a
+    # request now and then probes it when a back-off ends (a 504); every other one is served by the others.
+    later = [o for o in outcomes if o[5] > ejected]
+    probes = [o for o in later if o[0] != "ok"]
+    assert all(o[1] == 504 for o in probes) and len(probes) <= max(2, len(later) // 5), probes
+    assert_avoided([o for o in later if o[0] == "ok"], victim.name, ejected)
+    victim.fault(stall=False)
     settle(gw, base_fds)
+
+
+def busiest(sims, outcomes):
+    """The pod that served the most requests so far: the one whose failure the load must feel."""
+    return max(sims, key=lambda sim: sum(1 for o in outcomes if o[4] == sim.name))
+
+
+def pod_ready(gw, name):
+    return any(p["name"] == name and p["ready"] for p in gw.debug_pods())
+
+
+def assert_avoided(outcomes, name, since):
+    """Every request sent after `since` (the pod out of the candidates) was served by another pod, correctly."""
+    later = [o for o in outcomes if o[5] > since]
+    assert later and all(o[0] == "ok" and o[4] not in (None, name) for o in later), \
+        [o for o in later if o[0] != "ok" or o[4] in (None, name)][:5]
 
 
 def test_pod_returning_500s(rig):

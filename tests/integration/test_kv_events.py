@@ -142,12 +142,22 @@ def test_a_publisher_restart_forgets_the_pods_blocks(tmp_path, gateway_factory):
         sim.stop()
 
 
+def wait_subscribed(xpub, timeout_ms=5000):
+    """Waits until a subscriber's subscription reached the XPUB socket: a message published before that is dropped
+    (ZMQ's slow joiner), so tests wait for it instead of sleeping."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while time.monotonic() < deadline:
+        if xpub.poll(100) and xpub.recv()[:1] == b"\x01":
+            return
+    raise AssertionError(f"no subscriber joined within {timeout_ms} ms")
+
+
 class VllmPublisher:
     """A stand-in for vLLM's ZmqEventPublisher written from its wire format: PUB [topic, seq, msgpack batch] and a
     ROUTER replay socket answering [empty, start] with [empty, seq, payload]... then [empty, -1, b""]."""
 
     def __init__(self, ctx):
-        self.pub = ctx.socket(zmq.PUB)
+        self.pub = ctx.socket(zmq.XPUB)   # a PUB that tells when a subscriber joins (wait_subscribed)
         self.pub_port = self.pub.bind_to_random_port("tcp://127.0.0.1")
         self.router = ctx.socket(zmq.ROUTER)
         self.replay_port = self.router.bind_to_random_port("tcp://127.0.0.1")
@@ -156,6 +166,9 @@ class VllmPublisher:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
+
+    def wait_subscribed(self):
+        wait_subscribed(self.pub)
 
     def publish(self, seq, events, send=True):
         payload = msgpack.packb({"ts": time.time(), "events": events, "data_parallel_rank": 0})
@@ -200,7 +213,7 @@ def test_a_vllm_publisher_is_followed_through_gaps_and_replay(tmp_path, gateway_
         status, _, raw = request("127.0.0.1", sim.port, "POST", "/tokenize", json.dumps(prompt))
         ids = json.loads(raw)["tokens"]
         blocks = [ids[i * 16:(i + 1) * 16] for i in range(len(ids) // 16)]
-        time.sleep(0.3)   # the gateway's SUB socket joins
+        publisher.wait_subscribed()   # the gateway's SUB socket joined
         # Signed engine hashes (two's complement), one event for all blocks but the last three.
         engine = [-(i + 1) for i in range(len(blocks))]
         publisher.publish(0, [stored(engine[:-3], None, sum(blocks[:-3], []))])
@@ -311,7 +324,7 @@ def test_each_data_parallel_rank_is_subscribed_on_its_own_port(tmp_path, gateway
     and blocks published by rank 1 alone make the pod match."""
     events_base, replay_base = consecutive_free_ports(2, 2)
     ctx = zmq.Context()
-    rank1 = ctx.socket(zmq.PUB)
+    rank1 = ctx.socket(zmq.XPUB)
     rank1.bind(f"tcp://127.0.0.1:{events_base + 1}")
     router = ctx.socket(zmq.ROUTER)   # rank 1's replay socket: answers the history request with nothing
     router.bind(f"tcp://127.0.0.1:{replay_base + 1}")
@@ -327,7 +340,7 @@ def test_each_data_parallel_rank_is_subscribed_on_its_own_port(tmp_path, gateway
         status, _, raw = request("127.0.0.1", sim.port, "POST", "/tokenize", json.dumps(prompt))
         ids = json.loads(raw)["tokens"]
         blocks = len(ids) // 16
-        time.sleep(0.3)
+        wait_subscribed(rank1)
         payload = msgpack.packb([time.time(), [["BlockStored", list(range(1, blocks + 1)), None, ids[:blocks * 16],
                                                 16, None, "GPU", None]], 1])
         rank1.send_multipart([b"", (0).to_bytes(8, "big"), payload])

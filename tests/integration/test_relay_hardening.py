@@ -49,6 +49,8 @@ class FakeEngine:
         self.close_after_answer = False
         self.accepting = threading.Event()
         self.accepting.set()
+        self.paused = threading.Event()     # set while the accept loop waits for `accepting` (accepts nothing)
+        self.closed_after_answer = 0        # connections this engine closed after an answer (close_after_answer)
         self.server = socket.create_server(("127.0.0.1", 0), backlog=0)
         self.port = self.server.getsockname()[1]
         self.server.settimeout(0.1)
@@ -61,8 +63,11 @@ class FakeEngine:
     def accept_loop(self):
         deadline = time.monotonic() + FAKE_LIFETIME_S
         while not self.stopped and time.monotonic() < deadline:
-            if not self.accepting.wait(0.1):
+            if not self.accepting.is_set():
+                self.paused.set()
+                self.accepting.wait(0.1)
                 continue
+            self.paused.clear()
             try:
                 conn, _ = self.server.accept()
             except OSError:
@@ -99,6 +104,8 @@ class FakeEngine:
                     return
                 conn.sendall(out)
                 if close:
+                    conn.close()
+                    self.closed_after_answer += 1
                     return
         except OSError:
             pass
@@ -303,9 +310,10 @@ def test_client_hanging_up_during_a_fresh_connection_retry(tmp_path, gateway_fac
         engine.close_after_answer = True  # the pooled connection dies right after this answer
         served_normally(gw, "fake-0")
         engine.close_after_answer = False
-        time.sleep(0.2)  # the FIN reaches the gateway's pooled connection
+        # The engine closed: its FIN is on the gateway's pooled connection (loopback delivers it at once).
+        wait_until(lambda: engine.closed_after_answer == 1, timeout=IO_TIMEOUT_S, what="the engine closed")
         engine.accepting.clear()
-        time.sleep(0.2)  # the accept loop is idle
+        wait_until(engine.paused.is_set, timeout=IO_TIMEOUT_S, what="the engine's accept loop idle")
         for _ in range(3):  # fill the accept queue (backlog 0): further SYNs are dropped, connects hang
             s = socket.socket()
             s.setblocking(False)
@@ -315,9 +323,12 @@ def test_client_hanging_up_during_a_fresh_connection_retry(tmp_path, gateway_fac
         body = chat_body("hang up during the retry")
         client.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
                         f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
-        time.sleep(0.5)  # the stale connection failed; the fresh connect is waiting
+        # The dead pooled connection was seen and dropped; the fresh connect is waiting.
+        wait_until(lambda: gw.metric("prefixgate_upstream_stale_connections_total", stage="detected") == 1,
+                   timeout=IO_TIMEOUT_S, what="the stale connection detected")
         client.close()
-        time.sleep(0.3)
+        # The watcher ended the request (while the connect still waited: the accept queue is still full).
+        wait_until(lambda: gw.debug_pods()[0]["in_flight"] == 0, timeout=IO_TIMEOUT_S, what="the request ended")
         for s in fillers:
             s.close()
         engine.accepting.set()
@@ -336,6 +347,17 @@ def test_client_hanging_up_during_a_fresh_connection_retry(tmp_path, gateway_fac
         engine.stop()
 
 
+def wait_stable(read, reads=3, interval_s=0.1, timeout_s=IO_TIMEOUT_S):
+    """Waits until `read()` gives the same value `reads` times in a row (a process's descriptors settled)."""
+    deadline, seen = time.monotonic() + timeout_s, []
+    while time.monotonic() < deadline:
+        seen = (seen + [read()])[-reads:]
+        if len(seen) == reads and all(v == seen[0] for v in seen):
+            return seen[0]
+        time.sleep(interval_s)
+    raise AssertionError(f"still changing after {timeout_s} s: {seen}")
+
+
 def test_running_out_of_file_descriptors_is_not_a_pod_failure(tmp_path, gateway_factory):
     """With the gateway's file limit reached (EMFILE when it opens the upstream socket), the client gets 503 with
     retry-after, and once descriptors are available again the pod serves at once (it was not ejected)."""
@@ -352,7 +374,7 @@ def test_running_out_of_file_descriptors_is_not_a_pod_failure(tmp_path, gateway_
         pid = gw.proc.pid
         open_fds = lambda: sorted(int(f) for f in os.listdir(f"/proc/{pid}/fd"))  # noqa: E731
         client = socket.create_connection(("127.0.0.1", gw.port), timeout=IO_TIMEOUT_S)
-        time.sleep(0.3)  # accepted, and the start-up checks' connections closed
+        wait_stable(open_fds)  # accepted, and the start-up checks' connections closed
         # A socket gets the lowest free descriptor: with the limit there, the next one the gateway opens fails (EMFILE).
         fds = open_fds()
         lowest_free = next(i for i in range(len(fds) + 1) if i not in fds)
