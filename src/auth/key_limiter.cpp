@@ -8,6 +8,17 @@ namespace {
 constexpr double kWindowMs = 60000;  // the allowances are per minute
 }
 
+uint64_t chargedTokens(std::optional<uint64_t> reported_prompt_tokens, uint64_t output_tokens,
+                       int64_t counted_prompt_tokens, bool engine_took_it) {
+  uint64_t prompt = 0;
+  if (reported_prompt_tokens) prompt = *reported_prompt_tokens;
+  else if (engine_took_it && counted_prompt_tokens > 0) prompt = static_cast<uint64_t>(counted_prompt_tokens);
+  uint64_t total = 0;
+  // Both come from engine bytes: a bogus usage near 2^64 saturates instead of wrapping to a small charge.
+  if (__builtin_add_overflow(prompt, output_tokens, &total)) total = UINT64_MAX;
+  return total;
+}
+
 void KeyLimiter::Bucket::refill(int64_t elapsed_ms) {
   if (!per_minute) return;
   const double cap = static_cast<double>(*per_minute);

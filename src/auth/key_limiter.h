@@ -19,6 +19,14 @@ struct Admission {
   uint32_t retry_after_s = 0;          // whole seconds until that limit admits a request again (at least 1)
 };
 
+// The tokens a finished request is charged. The engine's usage when its response reported the prompt's tokens
+// (`reported_prompt_tokens`: usage.prompt_tokens or llama.cpp's timings) plus the output tokens the relay counted.
+// Otherwise the gateway's own count of the prompt (`counted_prompt_tokens`, < 0 = none) takes its place, when the
+// engine took the request on (`engine_took_it`: it answered 2xx, or the client left after the request was sent):
+// a stream without stream_options.include_usage carries no usage, and must not pass the limit for free.
+uint64_t chargedTokens(std::optional<uint64_t> reported_prompt_tokens, uint64_t output_tokens,
+                       int64_t counted_prompt_tokens, bool engine_took_it);
+
 class KeyLimiter {
  public:
   KeyLimiter(std::optional<uint64_t> requests_per_minute, std::optional<uint64_t> tokens_per_minute, int64_t now_ms);

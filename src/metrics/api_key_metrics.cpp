@@ -9,7 +9,8 @@ ApiKeyMetrics::ApiKeyMetrics(prometheus::Registry& registry)
                     .Register(registry)),
       tokens_(prometheus::BuildCounter()
                   .Name("prefixgate_api_key_tokens_total")
-                  .Help("Prompt + completion tokens charged to an API key (the engines' usage), by key name")
+                  .Help("Prompt + completion tokens charged to an API key (the engines' usage, else the "
+                        "gateway's count of the prompt and the streamed chunks), by key name")
                   .Register(registry)),
       rate_limited_(prometheus::BuildCounter()
                         .Name("prefixgate_api_key_rate_limited_total")

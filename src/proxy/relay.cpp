@@ -296,6 +296,7 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     if (out.client_gone && out.error.empty()) out.error = "client closed the connection during the response";
   }
   if (out.failure != FailureKind::kNone) out.error_reason = std::string(failureLabel(out.failure));
+  out.counted_prompt_tokens = d.prompt_tokens;
   reportHealth(attempts, rq.body, rq.health);
   co_return out;
 }

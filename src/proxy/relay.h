@@ -60,6 +60,8 @@ struct RelayOutcome {
   // (empty when absent); the prediction audit compares them with the router's prediction.
   std::optional<uint64_t> prompt_tokens;
   std::optional<uint64_t> cached_tokens;
+  // The gateway's own count of the prompt (routing::Decision::prompt_tokens of the last pod tried); -1 = none.
+  int64_t counted_prompt_tokens = -1;
 };
 
 // Runs on the client's event-loop thread. `decision` may be replaced (another pod) when failover.h says so; its

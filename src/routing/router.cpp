@@ -235,6 +235,7 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
   d.match_percent = candidates[best].match_percent;
   d.predicted_cached_fraction = input.predicted_cached_fraction;
   d.encoded_prompt_bytes = input.encoded_prompt_bytes;
+  d.prompt_tokens = tokens;
   d.slot_held_fraction = input.slot_held_fraction;
   d.pending = std::move(input.pending);
   d.held_until_end = std::move(input.held_until_end);

@@ -38,6 +38,9 @@ struct Decision {
   int match_percent = -1;               // the chosen pod's prefix match, when a prefix strategy ran
   double predicted_cached_fraction = NAN;  // the strategy's prediction for the chosen pod (RoutingInput); NaN = none
   int64_t encoded_prompt_bytes = -1;       // the hashed prompt's size (RoutingInput); -1 = not hashed
+  // The gateway's count of the prompt in engine tokens (the hashed prompt's, else estimated from its bytes): what
+  // the pod's in-flight guard counts, and what an API key is charged when the response reports no usage. -1 = none.
+  int64_t prompt_tokens = -1;
   double slot_held_fraction = NAN;         // a slot engine's slots' share of the prompt (RoutingInput); NaN = none
   // The strategy's hold on the request until the engine has begun answering (the relay releases it then).
   std::unique_ptr<PendingRequest> pending;

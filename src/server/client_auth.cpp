@@ -38,7 +38,10 @@ void ClientAuth::stripCredentials(proxy::ClientHead& head) const {
 
 void ClientAuth::charge(const proxy::RelayOutcome& relayed) {
   if (!key_) return;
-  const uint64_t tokens = relayed.prompt_tokens.value_or(0) + relayed.output_tokens;
+  const bool engine_took_it =
+      (relayed.response_started && relayed.status >= 200 && relayed.status < 300) || relayed.client_gone;
+  const uint64_t tokens = auth::chargedTokens(relayed.prompt_tokens, relayed.output_tokens,
+                                              relayed.counted_prompt_tokens, engine_took_it);
   key_->limiter->charge(tokens, gateway_.credentials().nowMs());
   if (tokens > 0) gateway_.apiKeyMetrics().tokens(key_->name, tokens);
 }

@@ -32,7 +32,8 @@ class ClientAuth {
   bool allows(std::string_view model) const { return !key_ || key_->allows(model); }
   // The engine gets the client's authorization header only without keys, or with auth.forward_authorization.
   void stripCredentials(proxy::ClientHead& head) const;
-  // Charges the tokens of a relayed response (prompt + completion) to the key.
+  // Charges the tokens of a relayed response (prompt + completion) to the key: the engine's usage, else the
+  // gateway's count of the prompt (auth::chargedTokens).
   void charge(const proxy::RelayOutcome& relayed);
 
  private:

@@ -33,11 +33,13 @@ std::string ioError(std::string_view what, const boost::system::error_code& ec, 
 }  // namespace
 
 struct RedisConnection::Impl {
-  Impl(asio::io_context& io, RedisAddress a, milliseconds t) : stream(io), address(std::move(a)), timeout(t) {}
+  Impl(asio::io_context& io, RedisAddress a, milliseconds t, RespParser::Limits l)
+      : stream(io), address(std::move(a)), timeout(t), limits(l), parser(l) {}
 
   beast::tcp_stream stream;
   const RedisAddress address;
   const milliseconds timeout;
+  const RespParser::Limits limits;
   RespParser parser;
   std::array<char, kReadChunkBytes> chunk;
   bool ready = false;       // connected, AUTH and SELECT done
@@ -114,7 +116,7 @@ asio::awaitable<std::string> RedisConnection::Impl::resolve(std::chrono::steady_
 asio::awaitable<std::string> RedisConnection::Impl::open() {
   const uint64_t closes_before = closes;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  parser = RespParser();
+  parser = RespParser(limits);
   std::vector<tcp::endpoint> endpoints;
   if (std::string error = co_await resolve(deadline, endpoints); !error.empty()) co_return error;
   if (closes != closes_before) co_return "closed (close()) while resolving";
@@ -150,8 +152,9 @@ asio::awaitable<std::string> RedisConnection::Impl::open() {
   co_return std::string();
 }
 
-RedisConnection::RedisConnection(asio::io_context& io, RedisAddress address, milliseconds timeout)
-    : impl_(std::make_shared<Impl>(io, std::move(address), timeout)) {}
+RedisConnection::RedisConnection(asio::io_context& io, RedisAddress address, milliseconds timeout,
+                                 RespParser::Limits limits)
+    : impl_(std::make_shared<Impl>(io, std::move(address), timeout, limits)) {}
 
 RedisConnection::~RedisConnection() { impl_->shut(); }
 

@@ -28,7 +28,9 @@ class RedisConnection {
     size_t bytes_received = 0;
     bool ok() const { return error.empty(); }
   };
-  RedisConnection(boost::asio::io_context& io, RedisAddress address, std::chrono::milliseconds timeout);
+  // `limits`: what one reply may hold (resp.h); the caller bounds them by what it reads.
+  RedisConnection(boost::asio::io_context& io, RedisAddress address, std::chrono::milliseconds timeout,
+                  RespParser::Limits limits = {});
   // A batch still in flight fails (its socket is closed) and never touches the destroyed connection.
   ~RedisConnection();
 

@@ -152,6 +152,13 @@ bool RespParser::onLine(std::vector<RedisReply>& out) {
         fail("arrays nested deeper than " + std::to_string(limits_.max_depth));
         return false;
       }
+      // Checked on the declared count (never above max_reply_elements, so the subtraction cannot wrap): a server
+      // sends what it declares, so a reply that would pass the bound fails before its elements are parsed.
+      if (static_cast<uint64_t>(n) > limits_.max_reply_elements - reply_elements_) {
+        fail("arrays of more than " + std::to_string(limits_.max_reply_elements) + " elements in one reply");
+        return false;
+      }
+      reply_elements_ += static_cast<size_t>(n);
       stack_.push_back({makeReply(RedisReply::Type::kArray), static_cast<size_t>(n)});
       stack_.back().array.elements.reserve(std::min(stack_.back().expected, kReserveArrayElements));
       return true;
@@ -176,6 +183,7 @@ void RespParser::complete(RedisReply reply, std::vector<RedisReply>& out) {
     reply = std::move(top.array);
     stack_.pop_back();
   }
+  reply_elements_ = 0;
   out.push_back(std::move(reply));
 }
 

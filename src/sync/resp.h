@@ -37,6 +37,9 @@ class RespParser {
     size_t max_array_elements = 1u << 24;
     size_t max_depth = 16;               // arrays inside arrays; a top-level array is depth 1
     size_t max_line_bytes = 64u << 10;   // a status/error/length line, type byte included, CRLF not
+    // Elements of all the arrays of one top-level reply together (nesting included): each becomes a RedisReply of
+    // some 80 bytes, so a reply of tiny elements (4 wire bytes each) must not fill memory within the byte bounds.
+    size_t max_reply_elements = 1u << 24;
   };
   RespParser() = default;
   explicit RespParser(Limits limits);
@@ -66,6 +69,7 @@ class RespParser {
   std::vector<Frame> stack_;  // arrays in progress, outermost first
   std::string bulk_;          // a bulk string in progress
   size_t bulk_bytes_ = 0;     // its declared length
+  size_t reply_elements_ = 0;  // elements declared by the arrays of the top-level reply in progress
 };
 
 }  // namespace prefixgate::sync

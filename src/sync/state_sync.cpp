@@ -48,11 +48,24 @@ std::pair<uint64_t, uint64_t> streamId(std::string_view id) {
   return {ms, seq};
 }
 
-// A sorted set's score (integer milliseconds, as written here); 0 when malformed.
+// A sorted set's score (integer milliseconds, as written here); 0 when malformed or negative (a time before 1970
+// would only make the age arithmetic meet INT64_MIN).
 int64_t scoreMs(std::string_view score) {
   int64_t ms = 0;
   std::from_chars(score.data(), score.data() + score.size(), ms);
-  return ms;
+  return std::max<int64_t>(ms, 0);
+}
+
+// What one reply may hold: the larger snapshot read (members and scores), with room for every other read (a
+// stream read of 256 entries, the replicas set, their loads: a few thousand elements). Redis answers what anyone
+// wrote there, so the bound is this replica's own, not the writers'.
+constexpr size_t kOtherReplyElements = 1u << 16;
+RespParser::Limits replyLimits(const config::StateSyncConfig& config, const routing::SessionTable* sessions) {
+  RespParser::Limits limits;
+  const size_t members =
+      std::max<size_t>(config.snapshot_max_records, sessions ? sessions->settings().max_sessions : 0);
+  limits.max_reply_elements = 2 * members + kOtherReplyElements;
+  return limits;
 }
 
 const RedisReply* field(const RedisReply& flat, std::string_view name) {
@@ -77,6 +90,18 @@ std::string encodeLoads(const std::vector<std::pair<std::string, int32_t>>& load
   return out;
 }
 
+int32_t addLoads(int64_t a, int64_t b) {
+  // Each term clamped first, so the 64-bit sum of two is far from overflowing.
+  const auto bounded = [](int64_t v) { return std::clamp<int64_t>(v, 0, kMaxRemoteInFlight); };
+  return static_cast<int32_t>(std::min<int64_t>(bounded(a) + bounded(b), kMaxRemoteInFlight));
+}
+
+int32_t sumLoads(const std::map<std::string, int32_t, std::less<>>& by_replica) {
+  int32_t sum = 0;
+  for (const auto& [replica, n] : by_replica) sum = addLoads(sum, n);
+  return sum;
+}
+
 void decodeLoads(std::string_view text, std::map<std::string, int32_t, std::less<>>& out) {
   while (!text.empty()) {
     const size_t nl = text.find('\n');
@@ -84,13 +109,16 @@ void decodeLoads(std::string_view text, std::map<std::string, int32_t, std::less
     text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
     const size_t space = line.rfind(' ');
     if (space == std::string_view::npos || space == 0) continue;
-    int32_t n = 0;
+    int64_t n = 0;
     const std::string_view count = line.substr(space + 1);
-    if (std::from_chars(count.data(), count.data() + count.size(), n).ec != std::errc{} || n <= 0) continue;
+    const char* end = count.data() + count.size();
+    const auto parsed = std::from_chars(count.data(), end, n);
+    // A count beyond 64 bits, with trailing bytes, or not above zero says nothing a replica would publish.
+    if (parsed.ec != std::errc{} || parsed.ptr != end || n <= 0) continue;
     const std::string_view address = line.substr(0, space);
     auto it = out.find(address);
-    if (it == out.end()) out.emplace(std::string(address), n);
-    else it->second += n;
+    if (it == out.end()) out.emplace(std::string(address), addLoads(0, n));
+    else it->second = addLoads(it->second, n);
   }
 }
 
@@ -218,8 +246,9 @@ StateSync::StateSync(const config::StateSyncConfig& config, std::chrono::nanosec
       outbox_(config.max_pending_bytes, config.max_send_bytes_per_second, config.max_blocks_per_record) {
   std::string error;
   parseRedisUrl(config.redis, address_, error);  // validated with the config
-  writer_ = std::make_unique<RedisConnection>(io_, address_, milliseconds(config.timeout_ms));
-  reader_ = std::make_unique<RedisConnection>(io_, address_, milliseconds(config.timeout_ms));
+  const RespParser::Limits limits = replyLimits(config, sessions);
+  writer_ = std::make_unique<RedisConnection>(io_, address_, milliseconds(config.timeout_ms), limits);
+  reader_ = std::make_unique<RedisConnection>(io_, address_, milliseconds(config.timeout_ms), limits);
 }
 
 StateSync::~StateSync() { stop(); }
@@ -453,7 +482,9 @@ asio::awaitable<void> StateSync::exchangeLoads(RedisConnection& conn, const Redi
       live.push_back(others[i]);
       std::map<std::string, int32_t, std::less<>> loads;
       decodeLoads(values[i].str, loads);
-      for (const auto& [address, n] : loads) by_pod[address][others[i]] = n;
+      // Only pods this replica routes to: a text naming made-up addresses must not grow what is kept.
+      for (const auto& [address, n] : loads)
+        if (podAt(address)) by_pod[address][others[i]] = n;
     }
     if (srem.size() > 2) {
       std::string cleanup;
@@ -474,10 +505,9 @@ asio::awaitable<void> StateSync::exchangeLoads(RedisConnection& conn, const Redi
 void StateSync::setRemoteLoads(std::map<std::string, std::map<std::string, int32_t, std::less<>>, std::less<>> by_pod,
                                size_t other_replicas) {
   for (const discovery::PodPtr& pod : pods_.snapshot()->pods()) {
-    int32_t sum = 0;
-    if (auto it = by_pod.find(pod->spec().address); it != by_pod.end())
-      for (const auto& [replica, n] : it->second) sum += n;
-    pod->setRemoteInFlight(sum, static_cast<int32_t>(other_replicas));
+    auto it = by_pod.find(pod->spec().address);
+    const int32_t sum = it == by_pod.end() ? 0 : sumLoads(it->second);
+    pod->setRemoteInFlight(sum, static_cast<int32_t>(std::min<size_t>(other_replicas, kMaxOtherReplicas)));
   }
   std::lock_guard lock(view_mutex_);
   if (other_replicas == 0) live_replicas_.clear();
@@ -565,14 +595,17 @@ asio::awaitable<bool> StateSync::loadSnapshot(RedisConnection& conn) {
   const int64_t wall = wallNowMs();
   std::string commands;
   size_t count = 0;
+  // The newest members only, as many as the snapshot keeps: another writer may have added any number.
   if (share_records_) {
-    appendCommand(commands, {"ZRANGEBYSCORE", key("snapshot"), "(" + std::to_string(wall - expiry_.count()), "+inf",
-                             "WITHSCORES"});
+    appendCommand(commands, {"ZREVRANGEBYSCORE", key("snapshot"), "+inf",
+                             "(" + std::to_string(wall - expiry_.count()), "WITHSCORES", "LIMIT", "0",
+                             std::to_string(config_.snapshot_max_records)});
     ++count;
   }
   if (sessions_) {
-    appendCommand(commands, {"ZRANGEBYSCORE", key("sessions"),
-                             "(" + std::to_string(wall - sessions_->settings().ttl_ms), "+inf", "WITHSCORES"});
+    appendCommand(commands, {"ZREVRANGEBYSCORE", key("sessions"), "+inf",
+                             "(" + std::to_string(wall - sessions_->settings().ttl_ms), "WITHSCORES", "LIMIT", "0",
+                             std::to_string(sessions_->settings().max_sessions)});
     ++count;
   }
   RedisConnection::Result result = co_await conn.run(std::move(commands), count);
@@ -583,13 +616,15 @@ asio::awaitable<bool> StateSync::loadSnapshot(RedisConnection& conn) {
       metrics_->errors_total.Increment();
       log::warn("state sync: loading the snapshot: {}", reply.str);
     }
-  // Oldest first (ascending scores), so the index's and the session table's LRU orders follow the ages.
+  // Oldest first (the replies are newest first), so the index's and the session table's LRU orders follow the
+  // ages. `i` steps over (member, score) pairs from the last.
   size_t applied = 0, pins = 0, at = 0;
   std::string error;
   if (share_records_) {
     const RedisReply& reply = result.replies[at++];
     Record r;
-    for (size_t i = 0; i + 1 < reply.elements.size(); i += 2) {
+    for (size_t i = reply.elements.size() & ~size_t{1}; i >= 2;) {
+      i -= 2;
       if (!decodeKey(reply.elements[i].str, r, error)) {
         metrics_->malformed.Increment();
         continue;
@@ -602,7 +637,8 @@ asio::awaitable<bool> StateSync::loadSnapshot(RedisConnection& conn) {
   if (sessions_) {
     const RedisReply& reply = result.replies[at++];
     SessionPin pin;
-    for (size_t i = 0; i + 1 < reply.elements.size(); i += 2) {
+    for (size_t i = reply.elements.size() & ~size_t{1}; i >= 2;) {
+      i -= 2;
       if (!decodeSessionKey(reply.elements[i].str, pin, error)) {
         metrics_->sessions_malformed.Increment();
         continue;

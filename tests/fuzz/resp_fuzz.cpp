@@ -22,6 +22,7 @@ RespParser::Limits fuzzLimits() {
   limits.max_array_elements = 16;
   limits.max_depth = 4;
   limits.max_line_bytes = 32;
+  limits.max_reply_elements = 24;
   return limits;
 }
 

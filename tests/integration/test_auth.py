@@ -10,7 +10,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import GATEWAY_BIN, Gateway, Sim, wait_until
+from harness import GATEWAY_BIN, Gateway, Sim, sse_events, wait_until
 
 SECRET_A = "sk-team-a-0123456789abcdef"
 SECRET_B = "sk-team-b-fedcba9876543210"
@@ -141,6 +141,45 @@ def test_tokens_per_minute_counts_the_engines_usage(tmp_path):
         assert int(headers["retry-after"]) == pytest.approx((used - 20) * 60 / 20, abs=2)
         metrics = gw.metrics_text()
         assert sample(metrics, "prefixgate_api_key_rate_limited_total", key="small", limit="tokens") == 1
+    finally:
+        gw.stop()
+        sim.stop()
+
+
+def test_streams_without_usage_are_charged_the_gateways_prompt_count(tmp_path):
+    """A stream without stream_options.include_usage carries no usage: it is charged the gateway's count of its
+    prompt plus its chunks, so large streamed prompts use up tokens_per_minute and the next request gets 429 (issue
+    24: ten streamed 25k-token prompts were charged 20 tokens in all). A stream with usage is charged its usage."""
+    sim = Sim(tmp_path, "engine-0")
+    keys_file = tmp_path / "keys.yaml"
+    write_keys(keys_file, [{"name": "streamer", "key": SECRET_A, "tokens_per_minute": 20000}])
+    gw = Gateway(tmp_path, [sim], config={"auth": {"api_keys_file": str(keys_file)}})
+    prompt = "lorem ipsum dolor sit amet " * 1200  # 32,400 bytes: about 8,100 tokens (the simulator: 4 bytes each)
+
+    def charged():
+        return sample(gw.metrics_text(), "prefixgate_api_key_tokens_total", key="streamer") or 0
+
+    try:
+        # With usage: charged exactly what the engine reported, not the gateway's count on top.
+        status, _, body = gw.chat("0 " + prompt, max_tokens=4, stream=True, headers=bearer(SECRET_A),
+                                  stream_options={"include_usage": True})
+        assert status == 200
+        usage = [json.loads(e)["usage"] for e in sse_events(body) if e != "[DONE]" and json.loads(e).get("usage")][-1]
+        used = usage["prompt_tokens"] + usage["completion_tokens"]
+        settled_metrics(gw, "prefixgate_api_key_tokens_total", used, key="streamer")
+        statuses = []
+        for i in range(1, 10):
+            before = charged()
+            status, _, body = gw.chat(f"{i} {prompt}", max_tokens=4, stream=True, headers=bearer(SECRET_A))
+            statuses.append(status)
+            if status != 200:
+                break
+            assert b'"usage"' not in body
+            # Charged just after the response's last byte: wait for it rather than race the next request.
+            wait_until(lambda: charged() > before, timeout=3, what="the stream charged")
+            assert charged() - before >= 8000
+        assert statuses == [200, 200, 429], (statuses, charged())
+        assert charged() >= 3 * 8000
     finally:
         gw.stop()
         sim.stop()

@@ -358,3 +358,44 @@ def test_with_kv_event_sync_sessions_are_still_shared(tmp_path, redis, replicas)
     finally:
         for s in sims:
             s.stop()
+
+
+def test_a_hostile_load_entry_cannot_wrap_a_pods_count_past_max_in_flight_per_pod(tmp_path, redis, replicas):
+    """A load entry that no replica wrote (anything can write Redis) is clamped: 2147483647 + 2 for one pod (issue 24:
+    summed in 32 bits to -2147483647, it let 16 requests past max_in_flight_per_pod 4) leaves the pod's count
+    non-negative and the bound holds; once the entry is gone the bound admits 4 of 16 concurrent requests again."""
+    sim = Sim(tmp_path, "slow-0", "--decode-ms-per-token", "10", time_scale="1")
+    try:
+        config = sync_config(redis, load_interval_ms=50)
+        config["limits"] = {"max_in_flight_per_pod": 4}
+        gw = Gateway(tmp_path, [sim], config=config, name="replica-a")
+        replicas.append(gw)
+        address = sim.pod_entry()["address"]
+        redis.command("SET", "prefixgate:load:hostile", f"{address} 2147483647\n{address} 2\n")
+        redis.command("SADD", "prefixgate:replicas", "hostile")
+        [pod] = wait_until(lambda: (lambda ps: ps if "hostile" in ps[0]["in_flight_by_replica"] else None)(gw.debug_pods()),
+                           timeout=3, what="the hostile entry read")
+        assert 0 <= pod["in_flight_all_replicas"] <= 1 << 20, pod
+        assert pod["in_flight_by_replica"]["hostile"] == 1 << 20
+
+        def burst(n):
+            statuses = [None] * n
+
+            def one(i):
+                statuses[i] = gw.chat(f"burst {i}", max_tokens=100)[0]
+
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=30)
+            return statuses
+
+        statuses = burst(16)
+        assert statuses.count(200) == 0 and statuses.count(429) == 16, statuses
+        redis.command("DEL", "prefixgate:load:hostile")
+        wait_until(lambda: gw.debug_pods()[0]["in_flight_all_replicas"] == 0, timeout=3, what="the entry dropped")
+        statuses = burst(16)
+        assert statuses.count(200) == 4 and statuses.count(429) == 12, statuses
+    finally:
+        sim.stop()

@@ -109,7 +109,7 @@ std::string_view prebleScores(std::span<Candidate> candidates, std::span<const d
   const double decode = params.decode_token_cost * output_tokens;
   // Each rule keeps some candidates and ranks them by a cost; the others score below every kept one.
   std::string_view outcome = kPrebleExplore;  // mostly new: the lowest load after this request's own work there
-  if (hi > params.rebalance_ratio * lo && hi > 0)
+  if (hi > params.rebalance_ratio * lo && hi > 0 && hi - lo > params.rebalance_min_gap)
     outcome = kPrebleRebalance;  // the least-loaded candidates take the request until loads even out
   else if (best_cached > 0 && best_cached > prompt_tokens - best_cached)
     outcome = kPrebleExploit;  // the cached part is longer than the new part: stay with the cache, least loaded

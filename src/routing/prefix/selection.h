@@ -61,17 +61,19 @@ std::string_view standaloneScores(std::span<Candidate> candidates, std::span<con
 struct PrebleParams {
   double decode_token_cost = 1;  // one output token's decode work in prompt tokens' prefill work
   double rebalance_ratio = 1.5;  // rebalance when the busiest candidate's window load exceeds this x the least's
+  double rebalance_min_gap = 0;  // ... and the least's by more than this (the loads' units)
 };
 inline constexpr std::string_view kPrebleExploit = "exploit";
 inline constexpr std::string_view kPrebleExplore = "explore";
 inline constexpr std::string_view kPrebleRebalance = "rebalance";
 // Preble's rule over one decision's numbers: `cached_tokens[i]` = prompt tokens candidate i holds, `window_load[i]`
 // = the work routed to it over the window (prefill of what it missed + decode of the outputs asked for),
-// `output_tokens` = this request's. Rebalance when max load > rebalance_ratio x min load: the least-loaded
-// candidate. Else exploit when the longest cached part is longer than the rest of the prompt: among candidates
-// holding it, the least loaded. Else explore: the lowest window load + this request's prefill there (its missed
-// tokens) + its decode. Fills score (higher wins: -cost; the chosen rule's losers below every winner) and
-// load_score (the cost), returns the outcome label.
+// `output_tokens` = this request's. Rebalance when max load > rebalance_ratio x min load and max - min >
+// rebalance_min_gap (a ratio alone fires over near-zero loads: on an idle fleet the pod that took one request
+// looks infinitely busier than the others): the least-loaded candidate. Else exploit when the longest cached part
+// is longer than the rest of the prompt: among candidates holding it, the least loaded. Else explore: the lowest
+// window load + this request's prefill there (its missed tokens) + its decode. Fills score (higher wins: -cost;
+// the chosen rule's losers below every winner) and load_score (the cost), returns the outcome label.
 std::string_view prebleScores(std::span<Candidate> candidates, std::span<const double> cached_tokens,
                               double prompt_tokens, std::span<const double> window_load, double output_tokens,
                               const PrebleParams& params);

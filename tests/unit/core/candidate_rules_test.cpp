@@ -166,5 +166,29 @@ TEST(Preble, ExploitExploreRebalance) {
   }
 }
 
+// Ensures Preble's rebalance needs the absolute gap too (issue 24): over near-zero loads (one request's work on
+// one pod of an idle fleet) the ratio alone fired and sent a prompt away from the pod holding it; past the gap it
+// still fires.
+TEST(Preble, RebalanceNeedsTheMinimumGap) {
+  PrebleParams params{.decode_token_cost = 10, .rebalance_ratio = 1.5, .rebalance_min_gap = 8 * (1000 + 2560)};
+  std::vector<Candidate> cs = candidates({0, 0, 0, 0}, {0, 0, 0, 0});
+  std::mt19937_64 rng(1);
+  const double cached[] = {0, 0, 990, 0};  // the holder of 990 of 1,000 tokens
+  {
+    const double load[] = {0, 0, 1000 + 2560, 0};  // one request on an idle fleet: infinitely skewed, yet small
+    EXPECT_EQ(prebleScores(cs, cached, 1000, load, 256, params), kPrebleExploit);
+    EXPECT_EQ(pickBest(cs, rng), 2u);
+  }
+  {
+    const double load[] = {0, 0, 8 * (1000 + 2560) + 1, 0};  // just past the gap
+    EXPECT_EQ(prebleScores(cs, cached, 1000, load, 256, params), kPrebleRebalance);
+    EXPECT_NE(pickBest(cs, rng), 2u);
+  }
+  {
+    const double load[] = {60000, 60000, 89000, 60000};  // past the gap but within the ratio: exploit
+    EXPECT_EQ(prebleScores(cs, cached, 1000, load, 256, params), kPrebleExploit);
+  }
+}
+
 }  // namespace
 }  // namespace prefixgate::routing

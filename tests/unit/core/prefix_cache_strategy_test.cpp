@@ -218,9 +218,10 @@ TEST_F(PrefixRulesTest, BlendPrefillTermCountsContextInFlight) {
 }
 
 // Ensures prefix-cache-preble exploits a mostly cached prompt (the holder, though it has the most window load),
-// explores a mostly new one (lowest load + missed prefill), and rebalances once loads are skewed past the ratio.
+// explores a mostly new one (lowest load + missed prefill), and rebalances once loads are skewed past the ratio
+// (with no minimum gap, so that a few tokens of load are skewed enough).
 TEST_F(PrefixRulesTest, PrebleExploitsExploresAndRebalances) {
-  use("prefix-cache-preble", "{decode_token_cost: 0}");
+  use("prefix-cache-preble", "{decode_token_cost: 0, rebalance_min_gap_requests: 0}");
   // Three new 16-character prompts (4 engine tokens at 4 bytes per token): the first explores (all loads 0), then
   // each rebalances onto a pod with load 0.
   std::map<std::string, std::string> holder_of;
@@ -248,6 +249,36 @@ TEST_F(PrefixRulesTest, PrebleExploitsExploresAndRebalances) {
     if (c.pod == d.pod.get()) {
       EXPECT_DOUBLE_EQ(c.load_score, 4.0);
     }
+}
+
+// Ensures prefix-cache-preble keeps sequential requests sharing a long system prompt on the pod holding it on an
+// idle fleet (issue 24: every window load above zero was more than 1.5 x an idle pod's, so they went round the
+// pods at 0 % match), and still rebalances once the holder's window load is rebalance_min_gap_requests (8)
+// requests like the next one above the idle pods'.
+TEST_F(PrefixRulesTest, PrebleStaysWithTheSharedPrefixOnAnIdleFleetUntilTheGapIsReal) {
+  use("prefix-cache-preble");  // the defaults: ratio 1.5, gap 8 requests, decode cost 10, 256 output tokens
+  std::string system;
+  // 2,000 characters: 500 engine tokens (at the default 4 bytes per token) and 500 blocks of the index's 1,000.
+  while (system.size() < 2000) system += "You are a careful assistant for the billing team. ";
+  const std::string holder = route(system + "question 0").pod->name();
+  for (int i = 1; i < 6; ++i) {
+    Decision d = route(system + "question " + std::to_string(i));
+    EXPECT_EQ(d.pod->name(), holder) << i;
+    EXPECT_EQ(d.outcome, "exploit") << i;
+    EXPECT_GE(d.match_percent, 90) << i;
+  }
+  // Each follow-up adds its decode (2,560) to the holder's window load: past 8 x (503 + 2,560) above the idle
+  // pods' (the tenth request's load), the next one goes to an idle pod.
+  int follow_ups = 6;
+  Decision moved;
+  while (follow_ups < 40) {
+    moved = route(system + "question " + std::to_string(follow_ups++));
+    if (moved.pod->name() != holder) break;
+  }
+  EXPECT_EQ(moved.outcome, "rebalance");
+  EXPECT_NE(moved.pod->name(), holder);
+  EXPECT_GE(follow_ups, 9);   // not before the gap: 8 requests' work
+  EXPECT_LE(follow_ups, 14);  // nor long after it
 }
 
 // Ensures prefix-cache-wait through the Router: a request's predicted uncached tokens are queued on its pod until

@@ -182,6 +182,7 @@ TEST(RespParser, DeclaredSizesAreNotAllocatedUpFront) {
   RespParser::Limits limits;
   limits.max_bulk_bytes = size_t{1} << 40;
   limits.max_array_elements = size_t{1} << 40;
+  limits.max_reply_elements = size_t{1} << 40;
   for (std::string input : {"$1099511627776\r\nabc"s, "*1099511627776\r\n:1\r\n$2\r\nab\r\n"s}) {
     RespParser parser(limits);
     std::vector<RedisReply> out;
@@ -190,6 +191,30 @@ TEST(RespParser, DeclaredSizesAreNotAllocatedUpFront) {
     EXPECT_TRUE(parser.pending());
     EXPECT_TRUE(out.empty());
   }
+}
+
+// Ensures the elements of one reply's arrays, nesting included, are bounded together (each array within its own
+// limit, many of them must not add up to millions of reply objects), counted afresh for the next reply, and
+// refused on the declared count, before the elements arrive.
+TEST(RespParser, ElementsOfOneReplyAreBoundedTogether) {
+  RespParser::Limits limits;
+  limits.max_array_elements = 4;
+  limits.max_reply_elements = 6;
+  const std::string at_limit = "*2\r\n*2\r\n:1\r\n:2\r\n*2\r\n:3\r\n:4\r\n";  // 2 + 2 + 2
+  RespParser parser(limits);
+  std::vector<RedisReply> out;
+  parser.feed(at_limit + at_limit, out);  // the second reply has its own budget
+  EXPECT_FALSE(parser.failed()) << parser.error();
+  EXPECT_EQ(out.size(), 2u);
+  RespParser over(limits);
+  out.clear();
+  over.feed("*3\r\n*2\r\n:1\r\n:2\r\n*2\r\n", out);  // 3 + 2 + 2 declared
+  EXPECT_EQ(over.error(), "arrays of more than 6 elements in one reply");
+  EXPECT_TRUE(out.empty());
+  // The default bounds a hostile count whatever the nesting: 2^24 elements at most.
+  RespParser defaults;
+  defaults.feed("*16777216\r\n*1\r\n", out);
+  EXPECT_EQ(defaults.error(), "arrays of more than 16777216 elements in one reply");
 }
 
 // Ensures malformed input fails with a message saying what is wrong, and the parser stays failed.

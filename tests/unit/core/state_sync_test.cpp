@@ -3,6 +3,8 @@
 // with real replicas in tests/integration/test_state_sync.py.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -282,6 +284,47 @@ TEST(Loads, EncodeAndSumAcrossReplicas) {
   decodeLoads("a:1 3\nc:3 1\n", sum);
   decodeLoads("a:1 2\nbroken\n 4\nd:4 -2\ne:5 x\nc:3 1", sum);
   EXPECT_EQ(sum, (std::map<std::string, int32_t, std::less<>>{{"a:1", 5}, {"c:3", 2}}));
+}
+
+// Ensures hostile load texts (anything can write Redis) give counts in [1, 2^20]: INT32_MAX plus more for one pod
+// (issue 24: it wrapped to -2147483647 and let requests past max_in_flight_per_pod), numbers beyond 32 and 64 bits,
+// negative, non-numeric, with trailing bytes, overlong. No signed overflow on the way (UBSan runs this in CI).
+TEST(Loads, HostileCountsAreClampedNeverNegative) {
+  constexpr int32_t kSane = 1 << 20;
+  std::map<std::string, int32_t, std::less<>> sum;
+  decodeLoads("a:1 2147483647\na:1 2\n", sum);
+  ASSERT_EQ(sum.count("a:1"), 1u);
+  EXPECT_GT(sum.at("a:1"), 0);
+  EXPECT_LE(sum.at("a:1"), kSane);
+  decodeLoads("a:1 2147483647\n", sum);  // another text adding to the same map
+  EXPECT_GT(sum.at("a:1"), 0);
+  EXPECT_LE(sum.at("a:1"), kSane);
+  sum.clear();
+  decodeLoads("b:2 9223372036854775807\nc:3 99999999999999999999999\nd:4 -2147483648\ne:5 0x10\nf:6 12abc\n"
+              "g:7 4294967298\nh:8 -1\ni:9  \nj:10 " + std::string(100000, '9') + "\nk:11 7\n",
+              sum);
+  for (const auto& [address, n] : sum) {
+    EXPECT_GT(n, 0) << address;
+    EXPECT_LE(n, kSane) << address;
+  }
+  for (const char* skipped : {"c:3", "d:4", "e:5", "f:6", "h:8", "i:9", "j:10"})
+    EXPECT_EQ(sum.count(skipped), 0u) << skipped;
+  EXPECT_EQ(sum.at("k:11"), 7);
+}
+
+// Ensures the sums over replicas saturate at kMaxRemoteInFlight and never go below zero, whatever the terms.
+TEST(Loads, SumsOverReplicasSaturate) {
+  EXPECT_EQ(kMaxRemoteInFlight, 1 << 20);
+  EXPECT_EQ(addLoads(3, 4), 7);
+  EXPECT_EQ(addLoads(INT32_MAX, 2), kMaxRemoteInFlight);
+  EXPECT_EQ(addLoads(INT64_MAX, INT64_MAX), kMaxRemoteInFlight);
+  EXPECT_EQ(addLoads(INT64_MIN, -5), 0);
+  EXPECT_EQ(addLoads(-7, 5), 5);
+  std::map<std::string, int32_t, std::less<>> by_replica;
+  for (int i = 0; i < 4000; ++i) by_replica["r" + std::to_string(i)] = INT32_MAX;
+  EXPECT_EQ(sumLoads(by_replica), kMaxRemoteInFlight);
+  by_replica = {{"a", 2}, {"b", -2147483647 - 1}, {"c", 3}};
+  EXPECT_EQ(sumLoads(by_replica), 5);
 }
 
 class CountingSink : public routing::RecordSink {
