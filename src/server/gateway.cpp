@@ -56,6 +56,8 @@ std::unique_ptr<tokenize::RemoteTokenizer> Gateway::makeRemoteTokenizer() {
   tokenize::RemoteTokenizerOptions options;
   options.timeout = std::chrono::milliseconds(pc.remote_tokenizer_timeout_ms);
   options.cache_entries = pc.remote_tokenizer_cache_entries;
+  options.cache_bytes = size_t{pc.remote_tokenizer_cache_mb} << 20;
+  options.max_cached_tokens = pc.remote_tokenizer_max_cached_tokens;
   // The ready pods of the model, with the gateway's in-flight count of each (the tokenizer prefers the least loaded)
   // and the dialect each is spoken to in (kAuto until its /metrics names its engine: spoken to as vLLM).
   return std::make_unique<tokenize::RemoteTokenizer>(

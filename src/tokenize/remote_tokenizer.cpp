@@ -222,7 +222,9 @@ std::string_view outcomeLabel(TokenizeOutcome outcome) {
 }
 
 RemoteTokenizer::RemoteTokenizer(RemoteTokenizerOptions options, PodLookup lookup)
-    : options_(options), lookup_(std::move(lookup)), cache_(options.cache_entries) {}
+    : options_(options),
+      lookup_(std::move(lookup)),
+      cache_(options.cache_entries, TokenCache::kDefaultShards, options.cache_bytes) {}
 
 asio::awaitable<TokenizeResult> RemoteTokenizer::tokenize(const TokenizeInput& input, ConnectionPool* pool) {
   const auto started = Clock::now();
@@ -266,8 +268,11 @@ asio::awaitable<TokenizeResult> RemoteTokenizer::tokenize(const TokenizeInput& i
     result.engine_assumed = pod.engine == EngineKind::kAuto;
     Attempt attempt = co_await askPod(pod, input, pool, deadline, options_.max_answer_bytes);
     if (attempt.failure == Attempt::kNone) {
+      const size_t longest = attempt.answer.max_model_len > 0 ? attempt.answer.max_model_len
+                                                              : options_.max_cached_tokens;
+      const bool cacheable = attempt.answer.tokens.size() <= longest;
       auto tokens = std::make_shared<const std::vector<uint32_t>>(std::move(attempt.answer.tokens));
-      cache_.insert(key, tokens);
+      if (cacheable) cache_.insert(key, tokens);
       result.tokens = std::move(tokens);
       result.outcome = TokenizeOutcome::kMiss;
       result.error.clear();

@@ -57,6 +57,10 @@ struct TokenizeResult {
 struct RemoteTokenizerOptions {
   std::chrono::milliseconds timeout{500};  // routing.prefix_cache.remote_tokenizer_timeout_ms: the whole call
   size_t cache_entries = 10000;            // routing.prefix_cache.remote_tokenizer_cache_entries
+  size_t cache_bytes = size_t{64} << 20;   // routing.prefix_cache.remote_tokenizer_cache_mb (TokenCache::bytes)
+  // An answer longer than the model's context (the engine's max_model_len) is used but not cached: the engine will
+  // refuse the request anyway. When the engine does not say (llama.cpp), this bound stands in for the context.
+  size_t max_cached_tokens = 131072;  // routing.prefix_cache.remote_tokenizer_max_cached_tokens
   // A larger answer (either of llama.cpp's two) is an error (a 128k-token prompt answers ~1.3 MB).
   size_t max_answer_bytes = 64u << 20;
 };
