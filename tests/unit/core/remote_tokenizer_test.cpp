@@ -694,6 +694,39 @@ routing:
   }));
 }
 
+// Ensures the cache budget, context bound, hedge delay and breaker keys parse with their defaults (the hedge delay
+// unset: a quarter of the timeout, applied by the gateway), and a maximum backoff below the first is refused.
+TEST(RemoteTokenizerConfig, CacheHedgeAndBreakerKeys) {
+  config::Config defaults;
+  const auto& d = defaults.routing.prefix_cache;
+  EXPECT_EQ(d.remote_tokenizer_cache_mb, 64u);
+  EXPECT_EQ(d.remote_tokenizer_max_cached_tokens, 131072u);
+  EXPECT_FALSE(d.remote_tokenizer_hedge_delay_ms.has_value());
+  EXPECT_EQ(d.remote_tokenizer_breaker_backoff_ms, 1000u);
+  EXPECT_EQ(d.remote_tokenizer_breaker_max_backoff_ms, 30000u);
+  config::Problems problems;
+  config::Config c = config::parseYaml(R"(
+discovery: {file: pods.yaml}
+routing:
+  prefix_cache:
+    use_remote_tokenizer: true
+    remote_tokenizer_cache_mb: 8
+    remote_tokenizer_max_cached_tokens: 32768
+    remote_tokenizer_hedge_delay_ms: 0
+    remote_tokenizer_breaker_backoff_ms: 500
+    remote_tokenizer_breaker_max_backoff_ms: 400
+)", "/etc/pg.yaml", problems);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(c.routing.prefix_cache.remote_tokenizer_cache_mb, 8u);
+  EXPECT_EQ(c.routing.prefix_cache.remote_tokenizer_max_cached_tokens, 32768u);
+  ASSERT_TRUE(c.routing.prefix_cache.remote_tokenizer_hedge_delay_ms.has_value());
+  EXPECT_EQ(*c.routing.prefix_cache.remote_tokenizer_hedge_delay_ms, 0u);
+  EXPECT_EQ(c.routing.prefix_cache.remote_tokenizer_breaker_backoff_ms, 500u);
+  config::validate(c, {"prefix-cache"}, problems);
+  EXPECT_EQ(problems, (config::Problems{"/etc/pg.yaml: routing.prefix_cache.remote_tokenizer_breaker_max_backoff_ms: "
+                                        "must be at least remote_tokenizer_breaker_backoff_ms"}));
+}
+
 // Ensures the router says which strategy a request resolves to before choosing, and that prefix-cache (and only
 // it, of the built-in ones here) wants the prompt's tokens.
 TEST(RemoteTokenizerRouting, RouterSaysWhetherTheStrategyHashesPrompts) {
