@@ -22,6 +22,11 @@ void readPrefixCache(YamlReader r, PrefixCacheConfig& c) {
   r.read("kv_event_sync", c.kv_event_sync);
   r.read("remote_tokenizer_timeout_ms", c.remote_tokenizer_timeout_ms);
   r.read("remote_tokenizer_cache_entries", c.remote_tokenizer_cache_entries);
+  r.read("remote_tokenizer_cache_mb", c.remote_tokenizer_cache_mb);
+  r.read("remote_tokenizer_max_cached_tokens", c.remote_tokenizer_max_cached_tokens);
+  r.read("remote_tokenizer_hedge_delay_ms", c.remote_tokenizer_hedge_delay_ms);
+  r.read("remote_tokenizer_breaker_backoff_ms", c.remote_tokenizer_breaker_backoff_ms);
+  r.read("remote_tokenizer_breaker_max_backoff_ms", c.remote_tokenizer_breaker_max_backoff_ms);
   r.read("hash_seed", c.hash_seed);
   r.read("capacity_aware", c.capacity_aware);
   r.read("speculative_ttl_ms", c.speculative_ttl_ms);

@@ -22,6 +22,12 @@ struct PrefixCacheConfig {
   bool kv_event_sync = false;
   uint32_t remote_tokenizer_timeout_ms = 500;        // the whole /tokenize call, retry included
   uint64_t remote_tokenizer_cache_entries = 10000;   // answers kept (least recently used dropped)
+  uint32_t remote_tokenizer_cache_mb = 64;           // and their bytes (ids and bookkeeping); 0 = nothing cached
+  // Not cached: answers longer than the model's context (max_model_len), or than this when the engine names none.
+  uint32_t remote_tokenizer_max_cached_tokens = 131072;
+  std::optional<uint64_t> remote_tokenizer_hedge_delay_ms;  // unset: a quarter of the timeout; 0 = never hedge
+  uint32_t remote_tokenizer_breaker_backoff_ms = 1000;       // a pod whose /tokenize failed is skipped this long,
+  uint32_t remote_tokenizer_breaker_max_backoff_ms = 30000;  // doubling while its probes fail, up to this
   // The engine's /tokenize gives the prompt's tokens: asked for, or forced by KV event sync (whose blocks carry
   // the engine's token ids, so requests must be hashed from the same ids).
   bool remoteTokenizerOn() const { return use_remote_tokenizer || kv_event_sync; }

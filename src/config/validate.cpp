@@ -139,6 +139,14 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   check.atMost("routing.prefix_cache.remote_tokenizer_cache_entries", r.prefix_cache.remote_tokenizer_cache_entries,
                10'000'000);
   check.atMost("routing.prefix_cache.tokenizer_cache_mb", r.prefix_cache.tokenizer_cache_mb, 65536);
+  check.atMost("routing.prefix_cache.remote_tokenizer_cache_mb", r.prefix_cache.remote_tokenizer_cache_mb, 65536);
+  check.positive("routing.prefix_cache.remote_tokenizer_max_cached_tokens",
+                 r.prefix_cache.remote_tokenizer_max_cached_tokens);
+  check.positive("routing.prefix_cache.remote_tokenizer_breaker_backoff_ms",
+                 r.prefix_cache.remote_tokenizer_breaker_backoff_ms);
+  if (r.prefix_cache.remote_tokenizer_breaker_max_backoff_ms < r.prefix_cache.remote_tokenizer_breaker_backoff_ms)
+    check.fail("routing.prefix_cache.remote_tokenizer_breaker_max_backoff_ms",
+               "must be at least remote_tokenizer_breaker_backoff_ms");
   // Modes later releases add: refuse them rather than silently run without them.
   check.positive("routing.prefix_cache.silent_publisher_ms", r.prefix_cache.silent_publisher_ms);
   if (!(r.prefix_cache.cpu_block_credit >= 0 && r.prefix_cache.cpu_block_credit <= 1))

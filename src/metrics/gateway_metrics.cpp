@@ -35,8 +35,8 @@ const prometheus::Histogram::BucketBoundaries& remoteTokenizerBuckets() {
   return kBuckets;
 }
 
-constexpr std::string_view kRemoteTokenizerOutcomes[] = {"hit", "miss", "error", "timeout", "no_pod",
-                                                          "unsupported"};
+constexpr std::string_view kRemoteTokenizerOutcomes[] = {"hit",    "miss",        "error",       "timeout",
+                                                          "no_pod", "unsupported", "breaker_open"};
 
 constexpr const char* kRequestsHelp = "Client requests finished, by model, pod, HTTP status and routing strategy";
 constexpr const char* kDurationHelp =
@@ -224,7 +224,8 @@ GatewayMetrics::GatewayMetrics()
                        .Name("prefixgate_remote_tokenizer_requests_total")
                        .Help("Requests whose prompt tokens were asked of the remote tokenizer (engine /tokenize), by "
                              "outcome: hit (cache), miss (an engine answered), error, timeout, no_pod, unsupported "
-                             "(no ready pod's engine can tokenize it, e.g. a chat request on SGLang)")
+                             "(no ready pod's engine can tokenize it, e.g. a chat request on SGLang), breaker_open "
+                             "(every pod that can was skipped after failing)")
                        .Register(*registry_);
   for (std::string_view outcome : kRemoteTokenizerOutcomes)
     remote_tokenizer_requests_.emplace_back(outcome, &requests.Add({{"outcome", std::string(outcome)}}));

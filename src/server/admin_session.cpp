@@ -164,6 +164,19 @@ json waitJson(const routing::Candidate& c) {
           {"fleet_work_ms", c.wait.work * 1000}};
 }
 
+// The remote tokenizer's breaker for the pod (tokenize/tokenize_breaker.h); null when the remote tokenizer is off.
+json tokenizerBreakerJson(Gateway& g, const discovery::PodState& pod) {
+  const tokenize::RemoteTokenizer* tokenizer = g.remoteTokenizer();
+  if (!tokenizer) return nullptr;
+  const tokenize::TokenizeBreakers::View view = tokenizer->breaker(pod.id().value);
+  using State = tokenize::TokenizeBreakers::State;
+  const bool closed = view.state == State::kClosed;
+  return {{"state", closed ? "closed" : view.state == State::kOpen ? "open" : "half_open"},
+          {"retry_in_ms", view.state == State::kOpen ? json(view.retry_in_ms) : json(nullptr)},
+          {"failures", view.failures},
+          {"last_failure", closed ? json(nullptr) : json(std::string(tokenize::breakerFailureLabel(view.last)))}};
+}
+
 json podsJson(Gateway& g) {
   auto snapshot = g.pods().snapshot();
   const int64_t now = routing::steadyNowMs();
@@ -196,6 +209,7 @@ json podsJson(Gateway& g) {
                     {"scrape_error", scrapeErrorJson(*pod)},
                     {"engine_metrics", engineJson(*pod, now, max_age)},
                     {"prediction", predictionJson(*pod)},
+                    {"tokenizer_breaker", tokenizerBreakerJson(g, *pod)},
                     {"rates", ratesJson(*pod)}});
   }
   // Per model: the bytes of the index's encoding per engine token, learned from the engines' usage (the default

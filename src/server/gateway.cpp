@@ -56,6 +56,12 @@ std::unique_ptr<tokenize::RemoteTokenizer> Gateway::makeRemoteTokenizer() {
   tokenize::RemoteTokenizerOptions options;
   options.timeout = std::chrono::milliseconds(pc.remote_tokenizer_timeout_ms);
   options.cache_entries = pc.remote_tokenizer_cache_entries;
+  options.cache_bytes = size_t{pc.remote_tokenizer_cache_mb} << 20;
+  options.max_cached_tokens = pc.remote_tokenizer_max_cached_tokens;
+  // Unset: a quarter of the timeout, so a hedge still has most of the call's time to answer.
+  const uint64_t quarter = static_cast<uint64_t>(options.timeout.count()) / 4;
+  options.hedge_delay = std::chrono::milliseconds(pc.remote_tokenizer_hedge_delay_ms.value_or(quarter));
+  options.breaker = {pc.remote_tokenizer_breaker_backoff_ms, pc.remote_tokenizer_breaker_max_backoff_ms};
   // The ready pods of the model, with the gateway's in-flight count of each (the tokenizer prefers the least loaded)
   // and the dialect each is spoken to in (kAuto until its /metrics names its engine: spoken to as vLLM).
   return std::make_unique<tokenize::RemoteTokenizer>(
@@ -69,6 +75,31 @@ std::unique_ptr<tokenize::RemoteTokenizer> Gateway::makeRemoteTokenizer() {
             out.push_back({pod->id().value, pod->name(), pod->spec().host, pod->spec().port, pod->inFlight(),
                            pod->engineKind()});
       });
+}
+
+void Gateway::addRemoteTokenizerCounters() {
+  using Series = std::vector<std::pair<std::map<std::string, std::string>, uint64_t>>;
+  const tokenize::RemoteTokenizer& tokenizer = *remote_tokenizer_;
+  metrics_.addScrapedCounter(
+      {"prefixgate_remote_tokenizer_breaker_opens_total",
+       "Times a pod's tokenize breaker opened (the pod is skipped for remote_tokenizer_breaker_backoff_ms, doubling "
+       "while its probes fail), by what opened it: timeout, connection, or slow (a hedge sent later answered first)",
+       [&tokenizer] {
+         Series out;
+         for (auto why : {tokenize::BreakerFailure::kTimeout, tokenize::BreakerFailure::kConnection,
+                          tokenize::BreakerFailure::kSlow})
+           out.push_back({{{"reason", std::string(tokenize::breakerFailureLabel(why))}}, tokenizer.breakerOpens(why)});
+         return out;
+       }});
+  metrics_.addScrapedCounter(
+      {"prefixgate_remote_tokenizer_hedges_total",
+       "Second pods asked because the first had not answered within remote_tokenizer_hedge_delay_ms, by outcome: won "
+       "(its answer was used), lost (the first pod's came first) or failed (neither answered)",
+       [&tokenizer] {
+         const tokenize::RemoteTokenizer::HedgeCounts n = tokenizer.hedges();
+         return Series{
+             {{{"outcome", "won"}}, n.won}, {{{"outcome", "lost"}}, n.lost}, {{{"outcome", "failed"}}, n.failed}};
+       }});
 }
 
 Gateway::~Gateway() {
@@ -114,9 +145,15 @@ bool Gateway::start(std::string& error) {
   sessions_ = std::make_unique<routing::SessionTable>(routing::SessionTable::Settings::fromConfig(config_));
   routing::StrategyDeps deps{config_, prefix_.get(), prefix_metrics_.get(), sessions_.get()};
   router_ = std::make_unique<routing::Router>(routing::StrategyRegistry::builtin(), deps, pods_, routing::steadyNowMs);
-  if (config_.routing.prefix_cache.remoteTokenizerOn()) remote_tokenizer_ = makeRemoteTokenizer();
-  // A pod that leaves stops matching in the index at once (its PodId is never reused).
-  pods_.onRemoved([this](PodId id) { prefix_->removePod(id); });
+  if (config_.routing.prefix_cache.remoteTokenizerOn()) {
+    remote_tokenizer_ = makeRemoteTokenizer();
+    addRemoteTokenizerCounters();
+  }
+  // A pod that leaves stops matching in the index at once (its PodId is never reused), and its tokenize breaker goes.
+  pods_.onRemoved([this](PodId id) {
+    prefix_->removePod(id);
+    if (remote_tokenizer_) remote_tokenizer_->forgetPod(id.value);
+  });
   if (!startDiscovery(error)) return false;
   if (routing::KvEventIndex* kv = prefix_->kvEvents()) {
     kv_sync_ = std::make_unique<routing::KvSync>(pods_, *kv, metrics_.registry(), engine::KvEventSubscriber::Options{});

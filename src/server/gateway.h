@@ -76,6 +76,8 @@ class Gateway {
  private:
   void drainAndStop();
   std::unique_ptr<tokenize::RemoteTokenizer> makeRemoteTokenizer();
+  // prefixgate_remote_tokenizer_breaker_opens_total and _hedges_total, read from remote_tokenizer_ at each scrape.
+  void addRemoteTokenizerCounters();
   bool startDiscovery(std::string& error);
   config::Config config_;
   discovery::PodRegistry pods_;

@@ -1,11 +1,17 @@
 #include "tokenize/remote_tokenizer.h"
 
+#include <array>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <optional>
 
 namespace prefixgate::tokenize {
 namespace asio = boost::asio;
@@ -19,7 +25,7 @@ namespace {
 
 constexpr auto kAwait = asio::use_awaitable;
 constexpr uint32_t kMaxAnswerHeaderBytes = 64 * 1024;
-constexpr size_t kMaxPodsTried = 2;  // the first choice and one retry on another pod
+constexpr size_t kMaxPodsTried = 2;  // the first choice and one more pod: a hedge, or a retry
 constexpr std::string_view kTokenizeTarget = "/tokenize";
 constexpr std::string_view kApplyTemplateTarget = "/apply-template";
 
@@ -38,6 +44,11 @@ struct Exchange {
 };
 
 double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The breakers' time: milliseconds of the steady clock the deadlines use.
+int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+}
 
 // The start of an error answer's body, for the log (the engine's reason, e.g. llama.cpp's "tools param requires
 // --jinja flag"): at most kErrorExcerptBytes, control characters blanked.
@@ -98,6 +109,13 @@ class PodConnection {
     req.body() = std::move(body);
     req.prepare_payload();
     for (;;) {
+      // A call that stopped waiting (another pod answered, or the deadline passed) sends nothing more.
+      if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) {
+        stream_.reset();
+        out.failure = Attempt::kConnection;
+        out.error = prefix() + ": " + std::string(target) + " cancelled";
+        co_return out;
+      }
       error_code ec;
       if (!stream_) {
         stream_ = std::make_unique<beast::tcp_stream>(co_await asio::this_coro::executor);
@@ -207,6 +225,58 @@ asio::awaitable<Attempt> askPod(const TokenizerPod& pod, const TokenizeInput& in
   co_return out;
 }
 
+// One pod asked within a call: its breaker ticket and, once it completed, what it came to.
+struct Flight {
+  TokenizerPod pod;  // a copy: the exchange reads it until it completes
+  TokenizeBreakers::Ticket ticket;
+  bool hedge = false;    // asked because the first pod had not answered within the hedge delay
+  bool running = false;  // its exchange has not completed
+  bool settled = false;  // its outcome went to its breaker (or the call stopped waiting for it)
+  std::optional<Attempt> attempt;  // how it ended (set by the call itself when it stopped waiting)
+  asio::cancellation_signal cancel;
+};
+
+// The pods asked by one call, shared with their exchanges' completion handlers. Everything runs on the calling
+// thread (a worker's one-thread io_context), so nothing here needs a lock.
+struct Race {
+  explicit Race(const asio::any_io_executor& executor) : wake(executor) {}
+  asio::steady_timer wake;  // the call sleeps on it; each completed exchange cancels the sleep
+  std::array<Flight, kMaxPodsTried> flights;
+  size_t launched = 0;
+  size_t running = 0;
+};
+
+// Starts asking `pod` beside the calling coroutine; its completion is recorded in the race and wakes the call.
+// `input` and `pool` must outlive the exchange: the call waits for every exchange it started before it returns.
+void launch(const std::shared_ptr<Race>& race, const TokenizerPod& pod, TokenizeBreakers::Ticket ticket, bool hedge,
+            const TokenizeInput& input, ConnectionPool* pool, Clock::time_point deadline, size_t max_answer_bytes) {
+  Flight& flight = race->flights[race->launched++];
+  flight.pod = pod;
+  flight.ticket = ticket;
+  flight.hedge = hedge;
+  flight.running = true;
+  ++race->running;
+  asio::co_spawn(race->wake.get_executor(), askPod(flight.pod, input, pool, deadline, max_answer_bytes),
+                 asio::bind_cancellation_slot(flight.cancel.slot(),
+                                              [race, &flight](std::exception_ptr error, Attempt attempt) {
+                                                // Asio ends a cancelled coroutine with an exception: an exchange
+                                                // the call stopped waiting for, already settled.
+                                                if (error) attempt = Attempt{Attempt::kConnection, "cancelled", {}};
+                                                if (!flight.settled) flight.attempt = std::move(attempt);
+                                                flight.running = false;
+                                                --race->running;
+                                                race->wake.cancel();
+                                              }));
+}
+
+// What a pod's failure tells its breaker; nothing for an answer (an error status or a bad body): it came quickly
+// from a reachable pod, and would come from any pod for that request.
+std::optional<BreakerFailure> breakerFailure(Attempt::Failure failure) {
+  if (failure == Attempt::kTimeout) return BreakerFailure::kTimeout;
+  if (failure == Attempt::kConnection) return BreakerFailure::kConnection;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string_view outcomeLabel(TokenizeOutcome outcome) {
@@ -217,12 +287,23 @@ std::string_view outcomeLabel(TokenizeOutcome outcome) {
     case TokenizeOutcome::kTimeout: return "timeout";
     case TokenizeOutcome::kNoPod: return "no_pod";
     case TokenizeOutcome::kUnsupported: return "unsupported";
+    case TokenizeOutcome::kBreakerOpen: return "breaker_open";
   }
   return "error";
 }
 
 RemoteTokenizer::RemoteTokenizer(RemoteTokenizerOptions options, PodLookup lookup)
-    : options_(options), lookup_(std::move(lookup)), cache_(options.cache_entries) {}
+    : options_(options),
+      lookup_(std::move(lookup)),
+      cache_(options.cache_entries, TokenCache::kDefaultShards, options.cache_bytes),
+      breakers_(options.breaker) {}
+
+TokenizeBreakers::View RemoteTokenizer::breaker(uint32_t pod) const { return breakers_.view(pod, nowMs()); }
+
+RemoteTokenizer::HedgeCounts RemoteTokenizer::hedges() const {
+  return {hedges_won_.load(std::memory_order_relaxed), hedges_lost_.load(std::memory_order_relaxed),
+          hedges_failed_.load(std::memory_order_relaxed)};
+}
 
 asio::awaitable<TokenizeResult> RemoteTokenizer::tokenize(const TokenizeInput& input, ConnectionPool* pool) {
   const auto started = Clock::now();
@@ -258,25 +339,127 @@ asio::awaitable<TokenizeResult> RemoteTokenizer::tokenize(const TokenizeInput& i
     co_return result;
   }
   const auto deadline = started + options_.timeout;
-  const size_t tries = std::min(askable, kMaxPodsTried);
-  for (size_t i = 0; i < tries; ++i) {
-    const TokenizerPod& pod = pods[i];
-    result.pod = pod.name;
-    result.engine = spokenDialect(pod.engine);
-    result.engine_assumed = pod.engine == EngineKind::kAuto;
-    Attempt attempt = co_await askPod(pod, input, pool, deadline, options_.max_answer_bytes);
-    if (attempt.failure == Attempt::kNone) {
-      auto tokens = std::make_shared<const std::vector<uint32_t>>(std::move(attempt.answer.tokens));
-      cache_.insert(key, tokens);
-      result.tokens = std::move(tokens);
-      result.outcome = TokenizeOutcome::kMiss;
-      result.error.clear();
+  const bool hedging = options_.hedge_delay.count() > 0 && options_.hedge_delay < options_.timeout;
+  const auto hedge_at = started + options_.hedge_delay;
+  auto race = std::make_shared<Race>(co_await asio::this_coro::executor);
+  size_t next = 0;  // the next of `pods` to consider
+  // Starts the next askable pod whose breaker lets it be asked; false when none is left.
+  auto launchNext = [&](bool hedge) {
+    while (next < askable && race->launched < kMaxPodsTried) {
+      const TokenizerPod& pod = pods[next++];
+      if (auto ticket = breakers_.acquire(pod.id, nowMs())) {
+        launch(race, pod, *ticket, hedge, input, pool, deadline, options_.max_answer_bytes);
+        return true;
+      }
+    }
+    return false;
+  };
+  if (!launchNext(false)) {
+    const TokenizerPod& pod = pods.front();
+    const TokenizeBreakers::View view = breakers_.view(pod.id, nowMs());
+    result.outcome = TokenizeOutcome::kBreakerOpen;
+    result.error = "every pod that can tokenize is skipped after failing (pod " + pod.name + ": " +
+                   std::string(breakerFailureLabel(view.last)) + ", tried again in " +
+                   std::to_string(view.retry_in_ms) + " ms)";
+    result.seconds = secondsSince(started);
+    co_return result;
+  }
+
+  Flight* winner = nullptr;   // the first good answer
+  Flight* stopper = nullptr;  // an answer that would repeat on any pod (an error status, a bad body)
+  bool hedge_considered = !hedging;
+  for (;;) {
+    // Each exchange that completed tells its pod's breaker; the first good answer wins.
+    Attempt::Failure last_failure = Attempt::kNone;
+    for (size_t i = 0; i < race->launched; ++i) {
+      Flight& flight = race->flights[i];
+      if (flight.settled || !flight.attempt) continue;
+      flight.settled = true;
+      const Attempt::Failure failure = flight.attempt->failure;
+      if (auto why = breakerFailure(failure)) breakers_.failed(flight.ticket, *why, nowMs());
+      else breakers_.succeeded(flight.ticket);
+      if (failure == Attempt::kNone) {
+        if (!winner) winner = &flight;
+      } else if (failure == Attempt::kStatus || failure == Attempt::kBadAnswer) {
+        if (!stopper) stopper = &flight;
+      } else {
+        last_failure = failure;
+      }
+    }
+    if (winner || stopper) break;
+    if (race->running == 0) {
+      // Only a pod that could not be reached is worth another: a timeout left no time.
+      if (last_failure == Attempt::kConnection && launchNext(false)) continue;
       break;
     }
-    result.outcome = attempt.failure == Attempt::kTimeout ? TokenizeOutcome::kTimeout : TokenizeOutcome::kError;
-    result.error = std::move(attempt.error);
-    // Only a pod that could not be reached is worth another: an answer (error status, bad body) would repeat.
-    if (attempt.failure != Attempt::kConnection) break;
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    if (!hedge_considered && now >= hedge_at) {
+      hedge_considered = true;
+      if (race->launched == 1) launchNext(true);
+      continue;
+    }
+    error_code ec;
+    race->wake.expires_at(hedge_considered ? deadline : std::min(hedge_at, deadline));
+    co_await race->wake.async_wait(asio::redirect_error(kAwait, ec));
+  }
+
+  // Stop waiting for the others: a loser to the winner (the first pod, when a hedge beat it, was slow), the rest
+  // of a call an answer ended, or exchanges past the deadline. Each is cancelled, and awaited before returning.
+  for (size_t i = 0; i < race->launched; ++i) {
+    Flight& flight = race->flights[i];
+    if (flight.settled) continue;
+    flight.settled = true;
+    if (winner && winner->hedge && !flight.hedge) {
+      breakers_.failed(flight.ticket, BreakerFailure::kSlow, nowMs());
+    } else if (winner || stopper) {
+      breakers_.abandoned(flight.ticket);
+    } else {
+      breakers_.failed(flight.ticket, BreakerFailure::kTimeout, nowMs());
+      flight.attempt = Attempt{Attempt::kTimeout,
+                               "pod " + flight.pod.name + " (" + std::string(dialectLabel(flight.pod.engine)) +
+                                   "): no answer within " + std::to_string(options_.timeout.count()) + " ms",
+                               {}};
+    }
+    flight.cancel.emit(asio::cancellation_type::terminal);
+  }
+  while (race->running > 0) {
+    error_code ec;
+    race->wake.expires_at(Clock::time_point::max());
+    co_await race->wake.async_wait(asio::redirect_error(kAwait, ec));
+  }
+
+  const bool hedged = race->launched > 1 && race->flights[1].hedge;
+  if (hedged) {
+    auto& counter = winner ? (winner->hedge ? hedges_won_ : hedges_lost_) : hedges_failed_;
+    counter.fetch_add(1, std::memory_order_relaxed);
+  }
+  // The pod the result names: the winner, else the answer that ended the call, else the last pod asked.
+  const Flight& named = winner ? *winner : stopper ? *stopper : race->flights[race->launched - 1];
+  result.pod = named.pod.name;
+  result.engine = spokenDialect(named.pod.engine);
+  result.engine_assumed = named.pod.engine == EngineKind::kAuto;
+  if (winner) {
+    TokenizeAnswer& answer = winner->attempt->answer;
+    const size_t longest = answer.max_model_len > 0 ? answer.max_model_len : options_.max_cached_tokens;
+    const bool cacheable = answer.tokens.size() <= longest;
+    auto tokens = std::make_shared<const std::vector<uint32_t>>(std::move(answer.tokens));
+    if (cacheable) cache_.insert(key, tokens);
+    result.tokens = std::move(tokens);
+    result.outcome = TokenizeOutcome::kMiss;
+  } else if (stopper) {
+    result.outcome = TokenizeOutcome::kError;
+    result.error = stopper->attempt->error;
+  } else {
+    // Every pod asked failed (each completed, or was stopped at the deadline): say what each came to.
+    bool timed_out = false;
+    for (size_t i = 0; i < race->launched; ++i) {
+      const Attempt& attempt = *race->flights[i].attempt;
+      timed_out = timed_out || attempt.failure == Attempt::kTimeout;
+      if (!result.error.empty()) result.error += "; ";
+      result.error += attempt.error;
+    }
+    result.outcome = timed_out ? TokenizeOutcome::kTimeout : TokenizeOutcome::kError;
   }
   result.seconds = secondsSince(started);
   co_return result;

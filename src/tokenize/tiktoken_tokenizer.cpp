@@ -184,9 +184,9 @@ void TiktokenTokenizer::enableSegmentCache(size_t max_tokens) {
     return;
   }
   // A segment of kSegmentBytes holds at least kSegmentBytes / 128 tokens (cl100k's longest token), so this entry
-  // bound never binds before the token bound does; it only sizes the tables.
+  // bound never binds before the byte bound does; it only sizes the tables.
   segments_ = std::make_unique<TokenCache>(std::max<size_t>(1, max_tokens / (kSegmentBytes / 128)),
-                                           TokenCache::kDefaultShards, max_tokens);
+                                           TokenCache::kDefaultShards, max_tokens * kTokenIdBytes);
   segment_seed_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
 }
 

@@ -38,9 +38,10 @@ class TiktokenTokenizer final : public Tokenizer {
   size_t vocabularySize() const { return ranks_.size(); }
 
   // Texts longer than one segment are then cut into segments of at least kSegmentBytes at safe points
-  // (nextSafeCut), and each segment's tokens are kept in an LRU bounded to max_tokens tokens in all, keyed by a
-  // hash of the segment chained with every segment before it: the prefix a conversation resends is looked up, and
-  // only the text after its last cut is encoded again. The output is the same with or without it. The hash is
+  // (nextSafeCut), and each segment's tokens are kept in an LRU bounded to the bytes of max_tokens token ids in all
+  // (each entry's bookkeeping counted too: TokenCache::entryBytes), keyed by a hash of the segment chained with
+  // every segment before it: the prefix a conversation resends is looked up, and only the text after its last cut
+  // is encoded again. The output is the same with or without it. The hash is
   // seeded at random per process, so nobody can craft texts whose keys collide. 0 turns it off. Call once, before
   // the tokenizer is shared.
   void enableSegmentCache(size_t max_tokens);

@@ -84,9 +84,12 @@ def test_repeated_prompts_are_tokenized_once(sims, gateway_factory):
 @pytest.mark.parametrize("fault", [{"tokenize_status": 500}, {"tokenize_delay_ms": 1500}], ids=["status", "slow"])
 def test_failing_tokenizer_routes_by_load_within_the_timeout(sims, gateway_factory, fault):
     """When every engine's /tokenize fails (an error status, or slower than the timeout), requests still succeed,
-    each waits at most about the timeout, the failures are counted, and nothing failed is cached."""
+    each waits at most about the timeout, the failures are counted, and nothing failed is cached. Pods that timed out
+    are skipped afterwards (their breakers open: outcome breaker_open) until a probe after the backoff finds them
+    answering again; an error status opens no breaker (it comes from the request, and quickly)."""
     timeout_ms = 300
-    gw = gateway_factory(sims, config=remote_config(timeout_ms))
+    gw = gateway_factory(sims, config=remote_config(timeout_ms, remote_tokenizer_breaker_backoff_ms=200,
+                                                    remote_tokenizer_breaker_max_backoff_ms=400))
     for s in sims:
         s.fault(**fault)
     body = chat_body(system_prompt("outage"), "same question")
@@ -96,15 +99,22 @@ def test_failing_tokenizer_routes_by_load_within_the_timeout(sims, gateway_facto
         send(gw, body)
         waits.append(time.monotonic() - started)
     assert max(waits) < timeout_ms / 1000 + 0.5, waits
-    outcome = "error" if "tokenize_status" in fault else "timeout"
-    assert gw.metric("prefixgate_remote_tokenizer_requests_total", outcome=outcome) == 12
+    if "tokenize_status" in fault:
+        assert gw.metric("prefixgate_remote_tokenizer_requests_total", outcome="error") == 12
+        assert gw.metric("prefixgate_remote_tokenizer_breaker_opens_total") == 0
+    else:
+        timeouts = gw.metric("prefixgate_remote_tokenizer_requests_total", outcome="timeout")
+        skipped = gw.metric("prefixgate_remote_tokenizer_requests_total", outcome="breaker_open")
+        assert timeouts >= 1 and timeouts + skipped == 12, (timeouts, skipped)
+        assert gw.metric("prefixgate_remote_tokenizer_breaker_opens_total", reason="timeout") >= len(sims)
     assert gw.metric("aibrix_prefix_cache_routing_errors_total", model="sim-model", reason="tokenize_failed") == 12
     assert debug_route(gw, body)["tokens_source"] == "remote_failed"
     for s in sims:
         s.fault(tokenize_status=0, tokenize_delay_ms=0)
+    # The dry run asks as a request would (a probe, once a backoff has passed) and caches the answer it gets.
+    wait_until(lambda: debug_route(gw, body)["tokens_source"] == "remote", what="the engines' tokens again")
     send(gw, body)
-    assert gw.metric("prefixgate_remote_tokenizer_requests_total", outcome="miss") == 1
-    assert debug_route(gw, body)["tokens_source"] == "remote"
+    assert gw.metric("prefixgate_remote_tokenizer_requests_total", outcome="hit") == 1
 
 
 def test_failed_tokenizer_routes_identical_prompts_by_load(sims, gateway_factory):

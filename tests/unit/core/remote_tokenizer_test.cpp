@@ -26,6 +26,7 @@
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
 #include "routing/router.h"
+#include "unit/core/fake_tokenize_engine.h"
 #include "unit/core/pod_specs.h"
 
 namespace prefixgate::tokenize {
@@ -334,85 +335,8 @@ TEST(TokenCache, ConcurrentThreadsAndHitCost) {
 
 // ---- the client against a fake engine ----
 
-// A fake engine on loopback: answers each POST with the reply set for its target (else with `status` and `answer`),
-// after a set delay; records the targets and bodies it received and the connections it accepted. Runs on the
-// test's io_context.
-class FakeEngine {
- public:
-  explicit FakeEngine(asio::io_context& io) : io_(io), acceptor_(io, {asio::ip::make_address("127.0.0.1"), 0}) {
-    accept();
-  }
-  uint16_t port() const { return acceptor_.local_endpoint().port(); }
-  TokenizerPod pod(uint32_t id, int32_t load = 0, engine::EngineKind kind = engine::EngineKind::kAuto) const {
-    return {id, "fake-" + std::to_string(id), "127.0.0.1", port(), load, kind};
-  }
-
-  struct Reply {
-    int status = 200;
-    std::string answer;
-  };
-  std::map<std::string, Reply> replies;  // by target
-  int status = 200;
-  std::string answer = R"({"count":3,"max_model_len":100,"tokens":[11,22,33]})";
-  std::chrono::milliseconds delay{0};
-  bool close_after_answer = false;  // keep-alive announced, but the connection is closed (a stale pooled one)
-  std::vector<std::string> targets;
-  std::vector<std::string> bodies;
-  int connections = 0;
-
- private:
-  void accept() {
-    acceptor_.async_accept([this](boost::system::error_code ec, asio::ip::tcp::socket socket) {
-      if (ec) return;
-      ++connections;
-      asio::co_spawn(io_, serve(std::move(socket)), asio::detached);
-      accept();
-    });
-  }
-  asio::awaitable<void> serve(asio::ip::tcp::socket socket) {
-    beast::tcp_stream stream(std::move(socket));
-    beast::flat_buffer buffer;
-    for (;;) {
-      http::request<http::string_body> req;
-      boost::system::error_code ec;
-      co_await http::async_read(stream, buffer, req, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) co_return;
-      targets.emplace_back(req.target());
-      bodies.push_back(req.body());
-      if (delay.count() > 0) {
-        asio::steady_timer timer(io_, delay);
-        co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      }
-      const auto reply = replies.find(targets.back());
-      const Reply& r = reply != replies.end() ? reply->second : Reply{status, answer};
-      http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
-      res.set(http::field::content_type, "application/json");
-      res.body() = r.answer;
-      res.keep_alive(true);
-      res.prepare_payload();
-      co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec || close_after_answer) co_return;
-    }
-  }
-  asio::io_context& io_;
-  asio::ip::tcp::acceptor acceptor_;
-};
-
-// A one-thread connection pool, as a worker's upstream pool behaves.
-class TestPool final : public ConnectionPool {
- public:
-  std::unique_ptr<beast::tcp_stream> take(uint32_t pod) override {
-    auto& list = idle[pod];
-    if (list.empty()) return nullptr;
-    auto s = std::move(list.back());
-    list.pop_back();
-    return s;
-  }
-  void give(uint32_t pod, std::unique_ptr<beast::tcp_stream> stream) override {
-    idle[pod].push_back(std::move(stream));
-  }
-  std::map<uint32_t, std::vector<std::unique_ptr<beast::tcp_stream>>> idle;
-};
+using fakes::FakeEngine;
+using fakes::TestPool;
 
 class RemoteTokenizerTest : public ::testing::Test {
  protected:
@@ -426,27 +350,10 @@ class RemoteTokenizerTest : public ::testing::Test {
       if (model == "m") out = pods;
     });
   }
-  // Runs one tokenize call to completion on the test's io_context (the fake engines serve on it too).
   TokenizeResult run(RemoteTokenizer& tokenizer, const TokenizeInput& input, ConnectionPool* pool) {
-    TokenizeResult result;
-    bool done = false;
-    asio::co_spawn(
-        io_,
-        [&]() -> asio::awaitable<void> {
-          result = co_await tokenizer.tokenize(input, pool);
-          done = true;
-        },
-        asio::detached);
-    while (!done) io_.run_one();
-    // Let the fake engines finish what they were doing (e.g. close a connection) before the next call.
-    io_.poll();
-    return result;
+    return fakes::runTokenize(io_, tokenizer, input, pool);
   }
-  // A port where nothing listens.
-  uint16_t closedPort() {
-    asio::ip::tcp::acceptor a(io_, {asio::ip::make_address("127.0.0.1"), 0});
-    return a.local_endpoint().port();
-  }
+  uint16_t closedPort() { return fakes::closedPort(io_); }
   asio::io_context io_;
   std::vector<TokenizerPod> pods;
   TokenizeInput chat_{"m", true, R"([{"role":"user","content":"hello"}])", "", ""};
@@ -785,6 +692,39 @@ routing:
   EXPECT_TRUE(std::any_of(problems.begin(), problems.end(), [](const std::string& p) {
     return p.starts_with("/etc/pg.yaml: routing.prefix_cache.block_size: must be a multiple of 4 with the remote");
   }));
+}
+
+// Ensures the cache budget, context bound, hedge delay and breaker keys parse with their defaults (the hedge delay
+// unset: a quarter of the timeout, applied by the gateway), and a maximum backoff below the first is refused.
+TEST(RemoteTokenizerConfig, CacheHedgeAndBreakerKeys) {
+  config::Config defaults;
+  const auto& d = defaults.routing.prefix_cache;
+  EXPECT_EQ(d.remote_tokenizer_cache_mb, 64u);
+  EXPECT_EQ(d.remote_tokenizer_max_cached_tokens, 131072u);
+  EXPECT_FALSE(d.remote_tokenizer_hedge_delay_ms.has_value());
+  EXPECT_EQ(d.remote_tokenizer_breaker_backoff_ms, 1000u);
+  EXPECT_EQ(d.remote_tokenizer_breaker_max_backoff_ms, 30000u);
+  config::Problems problems;
+  config::Config c = config::parseYaml(R"(
+discovery: {file: pods.yaml}
+routing:
+  prefix_cache:
+    use_remote_tokenizer: true
+    remote_tokenizer_cache_mb: 8
+    remote_tokenizer_max_cached_tokens: 32768
+    remote_tokenizer_hedge_delay_ms: 0
+    remote_tokenizer_breaker_backoff_ms: 500
+    remote_tokenizer_breaker_max_backoff_ms: 400
+)", "/etc/pg.yaml", problems);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(c.routing.prefix_cache.remote_tokenizer_cache_mb, 8u);
+  EXPECT_EQ(c.routing.prefix_cache.remote_tokenizer_max_cached_tokens, 32768u);
+  ASSERT_TRUE(c.routing.prefix_cache.remote_tokenizer_hedge_delay_ms.has_value());
+  EXPECT_EQ(*c.routing.prefix_cache.remote_tokenizer_hedge_delay_ms, 0u);
+  EXPECT_EQ(c.routing.prefix_cache.remote_tokenizer_breaker_backoff_ms, 500u);
+  config::validate(c, {"prefix-cache"}, problems);
+  EXPECT_EQ(problems, (config::Problems{"/etc/pg.yaml: routing.prefix_cache.remote_tokenizer_breaker_max_backoff_ms: "
+                                        "must be at least remote_tokenizer_breaker_backoff_ms"}));
 }
 
 // Ensures the router says which strategy a request resolves to before choosing, and that prefix-cache (and only

@@ -8,7 +8,6 @@
 
 #include "tiktoken_test_support.h"
 #include "tokenize/cl100k_splitter.h"
-#include "tokenize/token_cache.h"
 
 namespace prefixgate::tokenize {
 namespace {
@@ -125,25 +124,6 @@ TEST(TiktokenSegmentCache, ShortTextsBypassIt) {
   loaded.tokenizer->encode(std::string(TiktokenTokenizer::kSegmentBytes, 'a'), out);
   EXPECT_EQ(loaded.tokenizer->cacheStats()->misses, 0u);
   EXPECT_EQ(loaded.tokenizer->cacheStats()->hits, 0u);
-}
-
-TEST(TokenCache, BoundedByTokens) {
-  // Ensures the token bound evicts least recently used entries and refuses a list larger than the bound.
-  TokenCache cache(100, 1, 10);
-  auto ids = [](size_t n) { return std::make_shared<const std::vector<uint32_t>>(n, 7u); };
-  cache.insert(1, ids(4));
-  cache.insert(2, ids(4));
-  ASSERT_NE(cache.find(1), nullptr);  // 1 is now the most recently used
-  cache.insert(3, ids(4));            // 12 > 10: drops 2
-  EXPECT_EQ(cache.find(2), nullptr);
-  EXPECT_NE(cache.find(1), nullptr);
-  EXPECT_NE(cache.find(3), nullptr);
-  cache.insert(4, ids(11));
-  EXPECT_EQ(cache.find(4), nullptr);
-  EXPECT_EQ(cache.size(), 2u);
-  cache.insert(1, ids(10));  // replacing an entry counts its new size only
-  EXPECT_NE(cache.find(1), nullptr);
-  EXPECT_EQ(cache.size(), 1u);
 }
 
 }  // namespace
