@@ -444,6 +444,7 @@ class ClientSession {
                                         again.exclude = exclude;
                                         return gateway_.router().choose(again, worker_.rng);
                                       }};
+    relay_request.pipelined = &buffer_;  // the next request, if the client sends it during this one's response
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
     outcome.setDecision(decision, relayed);
     auth.charge(relayed);

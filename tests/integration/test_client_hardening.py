@@ -1,6 +1,7 @@
 """What a client can make the gateway hold or do before it is known (issue 24): a head announcing a large body costs
 no body memory, a refused key is answered before the body is read, the bodies held gateway-wide are bounded
-(limits.max_buffered_body_bytes: 503 with retry-after beyond it)."""
+(limits.max_buffered_body_bytes: 503 with retry-after beyond it), and a client that leaves after sending bytes of a
+pipelined request still cancels the engine's work."""
 import json
 import socket
 import time
@@ -172,6 +173,53 @@ def test_bodies_over_the_buffered_budget_get_503_with_retry_after(tmp_path):
         status, _, _ = gw.call("POST", "/v1/chat/completions", body)
         assert status == 200
         assert "reason=body_buffer_full" in gw.read_log()
+    finally:
+        gw.stop()
+        sim.stop()
+
+
+def test_client_leaving_after_a_pipelined_byte_still_cancels_the_engine(tmp_path):
+    """A client sends a (non-streamed) request and one byte of its next, pipelined request, then leaves: the gateway
+    still sees the hang-up and closes the engine connection, so the engine cancels the work (the watcher used to stop
+    at the first pipelined byte, and the engine generated all 600 tokens)."""
+    sim = Sim(tmp_path, "slow", "--decode-ms-per-token", "20", time_scale="1")
+    gw = Gateway(tmp_path, [sim])
+    try:
+        body = chat_body(max_tokens=600)
+        s = connect(gw)
+        s.sendall(head(length=len(body)) + body)
+        wait_until(lambda: sim.requests(), timeout=5, what="the engine to get the request")
+        time.sleep(0.2)  # the relay is waiting for the answer, its watcher armed
+        s.sendall(b"P")
+        time.sleep(0.2)
+        s.shutdown(socket.SHUT_RDWR)
+        s.close()
+        seen = wait_until(lambda: [r for r in sim.completions_seen() if r["cancelled"]], timeout=5,
+                          what="the engine to see the cancel")
+        assert not seen[0]["completed"]
+        wait_until(lambda: gw.debug_pods()[0]["in_flight"] == 0, timeout=5, what="in-flight back to 0")
+    finally:
+        gw.stop()
+        sim.stop()
+
+
+def test_a_request_pipelined_during_a_response_is_served_after_it(tmp_path):
+    """Bytes of the next request sent while the previous one's answer is being generated are kept (the hang-up
+    watcher moves them into the connection's buffer) and served, in order, once the first answer is written."""
+    sim = Sim(tmp_path, "slow", "--decode-ms-per-token", "20", time_scale="1")
+    gw = Gateway(tmp_path, [sim])
+    try:
+        first, second = chat_body(max_tokens=20), chat_body(max_tokens=2)
+        with connect(gw) as s:
+            s.sendall(head(length=len(first)) + first)
+            wait_until(lambda: sim.requests(), timeout=5, what="the engine to get the first request")
+            pipelined = head(length=len(second)) + second
+            s.sendall(pipelined[:10])
+            time.sleep(0.1)
+            s.sendall(pipelined[10:])
+            answers = [read_response(s), read_response(s)]
+        assert [a[0] for a in answers] == [200, 200], answers
+        assert [json.loads(a[2])["usage"]["completion_tokens"] for a in answers] == [20, 2]
     finally:
         gw.stop()
         sim.stop()
