@@ -1,5 +1,7 @@
 #include "auth/api_keys.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -124,18 +126,46 @@ ApiKeySet::ApiKeySet(std::vector<ApiKeySpec> specs, const ApiKeySet* previous, i
     key->name = std::move(spec.name);
     key->key = std::move(spec.key);
     key->models = std::move(spec.models);
+    longest_key_bytes_ = std::max(longest_key_bytes_, key->key.size());
+    // Keys are unique (parseApiKeysFile): the first one stays. A key whose digest failed is never found.
+    if (auto digest = keyDigest(key->key)) by_digest_.emplace(*digest, key);
     keys_.push_back(std::move(key));
   }
 }
 
+namespace {
+thread_local uint64_t digests_on_this_thread = 0;
+}  // namespace
+
+std::optional<KeyDigest> keyDigest(std::string_view key) {
+  KeyDigest digest{};
+  unsigned int size = 0;
+  // SHA-256 (preimage resistant): the digest says nothing usable about a key, so looking it up in a hash map (whose
+  // time depends on the digest's bytes) leaks nothing about the key's.
+  // Fetched once: OpenSSL 3 looks an implicit EVP_sha256() up again (under a lock) on every digest.
+  static const EVP_MD* const sha256 = [] {
+    const EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    return fetched ? fetched : EVP_sha256();
+  }();
+  if (EVP_Digest(key.data(), key.size(), digest.data(), &size, sha256, nullptr) != 1 || size != digest.size())
+    return std::nullopt;
+  return digest;
+}
+
+uint64_t ApiKeySet::digestsOnThisThread() { return digests_on_this_thread; }
+
+bool ApiKeySet::DigestEqual::operator()(const KeyDigest& a, const KeyDigest& b) const {
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
 std::shared_ptr<const ApiKey> ApiKeySet::find(std::string_view presented) const {
-  std::shared_ptr<const ApiKey> found;
-  // No early exit: the time depends on the number of keys and their lengths, not on which one matched.
-  for (const auto& key : keys_) {
-    const bool equal = constantTimeEquals(presented, key->key);
-    if (equal) found = key;
-  }
-  return found;
+  // No key is longer: refused at once, without reading (or digesting) what may be megabytes of header.
+  if (presented.size() > longest_key_bytes_) return nullptr;
+  ++digests_on_this_thread;
+  const std::optional<KeyDigest> digest = keyDigest(presented);
+  if (!digest) return nullptr;
+  const auto it = by_digest_.find(*digest);
+  return it == by_digest_.end() ? nullptr : it->second;
 }
 
 std::string_view bearerToken(std::string_view authorization) {

@@ -189,6 +189,7 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   lim.read("client_idle_timeout_ms", c.limits.client_idle_timeout_ms);
   lim.read("max_connections", c.limits.max_connections);
   lim.read("admin_max_body_bytes", c.limits.admin_max_body_bytes);
+  lim.read("max_buffered_body_bytes", c.limits.max_buffered_body_bytes);
   lim.read("max_json_depth", c.limits.max_json_depth);
   lim.finish();
   YamlReader auth = r.child("auth");

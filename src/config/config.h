@@ -195,6 +195,9 @@ struct LimitsConfig {
   uint32_t max_connections = 20000;
   uint32_t max_json_depth = 64;  // request bodies nested deeper: 400, never forwarded
   uint64_t admin_max_body_bytes = 1048576;  // admin requests (/debug/route): larger bodies get 413, unread
+  // Client request bodies held at once, all connections together (1 GiB = 32 bodies of the default max_body_bytes):
+  // a body whose buffer would grow beyond it gets 503 with retry-after instead of memory.
+  uint64_t max_buffered_body_bytes = 1073741824;
 };
 
 // Client API keys and the admin token (CONTRACT.md "auth:"); the files are re-read when they change.

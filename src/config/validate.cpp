@@ -216,6 +216,10 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   // Two descriptors per connection (client and engine) must fit the process's file limit (raised at start).
   check.atMost("limits.max_connections", c.limits.max_connections, 1'000'000);
   check.positive("limits.admin_max_body_bytes", c.limits.admin_max_body_bytes);
+  // Below one largest body, a body the limits allow could never be read.
+  if (c.limits.max_buffered_body_bytes < c.limits.max_body_bytes)
+    check.fail("limits.max_buffered_body_bytes", "must be at least limits.max_body_bytes (" +
+                                                     std::to_string(c.limits.max_body_bytes) + ")");
   check.positive("auth.file_poll_interval_ms", c.auth.file_poll_interval_ms);
   // Above Python's default recursion limit (1000) the engines' JSON parsers fail on what the gateway lets through.
   if (c.limits.max_json_depth < 1 || c.limits.max_json_depth > kMaxJsonDepthBound)

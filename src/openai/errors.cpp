@@ -34,6 +34,7 @@ constexpr std::array kTable = {
     Entry{E::kClientGone, {499, "client_closed_request", "client_gone", false}},
     Entry{E::kNoReadyPod, {503, "service_unavailable", "no_ready_pod", true}},
     Entry{E::kGatewayResources, {503, "service_unavailable", "local", true}},
+    Entry{E::kBodyBufferFull, {503, "service_unavailable", "body_buffer_full", true}},
     Entry{E::kUpstreamConnect, {502, "bad_gateway", "connect", false}},
     Entry{E::kUpstreamConnectTimeout, {504, "gateway_timeout", "connect_timeout", false}},
     Entry{E::kUpstreamClosed, {502, "bad_gateway", "closed", false}},

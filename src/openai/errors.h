@@ -30,6 +30,7 @@ enum class GatewayError : uint8_t {
   // The gateway or the engines (5xx).
   kNoReadyPod,               // 503: the model's pods are all down or ejected
   kGatewayResources,         // 503: the gateway could not open a socket (EMFILE, ENFILE, ENOBUFS, EADDRNOTAVAIL)
+  kBodyBufferFull,           // 503: the request's body would take the bodies held over limits.max_buffered_body_bytes
   // What went wrong with the engine (proxy::FailureKind maps one to one).
   kUpstreamConnect,          // 502: connection refused or unreachable, or the host name did not resolve
   kUpstreamConnectTimeout,   // 504: no connection within upstream.connect_timeout_ms

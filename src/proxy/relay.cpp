@@ -233,6 +233,7 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
   RelayOutcome out;
   const auto started = std::chrono::steady_clock::now();
   auto watch = std::allocate_shared<ClientWatch>(util::RecyclingAllocator<ClientWatch>());
+  watch->pipelined = rq.pipelined;
   watchClient(rq.client, watch);
   Exchange ex;
   struct StopWatch {

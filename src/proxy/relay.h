@@ -4,6 +4,7 @@
 // the client as soon as the engine sends it. Each try is one attempt (upstream_attempt.h); what follows it, and
 // whom its failure counts against, is decided by the pure rules of failover.h.
 #include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -40,6 +41,10 @@ struct RelayRequest {
   bool client_keep_alive = true;
   // Chooses another pod (excluding those tried) when an attempt failed and failover allows a switch.
   std::function<routing::Decision(std::span<const PodId> exclude)> choose_again;
+  // The client connection's read buffer: bytes the client sends while the response runs (its next, pipelined
+  // request) are appended to it, up to its max_size, so its hang-up is still seen behind them. Null: watching
+  // stops at the first such byte.
+  boost::beast::flat_buffer* pipelined = nullptr;
 };
 
 struct RelayOutcome {

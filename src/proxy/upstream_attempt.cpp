@@ -20,6 +20,8 @@ using boost::system::error_code;
 namespace {
 
 constexpr auto kAwait = asio::use_awaitable;
+// The most the watcher reads at once of a pipelined request (the session buffer bounds the total).
+constexpr size_t kPipelinedReadBytes = 16 * 1024;
 
 bool isTimeout(const error_code& ec) { return ec == beast::error::timeout; }
 
@@ -85,21 +87,51 @@ FailureKind exchangeFailure(const error_code& ec) {
   return FailureKind::kBadResponse;
 }
 
+// What the watcher found when the client sent bytes during the response.
+enum class Pipelined { kKept, kFull, kGone };
+
+// Moves the bytes the client has sent (its next, pipelined request) into the session's buffer, where the next
+// request is read from, so the next peek waits again for new bytes or the hang-up instead of seeing these. Reads
+// only what is already there (non-blocking), and never more than the buffer may hold.
+Pipelined keepPipelined(beast::tcp_stream& client, ClientWatch& watch) {
+  if (!watch.pipelined) return Pipelined::kFull;
+  beast::flat_buffer& buffer = *watch.pipelined;
+  auto& socket = client.socket();
+  error_code ec;
+  if (!socket.non_blocking()) socket.non_blocking(true, ec);
+  while (!ec) {
+    const size_t room = buffer.max_size() - buffer.size();
+    if (room == 0) return Pipelined::kFull;
+    const size_t n = socket.receive(buffer.prepare(std::min(room, kPipelinedReadBytes)), 0, ec);
+    buffer.commit(n);
+  }
+  if (ec == asio::error::would_block || ec == asio::error::try_again) return Pipelined::kKept;
+  return Pipelined::kGone;  // eof or an error: the client is gone
+}
+
+void hangUp(ClientWatch& watch) {
+  watch.gone = true;
+  if (watch.upstream) {
+    error_code ignored;
+    watch.upstream->socket().close(ignored);
+  }
+}
+
 }  // namespace
 
 void watchClient(beast::tcp_stream& client, std::shared_ptr<ClientWatch> watch) {
   // A one-byte peek is an ordinary read: asio starts it without touching epoll (the socket is registered for input
   // once, edge-triggered), where async_wait(wait_read) re-arms the descriptor with an epoll_ctl on every request.
-  // It completes with a byte (a pipelined request: not a hang-up), with eof or an error (the client is gone), or
-  // cancelled when the relay ends.
+  // It completes with a byte (a pipelined request: kept, then watched behind), with eof or an error (the client is
+  // gone), or cancelled when the relay ends.
   client.socket().async_receive(asio::buffer(watch->peek), asio::socket_base::message_peek,
-                                [watch](error_code ec, size_t) {
+                                [&client, watch](error_code ec, size_t) mutable {
                                   if (watch->done || ec == asio::error::operation_aborted) return;
-                                  if (!ec) return;  // a pipelined request, not a hang-up
-                                  watch->gone = true;
-                                  if (watch->upstream) {
-                                    error_code ignored;
-                                    watch->upstream->socket().close(ignored);
+                                  if (ec) return hangUp(*watch);
+                                  switch (keepPipelined(client, *watch)) {
+                                    case Pipelined::kKept: return watchClient(client, std::move(watch));
+                                    case Pipelined::kGone: return hangUp(*watch);
+                                    case Pipelined::kFull: return;  // the bound: no longer watched
                                   }
                                 });
 }

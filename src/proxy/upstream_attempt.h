@@ -19,11 +19,15 @@ inline constexpr uint32_t kMaxResponseHeaderBytes = 64 * 1024;
 
 // Watches the client socket while the engine works: when the client hangs up, the upstream connection is closed
 // at once so the engine stops generating. `upstream` always points at the live stream of the exchange (or is
-// null): whoever replaces or gives away that stream updates it first.
+// null): whoever replaces or gives away that stream updates it first. Bytes the client sends meanwhile (a
+// pipelined request) are moved into `pipelined` so that the hang-up behind them is still seen; the watcher stops
+// when that buffer is full (or, without one, at the first byte). `pipelined` and the client stream are touched only
+// while !done: the relay sets done before either can go.
 struct ClientWatch {
   bool done = false;
   bool gone = false;
   UpstreamStream* upstream = nullptr;
+  boost::beast::flat_buffer* pipelined = nullptr;
   char peek[1];  // the watcher's peeked byte (left in the socket)
 };
 void watchClient(boost::beast::tcp_stream& client, std::shared_ptr<ClientWatch> watch);

@@ -7,6 +7,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <array>
 #include <nlohmann/json.hpp>
 
 #include "net/ready_io.h"
@@ -16,6 +17,7 @@
 #include "server/client_auth.h"
 #include "server/gateway.h"
 #include "server/remote_tokens.h"
+#include "server/request_body.h"
 #include "server/request_outcome.h"
 #include "server/responses.h"
 #include "server/worker.h"
@@ -36,8 +38,16 @@ constexpr size_t kFirstReadBytes = 4096;
 constexpr size_t kBufferSlackBytes = 64 * 1024;
 constexpr size_t kMaxChunkExtensionBytes = 4096;
 constexpr auto kErrorWriteTimeout = std::chrono::seconds(5);
+// After a refusal that left the client's body unread (see discardUnread), what the client still sends is read and
+// dropped for at most this long, and at most this much, before the connection closes.
+constexpr auto kLingerTimeout = std::chrono::seconds(2);
+constexpr size_t kLingerMaxBytes = 1024 * 1024;
+constexpr size_t kLingerReadBytes = 4096;
+// The most one read of a chunked body takes from the socket (the session buffer's room bounds it too).
+constexpr size_t kChunkedReadBytes = 64 * 1024;
 using openai::GatewayError;
-using RequestParser = http::request_parser<http::string_body, util::RecyclingAllocator<char>>;
+// The body grows as its bytes arrive (server/request_body.h), never to the length a head announces.
+using RequestParser = http::request_parser<GrowingStringBody, util::RecyclingAllocator<char>>;
 
 // Transfer-Encoding is accepted only as one final "chunked" (RFC 9112 6.1): anything else (gzip, a doubled
 // chunked, chunked not last) would leave the body's end ambiguous between the gateway and the engine.
@@ -112,6 +122,7 @@ class ClientSession {
     }
     error_code ignored;
     stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+    if (unread_body_) co_await discardUnread();
     stream_.close();
   }
 
@@ -134,6 +145,8 @@ class ClientSession {
   asio::awaitable<bool> serveOne() {
     RequestOutcome outcome(gateway_);
     long_extension_ = false;
+    // Declared before the parser, which holds the body: the body is freed before its charge is released.
+    BodyCharge body_charge(gateway_.bodyBudget(), openai::paddingBytes());
     // The parser keeps a reference to its chunk callback: declared first, it outlives the parser.
     auto check_chunk = [this](uint64_t, std::string_view extensions, error_code& ec) {
       if (extensions.size() > kMaxChunkExtensionBytes) {
@@ -165,14 +178,36 @@ class ClientSession {
     Route route = routeOf(head.method(), head.target());
     ClientAuth auth(gateway_, outcome);
     if (route.kind == Route::kProxy || route.kind == Route::kModels) {
-      if (auto refusal = auth.authenticate(head)) {
-        // The body is read (within the usual limits) so the answer is not lost to a reset of unread bytes.
-        if (!co_await readBody(parser, outcome)) co_return false;
-        co_return co_await writeRefusal(stream_, outcome, *refusal, keep_alive) && keep_alive;
-      }
+      if (auto refusal = auth.authenticate(head)) co_return co_await refuseOnHead(parser, outcome, *refusal, keep_alive);
     }
-    if (route.kind != Route::kProxy) co_return co_await serveLocal(route, parser, outcome, auth, keep_alive);
-    co_return co_await serveProxy(route.endpoint, parser, outcome, auth, keep_alive);
+    if (route.kind != Route::kProxy)
+      co_return co_await serveLocal(route, parser, body_charge, outcome, auth, keep_alive);
+    co_return co_await serveProxy(route.endpoint, parser, body_charge, outcome, auth, keep_alive);
+  }
+
+  // A refused key is answered on the head, before a byte of the body is read: an unauthenticated client costs no
+  // body memory. With a body to come, the 401 says `connection: close` and the connection closes after it
+  // (discardUnread lets the client read the 401 first).
+  asio::awaitable<bool> refuseOnHead(RequestParser& parser, RequestOutcome& outcome, const auth::Refusal& refusal,
+                                     bool keep_alive) {
+    stream_.expires_after(kErrorWriteTimeout);  // a client that reads nothing cannot hold the connection
+    if (parser.is_done()) co_return co_await writeRefusal(stream_, outcome, refusal, keep_alive) && keep_alive;
+    unread_body_ = true;
+    co_await writeRefusal(stream_, outcome, refusal, false);
+    co_return false;
+  }
+
+  // After a refusal that left the client's body unread, with the send side shut: closing at once, with unread bytes,
+  // makes the kernel reset the connection, which can destroy the answer before the client reads it. So what the
+  // client still sends is read into a small fixed buffer and dropped (never kept: the body's memory is gone), up to
+  // kLingerMaxBytes within kLingerTimeout, or until the client closes.
+  asio::awaitable<void> discardUnread() {
+    std::array<char, kLingerReadBytes> sink;
+    stream_.expires_after(kLingerTimeout);
+    size_t discarded = 0;
+    error_code ec;
+    while (!ec && discarded < kLingerMaxBytes)
+      discarded += co_await stream_.async_read_some(asio::buffer(sink), asio::redirect_error(kAwait, ec));
   }
 
   // Reads the rest of the request head, within limits.header_timeout_ms.
@@ -233,15 +268,14 @@ class ClientSession {
     return "request body is larger than limits.max_body_bytes (" + std::to_string(limits_.max_body_bytes) + " bytes)";
   }
 
-  // Reads the rest of the body; answers 413/431/400 itself when it cannot. Trailer fields of a chunked body are
-  // dropped: they are never forwarded to the engine as headers.
-  asio::awaitable<bool> readBody(RequestParser& parser, RequestOutcome& outcome) {
+  // Reads the rest of the body; answers 413/431/400 (and 503 over limits.max_buffered_body_bytes) itself when it
+  // cannot. Trailer fields of a chunked body are dropped: they are never forwarded to the engine as headers.
+  asio::awaitable<bool> readBody(RequestParser& parser, BodyCharge& charge, RequestOutcome& outcome) {
     auto& head = parser.get();
-    if (auto length = parser.content_length(); length && *length > limits_.max_body_bytes) {
+    const auto length = parser.content_length();
+    if (length && *length > limits_.max_body_bytes) {
       co_await reject(outcome, GatewayError::kBodyTooLarge, bodyTooLarge(), false);
       co_return false;
-    } else if (length) {
-      head.body().reserve(*length + openai::paddingBytes());  // one allocation, with simdjson's padding
     }
     if (beast::iequals(head[http::field::expect], "100-continue")) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -250,23 +284,28 @@ class ClientSession {
       if (ec) co_return false;
     }
     error_code ec;
+    // The body's buffer grows up to the announced length (a chunked body: up to limits.max_body_bytes).
+    const size_t limit = length ? static_cast<size_t>(*length) : static_cast<size_t>(limits_.max_body_bytes);
     // A body already read whole with the head is parsed at once; the rest is read under the idle timeout.
     parser.eager(true);
-    while (!parser.is_done()) {
-      const size_t buffered = buffer_.size();
-      if (!net::parseBuffered(parser, buffer_, ec) || ec || buffer_.size() == buffered) break;
-    }
-    if (!ec && !parser.is_done()) {
+    bool fits = parseBufferedBody(parser, charge, limit, ec);
+    if (fits && !ec && !parser.is_done()) {
       stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
-      if (auto length = parser.content_length(); length && !parser.chunked())
-        co_await readBodyRest(head.body(), *length, ec);
+      if (length && !parser.chunked())
+        fits = co_await readBodyRest(head.body(), charge, *length, ec);
       else
-        co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
+        fits = co_await readChunkedRest(parser, charge, ec);
     }
+    if (!fits) co_return co_await refuseOverBudget(outcome);
     if (!ec) {
       if (parser.chunked()) dropTrailers(head);
       co_return true;
     }
+    co_await bodyFailed(ec, outcome);
+    co_return false;
+  }
+
+  asio::awaitable<void> bodyFailed(const error_code& ec, RequestOutcome& outcome) {
     if (ec == http::error::body_limit) {
       co_await reject(outcome, GatewayError::kBodyTooLarge, bodyTooLarge(), false);
     } else if (ec == http::error::buffer_overflow || ec == http::error::header_limit) {
@@ -282,20 +321,69 @@ class ClientSession {
     } else {
       outcome.fail(GatewayError::kMalformedHttp, "request body could not be read: " + ec.message());
     }
+  }
+
+  // The body's growth did not fit the gateway-wide budget: 503 with retry-after instead of the memory, and the
+  // connection closes (the rest of the body is unread).
+  asio::awaitable<bool> refuseOverBudget(RequestOutcome& outcome) {
+    unread_body_ = true;
+    stream_.expires_after(kErrorWriteTimeout);
+    co_await reject(outcome, GatewayError::kBodyBufferFull,
+                    "the gateway holds as many request bodies as limits.max_buffered_body_bytes (" +
+                        std::to_string(limits_.max_buffered_body_bytes) + " bytes) allows; retry later",
+                    false);
     co_return false;
+  }
+
+  // Parses what the session buffer holds into the body, the body's buffer grown (and charged) first for all of it.
+  // False when the growth does not fit the budget.
+  bool parseBufferedBody(RequestParser& parser, BodyCharge& charge, size_t limit, error_code& ec) {
+    std::string& body = parser.get().body();
+    while (!parser.is_done() && buffer_.size() > 0) {
+      if (!charge.reserve(body, body.size() + buffer_.size(), limit)) return false;
+      const size_t buffered = buffer_.size();
+      if (!net::parseBuffered(parser, buffer_, ec) || ec || buffer_.size() == buffered) break;
+    }
+    return true;
   }
 
   // The rest of a Content-Length body (the parser took what the session buffer held, which is then empty), read
   // from the socket straight into the body's string: the engine's request is written from there, so the prompt is
   // never copied between the socket and the upstream write (Beast's parser would read it into the session buffer
-  // and copy it over). A connection that ends early is a partial message, as Beast reports it.
-  asio::awaitable<void> readBodyRest(std::string& body, uint64_t length, error_code& ec) {
-    const size_t have = body.size();
-    body.resize(length);
-    const size_t n = co_await asio::async_read(stream_, asio::buffer(body.data() + have, length - have),
-                                               asio::redirect_error(kAwait, ec));
-    if (ec == asio::error::eof) ec = http::error::partial_message;
-    if (ec) body.resize(have + n);
+  // and copy it over). Read in steps, each filling the capacity the body has been charged for, which doubles from
+  // kFirstBodyStepBytes: the memory follows the bytes that came, not the length the head announced. A connection
+  // that ends early is a partial message, as Beast reports it. False when a step does not fit the budget.
+  asio::awaitable<bool> readBodyRest(std::string& body, BodyCharge& charge, uint64_t length, error_code& ec) {
+    while (!ec && body.size() < length) {
+      const size_t have = body.size();
+      if (!charge.reserve(body, have + 1, length)) co_return false;
+      const size_t step = static_cast<size_t>(std::min<uint64_t>(length, charge.charged())) - have;
+      body.resize(have + step);  // zero-fills this step only, which is read into at once
+      const size_t n = co_await asio::async_read(stream_, asio::buffer(body.data() + have, step),
+                                                 asio::redirect_error(kAwait, ec));
+      if (ec == asio::error::eof) ec = http::error::partial_message;
+      if (ec) body.resize(have + n);
+    }
+    co_return true;
+  }
+
+  // The rest of a chunked body, through Beast's parser: the session buffer is filled from the socket (as
+  // http::async_read would, at most its room at a time) and each parse step's growth of the body is charged first.
+  // False when it does not fit the budget.
+  asio::awaitable<bool> readChunkedRest(RequestParser& parser, BodyCharge& charge, error_code& ec) {
+    while (!ec && !parser.is_done()) {
+      const size_t room = buffer_.max_size() - buffer_.size();
+      if (room == 0) {
+        ec = http::error::buffer_overflow;
+        break;
+      }
+      const size_t n = co_await stream_.async_read_some(buffer_.prepare(std::min(room, kChunkedReadBytes)),
+                                                        asio::redirect_error(kAwait, ec));
+      buffer_.commit(n);
+      if (ec == asio::error::eof) ec = http::error::partial_message;
+      if (!ec && !parseBufferedBody(parser, charge, static_cast<size_t>(limits_.max_body_bytes), ec)) co_return false;
+    }
+    co_return true;
   }
 
   // Beast's parser appends a chunked body's trailer fields to the head's: remove every field after the head's own.
@@ -305,9 +393,9 @@ class ClientSession {
     while (it != head.end()) it = head.erase(it);
   }
 
-  asio::awaitable<bool> serveLocal(const Route& route, RequestParser& parser,
+  asio::awaitable<bool> serveLocal(const Route& route, RequestParser& parser, BodyCharge& charge,
                                    RequestOutcome& outcome, const ClientAuth& auth, bool keep_alive) {
-    if (!co_await readBody(parser, outcome)) co_return false;
+    if (!co_await readBody(parser, charge, outcome)) co_return false;
     if (route.kind == Route::kModels) {
       outcome.succeed(200);
       co_return co_await writeResponse(stream_, 200, "application/json",
@@ -324,9 +412,9 @@ class ClientSession {
                               "unknown path '" + openai::printable(parser.get().target(), 256) + "'", keep_alive);
   }
 
-  asio::awaitable<bool> serveProxy(openai::Endpoint endpoint, RequestParser& parser,
+  asio::awaitable<bool> serveProxy(openai::Endpoint endpoint, RequestParser& parser, BodyCharge& charge,
                                    RequestOutcome& outcome, ClientAuth& auth, bool keep_alive) {
-    if (!co_await readBody(parser, outcome)) co_return false;
+    if (!co_await readBody(parser, charge, outcome)) co_return false;
     auto& head = parser.get();
     openai::RequestView request;
     auto parse_error = openai::parseRequest(endpoint, head.body(), gateway_.config().routing.prefix_cache.include_tools,
@@ -356,6 +444,7 @@ class ClientSession {
                                         again.exclude = exclude;
                                         return gateway_.router().choose(again, worker_.rng);
                                       }};
+    relay_request.pipelined = &buffer_;  // the next request, if the client sends it during this one's response
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
     outcome.setDecision(decision, relayed);
     auth.charge(relayed);
@@ -379,6 +468,7 @@ class ClientSession {
   size_t head_fields_ = 0;      // fields in the current request's head (later ones are trailers)
   bool long_extension_ = false;  // the current request's chunk-extension check fired
   bool waiting_ = false;         // waiting for the next request (Worker::clients)
+  bool unread_body_ = false;     // a refusal left the client's body unread: discardUnread before the close
   std::string relay_heads_;      // the relay's head buffer, kept from request to request (RelayRequest::head_buffer)
 };
 

@@ -142,6 +142,13 @@ bool Gateway::start(std::string& error) {
          return std::vector<std::pair<std::map<std::string, std::string>, uint64_t>>{
              {{{"stage", "detected"}}, detected}, {{{"stage", "sent"}}, sent}};
        }});
+  metrics_.addScrapedCounter(
+      {"prefixgate_body_budget_refusals_total",
+       "Requests answered 503 (reason body_buffer_full) because their body would have taken the request bodies the "
+       "gateway holds over limits.max_buffered_body_bytes",
+       [this] {
+         return std::vector<std::pair<std::map<std::string, std::string>, uint64_t>>{{{}, body_budget_.refusals()}};
+       }});
   sessions_ = std::make_unique<routing::SessionTable>(routing::SessionTable::Settings::fromConfig(config_));
   routing::StrategyDeps deps{config_, prefix_.get(), prefix_metrics_.get(), sessions_.get()};
   router_ = std::make_unique<routing::Router>(routing::StrategyRegistry::builtin(), deps, pods_, routing::steadyNowMs);

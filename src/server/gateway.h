@@ -15,6 +15,7 @@
 #include "metrics/api_key_metrics.h"
 #include "metrics/gateway_metrics.h"
 #include "routing/router.h"
+#include "server/request_body.h"
 
 namespace prefixgate::routing {
 class PrefixServices;
@@ -72,6 +73,8 @@ class Gateway {
   bool draining() const { return draining_.load(std::memory_order_acquire); }
   std::atomic<int64_t>& activeRequests() { return active_requests_; }
   std::atomic<int64_t>& openConnections() { return open_connections_; }
+  // The client request bodies held, all connections together (limits.max_buffered_body_bytes).
+  BodyBudget& bodyBudget() { return body_budget_; }
 
  private:
   void drainAndStop();
@@ -91,6 +94,8 @@ class Gateway {
   std::unique_ptr<tokenize::RemoteTokenizer> remote_tokenizer_;
   std::unique_ptr<routing::KvSync> kv_sync_;  // KV event sync's subscriber thread; null in standard mode
   std::unique_ptr<sync::StateSync> state_sync_;  // after prefix_ and pods_, which it uses
+  // Before workers_: a session the workers' io_contexts destroy still releases its body's charge into it.
+  BodyBudget body_budget_{config_.limits.max_buffered_body_bytes};
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<ControlPlane> control_;
   std::atomic<bool> draining_{false};

@@ -111,6 +111,21 @@ TEST(ApiKeySet, FindsOnlyAnExactKey) {
   EXPECT_TRUE(set.find("sk-aaaa")->allows("anything"));
 }
 
+// Ensures a token longer than the longest key is refused without being read: find() digests nothing for it (the
+// old lookup compared it with every key, byte by byte).
+TEST(ApiKeyLookup, OverlongTokenIsRefusedWithoutBeingDigested) {
+  std::vector<ApiKeySpec> specs;
+  for (int i = 0; i < 10; ++i)
+    specs.push_back({"key-" + std::to_string(i), "sk-" + std::string(36, static_cast<char>('a' + i)), {}, {}, {}});
+  ApiKeySet set(std::move(specs), nullptr, 0);
+  EXPECT_EQ(set.longestKeyBytes(), 39u);
+  const uint64_t before = ApiKeySet::digestsOnThisThread();
+  EXPECT_FALSE(set.find(std::string(15000, 'k')));
+  EXPECT_EQ(ApiKeySet::digestsOnThisThread(), before);
+  EXPECT_FALSE(set.find(std::string(39, 'k')));  // a token within the longest key's length is digested once
+  EXPECT_EQ(ApiKeySet::digestsOnThisThread(), before + 1);
+}
+
 TEST(BearerToken, AcceptsOnlyTheBearerScheme) {
   EXPECT_EQ(bearerToken("Bearer sk-1"), "sk-1");
   EXPECT_EQ(bearerToken("bearer  sk-1 "), "sk-1");
