@@ -102,6 +102,8 @@ def test_streams_never_meet_a_connection_the_engine_closed(tmp_path, llamas, gat
     assert gw.metric("prefixgate_upstream_errors_total") == 0
     assert gw.metric("prefixgate_upstream_stale_connections_total", stage="sent") == 0
     assert gw.metric("prefixgate_upstream_stale_connections_total", stage="detected") == 0  # never pooled
+    # Counted when each relay ends, just after the client read its last byte.
+    wait_until(lambda: gw.metric("prefixgate_requests_total", status="200") >= 13, timeout=10, what="13 counted")
     assert gw.metric("prefixgate_requests_total", status="200") == 13
 
 
@@ -120,7 +122,10 @@ def test_prediction_audit_equals_what_the_engines_report(tmp_path, llamas, gatew
             assert hdrs["target-pod"] == holder  # the group follows its document
             if turn:
                 assert usage["prompt_tokens_details"]["cached_tokens"] > 0.8 * usage["prompt_tokens"]
-    audited = [p["prediction"] for p in gw.debug_pods() if p["prediction"]["responses"]]
+    # A response is audited once its relay ends, just after the client read its last byte.
+    audited_pods = lambda: [p["prediction"] for p in gw.debug_pods() if p["prediction"]["responses"]]  # noqa: E731
+    wait_until(lambda: sum(p["responses"] for p in audited_pods()) >= 6, timeout=10, what="6 responses audited")
+    audited = audited_pods()
     assert audited and sum(p["responses"] for p in audited) == 6
     for prediction in audited:
         assert prediction["accuracy"] >= 0.9, prediction
@@ -140,7 +145,10 @@ def test_bytes_per_engine_token_are_learned_from_usage(tmp_path, llamas, gateway
         _, usage, _ = chat(gw, content, stream=True)
         byte_sum = byte_sum * decay + len(content.encode())
         token_sum = token_sum * decay + usage["prompt_tokens"]
-    learned = json.loads(gw.admin("GET", "/debug/pods")[2])["models"][MODEL]
+    # Learned once each relay ends, just after the client read its last byte.
+    models = lambda: json.loads(gw.admin("GET", "/debug/pods")[2])["models"][MODEL]  # noqa: E731
+    wait_until(lambda: models()["samples"] >= 3, timeout=10, what="3 responses learned from")
+    learned = models()
     assert learned["samples"] == 3
     assert learned["bytes_per_engine_token"] == pytest.approx(byte_sum / token_sum, rel=1e-9)
     assert learned["bytes_per_engine_token"] != pytest.approx(4.0, abs=0.05)
@@ -195,6 +203,7 @@ def test_a_host_prompt_cache_is_recognised(tmp_path, llamas, gateway_factory):
     hdrs, usage, _ = chat(gw, f"{document('A')}\nOnce more.")
     assert int(hdrs["x-prefix-match-percent"]) >= 90
     assert usage["prompt_tokens_details"]["cached_tokens"] > 0.9 * usage["prompt_tokens"]
+    wait_until(lambda: gw.debug_pods()[0]["prediction"]["responses"] >= 1, timeout=10, what="audited responses")
     assert gw.debug_pods()[0]["prediction"]["accuracy"] >= 0.9
 
 
