@@ -210,7 +210,12 @@ void KvEventIndex::store(Slot& slot, uint64_t model, const engine::KvBlockStored
     held.blocks.emplace(event.block_hashes[i].value, Held{hashes_.back(), model, first_order + (kept - 1 - i)});
     ++slot.models[model];
     ++held_[tier];
-    keys_.push_back(key);
+  }
+  // Only the blocks the slot still holds as stored here are indexed: an engine hash given twice in one event is held
+  // once, under its last place, and the first key must not outlive it in the index.
+  for (size_t i = 0; i < kept; ++i) {
+    const Held& block = held.blocks.find(event.block_hashes[i].value)->second;
+    if (block.order == first_order + (kept - 1 - i)) keys_.push_back(BlockHash{mix(block.chain.value, model)});
   }
   for (size_t i = kept; i-- > 0;) held.stored.emplace_back(event.block_hashes[i].value, first_order + (kept - 1 - i));
   tiers_[tier]->record(kIndexModel, keys_, slot.id);

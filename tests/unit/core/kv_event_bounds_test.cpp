@@ -256,5 +256,19 @@ TEST(KvEventBounds, ClearsDoNotGrowState) {
   EXPECT_EQ(matchOf(index, "m", requestHashes(ids, 16), PodId{1}), 4u);
 }
 
+// Ensures an engine hash given twice in one BlockStored is held once and indexed once, so that a clear leaves no
+// index entry behind (found by kv_event_decoder_fuzz: the first key outlived the slot's map).
+TEST(KvEventBounds, AHashGivenTwiceInOneEventLeavesNothingBehind) {
+  FixedClock clock;
+  KvEventIndex index(options(10000), clock);
+  auto event = stored(tokens(0, 2 * 16), 2, 16, 1);
+  event.block_hashes[1] = event.block_hashes[0];
+  index.apply(PodId{1}, "m", batch({event}));
+  EXPECT_EQ(index.heldBlocks(), 1u);
+  EXPECT_EQ(index.indexEntries(), 1u);
+  index.apply(PodId{1}, "m", batch({engine::KvAllBlocksCleared{}}));
+  EXPECT_EQ(index.indexEntries(), 0u);
+}
+
 }  // namespace
 }  // namespace prefixgate::routing
