@@ -32,6 +32,11 @@ void readPrefixCache(YamlReader r, PrefixCacheConfig& c) {
   r.read("speculative_ttl_ms", c.speculative_ttl_ms);
   r.read("silent_publisher_ms", c.silent_publisher_ms);
   r.read("cpu_block_credit", c.cpu_block_credit);
+  r.read("kv_event_max_pod_blocks", c.kv_event_max_pod_blocks);
+  r.read("kv_event_max_pod_adapters", c.kv_event_max_pod_adapters);
+  r.read("kv_event_max_adapter_name_bytes", c.kv_event_max_adapter_name_bytes);
+  r.read("kv_event_replay_hold_mb", c.kv_event_replay_hold_mb);
+  r.read("kv_event_poll_round_kb", c.kv_event_poll_round_kb);
   r.read("tiktoken_file", c.tiktoken_file);
   r.read("tokenizer_cache_mb", c.tokenizer_cache_mb);
   r.read("scorer", c.scorer);

@@ -43,6 +43,13 @@ struct PrefixCacheConfig {
   uint32_t silent_publisher_ms = 10000;
   // KV event sync: a block the engine holds in CPU memory (offloaded) counts this much of a GPU block.
   double cpu_block_credit = 0.5;
+  // KV event sync, per pod (each data-parallel rank): what one publisher may make the gateway hold or spend, so it
+  // cannot hurt the others (docs/configuration.md, "KV event bounds").
+  uint64_t kv_event_max_pod_blocks = 65536;         // blocks per tier when its engine reports no KV capacity
+  uint32_t kv_event_max_pod_adapters = 64;          // LoRA adapters it holds blocks of at once
+  uint32_t kv_event_max_adapter_name_bytes = 256;   // a longer adapter name is refused
+  uint32_t kv_event_replay_hold_mb = 64;            // live messages held while a replay runs
+  uint32_t kv_event_poll_round_kb = 1024;           // read from one publisher per polling round
   std::string tiktoken_file;          // cl100k_base.json; empty = the copy fetched by scripts/setup.sh
   // How prefix-cache weighs a pod's match against its load: "wait" (the estimated time to first token from each
   // pod's learned rates; prefix-cache-wait) or "blend" (AIBrix's weighted blend, or its standalone rule when

@@ -151,6 +151,12 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   check.positive("routing.prefix_cache.silent_publisher_ms", r.prefix_cache.silent_publisher_ms);
   if (!(r.prefix_cache.cpu_block_credit >= 0 && r.prefix_cache.cpu_block_credit <= 1))
     check.fail("routing.prefix_cache.cpu_block_credit", "must be in [0, 1]");
+  check.positive("routing.prefix_cache.kv_event_max_pod_blocks", r.prefix_cache.kv_event_max_pod_blocks);
+  check.positive("routing.prefix_cache.kv_event_max_adapter_name_bytes", r.prefix_cache.kv_event_max_adapter_name_bytes);
+  check.positive("routing.prefix_cache.kv_event_replay_hold_mb", r.prefix_cache.kv_event_replay_hold_mb);
+  check.atMost("routing.prefix_cache.kv_event_replay_hold_mb", r.prefix_cache.kv_event_replay_hold_mb, 65536);
+  check.positive("routing.prefix_cache.kv_event_poll_round_kb", r.prefix_cache.kv_event_poll_round_kb);
+  check.atMost("routing.prefix_cache.kv_event_poll_round_kb", r.prefix_cache.kv_event_poll_round_kb, 1u << 20);
   validateStateSync(c.state_sync, check);
   check.positive("routing.prefix_cache.eviction_duration_mins", r.prefix_cache.eviction_duration_mins);
   check.atMost("routing.prefix_cache.eviction_duration_mins", r.prefix_cache.eviction_duration_mins,

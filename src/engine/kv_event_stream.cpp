@@ -2,8 +2,11 @@
 
 namespace prefixgate::engine {
 
-KvEventStream::KvEventStream(bool can_replay, size_t max_held, int64_t replay_timeout_ms)
-    : can_replay_(can_replay), max_held_(max_held), replay_timeout_ms_(replay_timeout_ms) {}
+KvEventStream::KvEventStream(bool can_replay, size_t max_held, int64_t replay_timeout_ms, size_t max_held_bytes)
+    : can_replay_(can_replay),
+      max_held_(max_held),
+      replay_timeout_ms_(replay_timeout_ms),
+      max_held_bytes_(max_held_bytes) {}
 
 KvEventStream::Action KvEventStream::startReplay(int64_t from, int64_t now_ms, bool reset) {
   state_ = State::kReplaying;
@@ -70,10 +73,20 @@ KvEventStream::Action KvEventStream::live(int64_t sequence, int64_t now_ms) {
 }
 
 void KvEventStream::hold(int64_t sequence, std::span<const uint8_t> payload) {
-  if (held_.size() >= max_held_) {
+  // Dropping any held message makes the replay fail (the pod's blocks are forgotten), so the oldest go first.
+  const bool fits = payload.size() <= max_held_bytes_ && max_held_ > 0;
+  while (fits && !held_.empty() && (held_.size() >= max_held_ || held_bytes_ + payload.size() > max_held_bytes_)) {
+    held_bytes_ -= held_.front().second.size();
     held_.pop_front();
     overflowed_ = true;
+    ++counters_.held_dropped;
   }
+  if (!fits) {
+    overflowed_ = true;
+    ++counters_.held_dropped;
+    return;
+  }
+  held_bytes_ += payload.size();
   held_.emplace_back(sequence, std::vector<uint8_t>(payload.begin(), payload.end()));
 }
 
@@ -112,6 +125,7 @@ KvEventStream::Drain KvEventStream::replayEnded(bool complete) {
     drain.messages.emplace_back(sequence, std::move(payload));
   }
   held_.clear();
+  held_bytes_ = 0;
   if (next_ < 0) next_ = 0;
   return drain;
 }

@@ -10,10 +10,12 @@
 //   - a number going back (the publisher restarted): forget the pod's blocks (the engine's cache restarted
 //     empty), and fetch what the new publisher sent before this message through replay;
 //   - a replay that cannot go back far enough (the publisher's buffer is 10,000 messages), that times out, or
-//     too many held live messages: forget the pod's blocks and rebuild from the messages there are.
+//     too many held live messages (by count or bytes): forget the pod's blocks and rebuild from the messages
+//     there are.
 // Forgetting is safe: the index then under-predicts until new events arrive, never over-predicts.
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <span>
 #include <utility>
@@ -28,12 +30,15 @@ struct KvStreamCounters {
   uint64_t replay_failures = 0; // replays that could not fill the gap (too far back, timeout, overflow)
   uint64_t resets = 0;          // times the pod's blocks were forgotten
   uint64_t late_joins = 0;      // subscriptions whose history could not be fetched
+  uint64_t held_dropped = 0;    // held live messages dropped to stay within max_held / max_held_bytes
 };
 
 class KvEventStream {
  public:
-  // `can_replay`: the pod has a replay socket. `max_held`: live messages held during a replay at most.
-  KvEventStream(bool can_replay, size_t max_held, int64_t replay_timeout_ms);
+  // `can_replay`: the pod has a replay socket. `max_held`, `max_held_bytes`: live messages held during a replay
+  // at most, and their payloads' bytes at most (a message larger than that is not held at all).
+  KvEventStream(bool can_replay, size_t max_held, int64_t replay_timeout_ms,
+                size_t max_held_bytes = std::numeric_limits<size_t>::max());
 
   struct Action {
     bool reset = false;                    // first forget every block of the pod
@@ -46,8 +51,10 @@ class KvEventStream {
   Action subscribed(int64_t now_ms);
   // A live message numbered `sequence` arrived at now_ms.
   Action live(int64_t sequence, int64_t now_ms);
-  // Keeps a live message the last live() said to hold.
+  // Keeps a live message the last live() said to hold; the oldest held ones make room when a bound is reached.
   void hold(int64_t sequence, std::span<const uint8_t> payload);
+  // Payload bytes held now.
+  size_t heldBytes() const { return held_bytes_; }
 
   // A replayed message (not the end marker) arrived. Only `reset` and `apply` are ever set.
   Action replayed(int64_t sequence);
@@ -73,6 +80,8 @@ class KvEventStream {
   bool can_replay_;
   size_t max_held_;
   int64_t replay_timeout_ms_;
+  size_t max_held_bytes_;
+  size_t held_bytes_ = 0;
   State state_ = State::kJoining;
   int64_t next_ = -1;
   int64_t replay_deadline_ms_ = 0;

@@ -29,7 +29,10 @@ std::span<const uint8_t> bytesOf(const zmq::message_t& frame) {
 // One publisher: a pod's data-parallel rank (rank r publishes on the pod's kv_events port + r).
 struct KvEventSubscriber::Subscription {
   Subscription(const discovery::PodPtr& p, uint32_t r, const KvEventSubscriber::Options& options)
-      : pod(p), rank(r), stream(!p->spec().kv_replay.empty(), options.max_held_messages, options.replay_timeout_ms) {}
+      : pod(p),
+        rank(r),
+        stream(!p->spec().kv_replay.empty(), options.max_held_messages, options.replay_timeout_ms,
+               options.max_held_bytes) {}
   discovery::PodPtr pod;
   uint32_t rank;
   KvEventStream stream;
@@ -203,13 +206,20 @@ void KvEventSubscriber::run() {
     const int64_t now = steadyMs();
     for (size_t i = 0; i < items.size(); ++i) {
       auto [sub, is_replay] = owners[i];
-      // Drain what is there (bounded per round, so one busy pod cannot starve the others).
-      for (int n = 0; n < 256 && (items[i].revents & ZMQ_POLLIN); ++n) {
+      // Drain what is there, within the round's budget: one busy or hostile pod cannot starve the others (what is
+      // left stays in the socket's queue for the next round, which then starts at once).
+      size_t round_bytes = 0;
+      for (size_t n = 0; n < options_.round_messages && round_bytes < options_.round_bytes &&
+                         (items[i].revents & ZMQ_POLLIN);
+           ++n) {
         frames.clear();
         zmq::socket_t& socket = is_replay ? *sub->replay : *sub->sub;
         if (!zmq::recv_multipart(socket, std::back_inserter(frames), zmq::recv_flags::dontwait)) break;
         std::vector<std::span<const uint8_t>> spans;
-        for (const auto& f : frames) spans.push_back(bytesOf(f));
+        for (const auto& f : frames) {
+          spans.push_back(bytesOf(f));
+          round_bytes += f.size();
+        }
         auto message = is_replay ? splitKvReplayReply(spans) : splitKvEventMessage(spans);
         if (!message) {
           if (observer_) observer_->decodeFailed(*sub->pod, "bad_frames");
@@ -282,8 +292,10 @@ void KvEventSubscriber::report(Subscription& sub) {
                          now.replays - sub.reported.replays,
                          now.replay_failures - sub.reported.replay_failures,
                          now.resets - sub.reported.resets,
-                         now.late_joins - sub.reported.late_joins};
-  if (delta.gaps || delta.restarts || delta.replays || delta.replay_failures || delta.resets || delta.late_joins)
+                         now.late_joins - sub.reported.late_joins,
+                         now.held_dropped - sub.reported.held_dropped};
+  if (delta.gaps || delta.restarts || delta.replays || delta.replay_failures || delta.resets || delta.late_joins ||
+      delta.held_dropped)
     observer_->streamCounters(*sub.pod, delta);
   sub.reported = now;
 }

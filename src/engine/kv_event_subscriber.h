@@ -40,7 +40,12 @@ class KvEventSubscriber {
  public:
   struct Options {
     int64_t replay_timeout_ms = 2000;
-    size_t max_held_messages = 10000;  // live messages held while a replay runs
+    size_t max_held_messages = 10000;    // live messages held while a replay runs
+    size_t max_held_bytes = 64u << 20;   // and their bytes, per publisher
+    // What one socket may have read per polling round (at least one message), so that one publisher's flood or
+    // large messages delay the others' events by a round, not by its whole backlog.
+    size_t round_messages = 256;
+    size_t round_bytes = 1u << 20;
   };
   // What to do with each pod's decoded batches and resets; called on the subscriber's thread only.
   struct Sink {

@@ -1,5 +1,6 @@
 #include "routing/kv/kv_sync.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "util/log.h"
@@ -35,6 +36,10 @@ KvEventMetrics::KvEventMetrics(prometheus::Registry& r)
       replay_failures_(counter(r, "prefixgate_kv_events_replay_failures_total",
                                "Replays that could not fill a gap (too far back, timed out), by pod")),
       resets_(counter(r, "prefixgate_kv_events_resets_total", "Times a pod's blocks were forgotten, by pod")),
+      refused_(counter(r, "prefixgate_kv_events_refused_total",
+                       "What a pod's publisher sent past its bounds, by pod and reason: rank (batches), adapters and "
+                       "adapter_name (BlockStored events), pod_capacity and index_share (blocks dropped, its "
+                       "oldest), replay_hold (live messages dropped while a replay ran)")),
       lag_(prometheus::BuildGauge()
                .Name("prefixgate_kv_events_lag_seconds")
                .Help("Age of the last applied message (engine timestamp to gateway), by pod")
@@ -51,9 +56,13 @@ KvEventMetrics::PodSeries& KvEventMetrics::seriesFor(const discovery::PodState& 
   PodSeries s{&messages_.Add(labels),      &blocks_stored_.Add(labels), &blocks_removed_.Add(labels),
               &clears_.Add(labels),        &orphans_.Add(labels),       &skipped_.Add(labels),
               &gaps_.Add(labels),          &restarts_.Add(labels),      &replays_.Add(labels),
-              &replay_failures_.Add(labels), &resets_.Add(labels),      &lag_.Add(labels),
+              &replay_failures_.Add(labels), &resets_.Add(labels),      {},
+              &refused_.Add({{"pod", pod.name()}, {"reason", "replay_hold"}}),
+              &lag_.Add(labels),
               &lag_histogram_.Add(labels, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1,
                                                                                   0.5, 1, 5})};
+  for (size_t i = 0; i < kKvRefusalCount; ++i)
+    s.refused[i] = &refused_.Add({{"pod", pod.name()}, {"reason", std::string(kvRefusalName(static_cast<KvRefusal>(i)))}});
   return series_.emplace(pod.name(), s).first->second;
 }
 
@@ -77,6 +86,7 @@ void KvEventMetrics::streamCounters(const discovery::PodState& pod, const engine
   s.replays->Increment(static_cast<double>(delta.replays));
   s.replay_failures->Increment(static_cast<double>(delta.replay_failures));
   s.resets->Increment(static_cast<double>(delta.resets));
+  s.replay_hold_refused->Increment(static_cast<double>(delta.held_dropped));
   if (delta.gaps || delta.restarts || delta.replay_failures)
     log::warn("kv events: pod {}: {} gaps, {} publisher restarts, {} failed replays", pod.name(), delta.gaps,
               delta.restarts, delta.replay_failures);
@@ -89,8 +99,25 @@ void KvEventMetrics::applied(const discovery::PodState& pod, const KvApplied& ap
   s.cleared->Increment(static_cast<double>(applied.clears));
   s.orphans->Increment(static_cast<double>(applied.orphan_blocks));
   s.skipped->Increment(static_cast<double>(applied.ignored_blocks));
-  s.resets->Increment(static_cast<double>(applied.overflows));
+  s.resets->Increment(static_cast<double>(applied.resets));
+  for (size_t i = 0; i < kKvRefusalCount; ++i) s.refused[i]->Increment(static_cast<double>(applied.refused[i]));
 }
+
+namespace {
+// The subscriber's per-publisher bounds, from the config (through the index's options: the gateway builds KvSync
+// from the index alone).
+engine::KvEventSubscriber::Options withBounds(engine::KvEventSubscriber::Options options, const KvEventBounds& bounds) {
+  options.max_held_bytes = bounds.replay_hold_bytes;
+  options.round_bytes = bounds.poll_round_bytes;
+  return options;
+}
+
+// What the pod's spec and engine say bounds its events: its declared ranks, its KV capacity.
+KvPodLimits limitsOf(const discovery::PodState& pod) {
+  const uint64_t tokens = pod.spec().kv_capacity_tokens ? pod.spec().kv_capacity_tokens : pod.engine().kvCapacityTokens();
+  return KvPodLimits{std::max<uint32_t>(1, pod.spec().data_parallel_size), tokens};
+}
+}  // namespace
 
 KvSync::KvSync(discovery::PodRegistry& pods, KvEventIndex& index, prometheus::Registry& registry,
                engine::KvEventSubscriber::Options options)
@@ -109,13 +136,13 @@ KvSync::KvSync(discovery::PodRegistry& pods, KvEventIndex& index, prometheus::Re
                   index_.resetPod(pod.id());
                   metrics_.lossyBatch(pod);
                 }
-                metrics_.applied(pod, index_.apply(pod.id(), model, batch));
+                metrics_.applied(pod, index_.apply(pod.id(), model, batch, limitsOf(pod)));
                 pod.kvSync().noteEvent(steadyMs());
               },
               [this](discovery::PodState& pod) { index_.resetPod(pod.id()); },
               [this](PodId id) { index_.removePod(id); },
               [](discovery::PodState& pod) { pod.kvSync().noteSubscribed(steadyMs()); }},
-          &metrics_, options) {}
+          &metrics_, withBounds(options, index.options().bounds)) {}
 
 KvSync::~KvSync() { stop(); }
 

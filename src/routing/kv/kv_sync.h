@@ -8,6 +8,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,7 +20,8 @@
 
 namespace prefixgate::routing {
 
-// prefixgate_kv_events_* by pod: messages, blocks stored and removed, decode errors, gaps, replays, resets, lag.
+// prefixgate_kv_events_* by pod: messages, blocks stored and removed, decode errors, gaps, replays, resets, lag, and
+// what was refused to keep one publisher within its bounds (refused_total{reason}).
 class KvEventMetrics final : public engine::KvEventObserver {
  public:
   explicit KvEventMetrics(prometheus::Registry& registry);
@@ -43,6 +45,8 @@ class KvEventMetrics final : public engine::KvEventObserver {
     prometheus::Counter* replays;
     prometheus::Counter* replay_failures;
     prometheus::Counter* resets;
+    std::array<prometheus::Counter*, kKvRefusalCount> refused;
+    prometheus::Counter* replay_hold_refused;  // held live messages dropped (reason "replay_hold")
     prometheus::Gauge* lag;
     prometheus::Histogram* lag_histogram;
   };
@@ -60,6 +64,7 @@ class KvEventMetrics final : public engine::KvEventObserver {
   prometheus::Family<prometheus::Counter>& replays_;
   prometheus::Family<prometheus::Counter>& replay_failures_;
   prometheus::Family<prometheus::Counter>& resets_;
+  prometheus::Family<prometheus::Counter>& refused_;
   prometheus::Family<prometheus::Gauge>& lag_;
   prometheus::Family<prometheus::Histogram>& lag_histogram_;
   std::unordered_map<std::string, PodSeries> series_;
@@ -67,7 +72,8 @@ class KvEventMetrics final : public engine::KvEventObserver {
 
 class KvSync {
  public:
-  // `index` and `pods` must outlive this.
+  // `index` and `pods` must outlive this. The subscriber's per-publisher bounds (held bytes, round budget) come from
+  // the index's options (options.bounds, set from the config), whatever `options` says of them.
   KvSync(discovery::PodRegistry& pods, KvEventIndex& index, prometheus::Registry& registry,
          engine::KvEventSubscriber::Options options);
   ~KvSync();

@@ -59,6 +59,11 @@ std::unique_ptr<PrefixServices> PrefixServices::create(const config::Config& con
     kv.block_capacity = pc.block_number;
     kv.cpu_block_credit = pc.cpu_block_credit;
     kv.seed = seed;
+    kv.bounds.max_pod_blocks = pc.kv_event_max_pod_blocks;
+    kv.bounds.max_pod_adapters = pc.kv_event_max_pod_adapters;
+    kv.bounds.max_adapter_name_bytes = pc.kv_event_max_adapter_name_bytes;
+    kv.bounds.replay_hold_bytes = size_t{pc.kv_event_replay_hold_mb} << 20;
+    kv.bounds.poll_round_bytes = size_t{pc.kv_event_poll_round_kb} << 10;
     services->enableKvEvents(std::make_unique<KvEventIndex>(kv, services->clock()),
                              KvModeOptions{std::chrono::milliseconds(pc.speculative_ttl_ms),
                                            static_cast<int64_t>(pc.silent_publisher_ms)});
@@ -161,10 +166,14 @@ void PrefixServices::removePod(PodId pod) {
   ledger_.removePod(pod);
 }
 
-void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks& out) const {
+void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks& out,
+                                std::span<const Candidate> candidates) const {
   thread_local std::vector<uint8_t> scratch;
+  thread_local std::vector<std::pair<uint32_t, uint32_t>> sizes;
   std::span<const uint8_t> bytes;
   out.hashes.clear();
+  out.other_cuts.clear();
+  sizes.clear();
   out.usable = true;
   out.block_bytes = block_size_;
   if (request.remote_tokens == openai::RequestView::RemoteTokens::kOk && request.remote_token_ids) {
@@ -174,8 +183,12 @@ void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks
     out.tokens = request.remote_token_ids->size();
     out.engine_tokens = out.tokens;
     if (kv_) {
-      const uint32_t engine_block = kv_->blockTokens(request.model);
-      out.block_bytes = (engine_block ? engine_block : kDefaultEngineBlockTokens) * tokenize::kTokenIdBytes;
+      // Each engine's block size comes from its own events: pods started with different sizes each match.
+      thread_local std::vector<PodId> pods;
+      pods.clear();
+      for (const Candidate& c : candidates) pods.push_back(c.pod_id);
+      kv_->blockSizes(pods, sizes);
+      out.block_bytes = size_t{sizes.empty() ? kDefaultEngineBlockTokens : sizes.front().first} * tokenize::kTokenIdBytes;
     }
   } else if (request.has_token_ids) {
     scratch.clear();
@@ -197,6 +210,11 @@ void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks
   }
   out.bytes = bytes.size();
   index::hashBlocks(bytes, out.block_bytes, seed_, out.hashes);
+  for (size_t i = 1; i < sizes.size() && i <= kMaxOtherBlockSizes; ++i) {
+    PromptBlocks::Cut& cut = out.other_cuts.emplace_back();
+    cut.block_tokens = sizes[i].first;
+    index::hashBlocks(bytes, size_t{cut.block_tokens} * tokenize::kTokenIdBytes, seed_, cut.hashes);
+  }
   util::releaseIfLarge(scratch);  // one huge prompt does not keep its tokens' memory on this thread
 }
 
@@ -224,10 +242,34 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
     }
     return;
   }
+  const KvPromptHashes any{0, hashes};
+  matchKv(model, std::span(&any, 1), candidates, pods, matched);
+}
+
+void PrefixServices::match(std::string_view model, const PromptBlocks& prompt, std::span<const Candidate> candidates,
+                           std::vector<PodId>& pods, std::span<uint32_t> matched) const {
+  if (!kv_) {
+    match(model, prompt.hashes, candidates, pods, matched);
+    return;
+  }
+  pods.clear();
+  for (const Candidate& c : candidates) pods.push_back(c.pod_id);
+  thread_local std::vector<KvPromptHashes> prompts;
+  prompts.clear();
+  prompts.push_back({static_cast<uint32_t>(prompt.block_bytes / tokenize::kTokenIdBytes), prompt.hashes});
+  for (const PromptBlocks::Cut& cut : prompt.other_cuts) prompts.push_back({cut.block_tokens, cut.hashes});
+  matchKv(model, prompts, candidates, pods, matched);
+}
+
+void PrefixServices::matchKv(std::string_view model, std::span<const KvPromptHashes> prompts,
+                             std::span<const Candidate> candidates, std::span<const PodId> pods,
+                             std::span<uint32_t> matched) const {
+  // The gateway's own records (speculative, pending, silent pods) are cut at the prompt's own size only.
+  const std::span<const BlockHash> hashes = prompts.front().hashes;
   thread_local std::vector<uint32_t> recent;
   thread_local std::vector<uint32_t> routed;
   recent.assign(pods.size(), 0);
-  kv_->match(model, hashes, pods, matched);
+  kv_->match(model, prompts, pods, matched);
   if (kv_options_.speculative_ttl.count() > 0) index_->match(model, hashes, pods, recent, kv_options_.speculative_ttl);
   thread_local std::vector<uint32_t> waiting;
   waiting.assign(pods.size(), 0);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@ struct PromptBlocks {
   size_t bytes = 0;        // the tokenized prompt's size (token ids: 4 bytes each)
   size_t block_bytes = 0;  // the block size the hashes were cut at
   std::vector<BlockHash> hashes;  // full blocks only
+  // KV event mode: the prompt cut at each other block size some candidates' engines use (their events say), so
+  // each pod is matched at its own size. Empty when every candidate uses block_bytes' size.
+  struct Cut {
+    uint32_t block_tokens = 0;
+    std::vector<BlockHash> hashes;
+  };
+  std::vector<Cut> other_cuts;
   // False when the prompt could not be put in the index's token domain (the remote tokenizer did not answer):
   // no hashes, and the request is routed by load alone rather than hashed in another domain.
   bool usable = true;
@@ -69,10 +77,12 @@ class PrefixServices {
                  const index::PrefixIndexOptions& options, const Clock* clock = nullptr);
 
   // Tokenizes the request's prompt (or packs its token ids: the engine's from the remote tokenizer, or the
-  // request's own) and hashes its full blocks into `out`. In KV event mode the blocks are the engine's (its block
-  // size x 4 bytes per packed token id), so they line up with the blocks its events describe. Thread-safe; reuses
-  // `out`'s and a per-thread buffer's capacity.
-  void hashPrompt(const openai::RequestView& request, PromptBlocks& out) const;
+  // request's own) and hashes its full blocks into `out`. In KV event mode the blocks are the engines' (their block
+  // size x 4 bytes per packed token id), so they line up with the blocks their events describe: cut at the size
+  // most `candidates` use (the vLLM default before any event), and at up to kMaxOtherBlockSizes other sizes of
+  // candidates into out.other_cuts. Thread-safe; reuses `out`'s and a per-thread buffer's capacity.
+  void hashPrompt(const openai::RequestView& request, PromptBlocks& out,
+                  std::span<const Candidate> candidates = {}) const;
 
   // Per candidate, the blocks of `hashes` its engine is predicted to hold. Standard mode: what the gateway routed
   // there (the index); for a slot engine (modelledSlots) not a prefix only a slot busy with another request holds
@@ -81,6 +91,10 @@ class PrefixServices {
   // last speculative_ttl (the events of a just-chosen prompt are not in yet), whichever is longer; a pod whose
   // publisher is silent is judged by the gateway's records alone. Thread-safe.
   void match(std::string_view model, std::span<const BlockHash> hashes, std::span<const Candidate> candidates,
+             std::vector<PodId>& pods_scratch, std::span<uint32_t> matched_out) const;
+  // The same for a prompt from hashPrompt: in KV event mode each pod's events are matched with the prompt cut at
+  // its engine's block size, its count given in blocks of prompt.block_bytes (rounded down). Thread-safe.
+  void match(std::string_view model, const PromptBlocks& prompt, std::span<const Candidate> candidates,
              std::vector<PodId>& pods_scratch, std::span<uint32_t> matched_out) const;
 
   // KV event mode: counts the request's blocks for `pod` until the returned hold is destroyed (the relay releases
@@ -133,6 +147,9 @@ class PrefixServices {
 
   // The vLLM default block size, assumed for the engine's blocks until its events say otherwise.
   static constexpr uint32_t kDefaultEngineBlockTokens = 16;
+  // Block sizes a prompt is cut at besides the most used one: each costs one more hashing of the prompt, and a
+  // fleet rarely runs more than two (pods beyond them match nothing until the others agree).
+  static constexpr size_t kMaxOtherBlockSizes = 3;
   const Clock& clock() const { return *clock_; }
 
   index::PrefixIndex& index() { return *index_; }
@@ -153,6 +170,10 @@ class PrefixServices {
   RecordSink* sink_ = nullptr;
   bool capacity_aware_ = false;  // PrefixServices::create sets it from the config (default on)
   bool remote_tokens_ = false;
+  // KV event mode's match of `prompts` (one per block size, the first the prompt's own) into `matched`.
+  void matchKv(std::string_view model, std::span<const KvPromptHashes> prompts, std::span<const Candidate> candidates,
+               std::span<const PodId> pods, std::span<uint32_t> matched) const;
+
   std::unique_ptr<KvEventIndex> kv_;
   KvModeOptions kv_options_;
   // KV event mode: the blocks of requests routed but not yet begun by their engine (see holdPending).

@@ -15,9 +15,9 @@ PrefixStrategy::Match& PrefixStrategy::hashAndMatch(RoutingInput& input) {
   Match& m = current();
   m.started = std::chrono::steady_clock::now();
   util::releaseIfLarge(m.prompt.hashes);  // a huge previous prompt's hashes are not kept for ever
-  services_.hashPrompt(input.request, m.prompt);
+  services_.hashPrompt(input.request, m.prompt, input.candidates);
   m.matched.assign(input.candidates.size(), 0);
-  services_.match(input.request.model, m.prompt.hashes, input.candidates, m.pods, m.matched);
+  services_.match(input.request.model, m.prompt, input.candidates, m.pods, m.matched);
   if (m.prompt.usable) {
     input.prompt_tokens = static_cast<int64_t>(m.prompt.engine_tokens);
     input.encoded_prompt_bytes = static_cast<int64_t>(m.prompt.bytes);

@@ -52,7 +52,7 @@ engine::KvEventBatch batch(std::vector<engine::KvCacheEvent> events, std::option
 
 class KvEventIndexTest : public ::testing::Test {
  protected:
-  KvEventIndexTest() : index_(KvEventIndexOptions{1000, 0.5, kSeed, 1}, clock_) {}
+  KvEventIndexTest() : index_(KvEventIndexOptions{1000, 0.5, kSeed, 1, {}}, clock_) {}
   std::vector<uint32_t> matchOf(const std::vector<uint32_t>& ids, std::vector<PodId> pods, std::string model = "m") {
     std::vector<uint32_t> out(pods.size(), 99);
     index_.match(model, requestHashes(ids), pods, out);
@@ -70,7 +70,7 @@ TEST_F(KvEventIndexTest, StoredBlocksMatchRequestHashes) {
   EXPECT_EQ(applied.blocks_stored, 2u);
   index_.apply(PodId{1}, "m", batch({stored(ids, 2, 2, 1000, 1001)}));
   EXPECT_EQ(matchOf(ids, {PodId{1}, PodId{2}}), (std::vector<uint32_t>{4, 0}));
-  EXPECT_EQ(index_.blockTokens("m"), kBlock);
+  EXPECT_EQ(index_.podBlockTokens(PodId{1}), kBlock);
   EXPECT_EQ(index_.podBlocks(PodId{1}), 4u);
   // Another model's requests see nothing.
   EXPECT_EQ(matchOf(ids, {PodId{1}}, "other"), (std::vector<uint32_t>{0}));
@@ -137,22 +137,26 @@ TEST_F(KvEventIndexTest, TiersGroupsAndRanks) {
   disk.medium = engine::KvMedium::kOther;
   EXPECT_EQ(index_.apply(PodId{2}, "m", batch({disk})).ignored_blocks, 4u);
   EXPECT_EQ(matchOf(ids, {PodId{2}}), (std::vector<uint32_t>{0}));
-  index_.apply(PodId{3}, "m", batch({stored(ids, 0, 1, 400, std::nullopt)}, 0));
-  index_.apply(PodId{3}, "m", batch({stored(ids, 0, 4, 500, std::nullopt)}, 1));
+  const KvPodLimits two_ranks{2, 0};
+  index_.apply(PodId{3}, "m", batch({stored(ids, 0, 1, 400, std::nullopt)}, 0), two_ranks);
+  index_.apply(PodId{3}, "m", batch({stored(ids, 0, 4, 500, std::nullopt)}, 1), two_ranks);
   EXPECT_EQ(matchOf(ids, {PodId{3}}), (std::vector<uint32_t>{4}));
   index_.removePod(PodId{3});
   EXPECT_EQ(matchOf(ids, {PodId{3}}), (std::vector<uint32_t>{0}));
 }
 
-// Ensures a pod whose event view outgrows the index's capacity (a publisher that never removes) is forgotten rather
-// than left to grow without bound.
-TEST(KvEventIndexBound, OverflowingPodIsForgotten) {
+// Ensures a pod whose event view outgrows the index's capacity (a publisher that never removes) keeps no more than
+// the index holds, the head of its chain, rather than growing without bound.
+TEST(KvEventIndexBound, OverflowingPodKeepsWhatTheIndexHolds) {
   FixedClock clock;
-  KvEventIndex index(KvEventIndexOptions{4, 0.5, kSeed, 1}, clock);
+  KvEventIndex index(KvEventIndexOptions{4, 0.5, kSeed, 1, {}}, clock);
   const auto ids = tokens(0, 5 * kBlock);
   KvApplied applied = index.apply(PodId{1}, "m", batch({stored(ids, 0, 5, 0, std::nullopt)}));
-  EXPECT_EQ(applied.overflows, 1u);
-  EXPECT_EQ(index.podBlocks(PodId{1}), 0u);
+  EXPECT_EQ(applied.refusedFor(KvRefusal::kPodCapacity), 1u);
+  EXPECT_EQ(index.podBlocks(PodId{1}), 4u);
+  std::vector<uint32_t> out(1);
+  index.match("m", requestHashes(ids), std::vector<PodId>{PodId{1}}, out);
+  EXPECT_EQ(out[0], 4u);
 }
 
 // Ensures an event whose token count does not fit its blocks (null or masked blocks left out) is not indexed.
@@ -185,7 +189,7 @@ TEST(PrefixServicesKv, PendingHoldCountsUntilTheEngineBegins) {
   SettableClock clock;
   PrefixServices services(std::make_unique<tokenize::CharacterTokenizer>(), 64, kSeed,
                           index::PrefixIndexOptions{1000, std::chrono::minutes(20), 1}, &clock);
-  services.enableKvEvents(std::make_unique<KvEventIndex>(KvEventIndexOptions{1000, 0.5, kSeed, 1}, clock),
+  services.enableKvEvents(std::make_unique<KvEventIndex>(KvEventIndexOptions{1000, 0.5, kSeed, 1, {}}, clock),
                           KvModeOptions{std::chrono::milliseconds(2000), 10000});
   const auto hashes = requestHashes(tokens(0, 3 * kBlock));
   std::vector<Candidate> candidates(2);

@@ -143,5 +143,29 @@ TEST(KvEventStream, HeldOverflowResets) {
   EXPECT_EQ(drain.messages[0].first, 6);
 }
 
+// Ensures live messages held while a replay runs stay within their byte bound: the oldest make room, a message
+// larger than the bound is not held, every drop is counted, and a replay that lost held messages forgets the pod.
+TEST(KvEventStream, HeldMessagesAreBoundedInBytes) {
+  KvEventStream stream(true, 10000, kTimeout, 100);
+  stream.live(0, 0);
+  ASSERT_TRUE(stream.live(5, 0).hold);
+  const std::vector<uint8_t> payload(30, 7);
+  for (int64_t seq = 5; seq < 15; ++seq) {
+    stream.hold(seq, payload);
+    EXPECT_LE(stream.heldBytes(), 100u) << seq;
+  }
+  EXPECT_EQ(stream.heldBytes(), 90u);
+  EXPECT_EQ(stream.counters().held_dropped, 7u);
+  stream.hold(15, std::vector<uint8_t>(101, 1));  // larger than the bound: not held at all
+  EXPECT_EQ(stream.heldBytes(), 90u);
+  EXPECT_EQ(stream.counters().held_dropped, 8u);
+  for (int64_t seq = 1; seq < 5; ++seq) stream.replayed(seq);
+  auto drain = stream.replayEnded(true);
+  EXPECT_TRUE(drain.reset);
+  ASSERT_EQ(drain.messages.size(), 3u);
+  EXPECT_EQ(drain.messages.front().first, 12);
+  EXPECT_EQ(stream.heldBytes(), 0u);
+}
+
 }  // namespace
 }  // namespace prefixgate::engine
