@@ -3,23 +3,9 @@ stops promising prefixes the engine must have evicted."""
 import json
 
 from harness import Sim, request, wait_until
+from prefix_helpers import chat, route, words
 
-MODEL = "sim-model"
 CAPACITY_TOKENS = 2048   # 128 engine blocks of 16 tokens
-
-
-def chat(content):
-    return {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": 2}
-
-
-def words(tag, n):
-    return "".join(f"{tag}{i:03d} " for i in range(n))
-
-
-def route(gw, body):
-    status, _, raw = gw.admin("POST", "/debug/route", json.dumps(body))
-    assert status == 200, raw
-    return {p["name"]: p["match_percent"] for p in json.loads(raw)["pods"]}
 
 
 def fill(gw, sim):

@@ -9,25 +9,7 @@ import msgpack
 import zmq
 
 from harness import Sim, request, wait_until
-
-MODEL = "sim-model"
-KV_MODE = {"routing": {"strategy": "prefix-cache",
-                       "prefix_cache": {"kv_event_sync": True, "speculative_ttl_ms": 0}}}
-
-
-def chat(content, max_tokens=2):
-    return {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens}
-
-
-def words(tag, n):
-    return "".join(f"{tag}{i:03d} " for i in range(n))
-
-
-def route(gw, body):
-    """{pod name: match percent} of the gateway's dry-run decision for `body`."""
-    status, _, raw = gw.admin("POST", "/debug/route", json.dumps(body))
-    assert status == 200, raw
-    return {p["name"]: p["match_percent"] for p in json.loads(raw)["pods"]}
+from prefix_helpers import KV_MODE, chat, route, words
 
 
 def direct(sim, body):

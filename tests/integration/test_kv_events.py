@@ -9,33 +9,10 @@ import msgpack
 import pytest
 import zmq
 
-from harness import Gateway, Sim, request, wait_until
+from harness import Sim, request, wait_until
+from prefix_helpers import KV_MODE, chat, route, send, words
 
-MODEL = "sim-model"
-KV_MODE = {"routing": {"strategy": "prefix-cache",
-                       "prefix_cache": {"kv_event_sync": True, "speculative_ttl_ms": 0}}}
 STANDARD = {"routing": {"strategy": "prefix-cache"}}
-
-
-def chat(content, max_tokens=2):
-    return {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens}
-
-
-def words(tag, n):
-    return "".join(f"{tag}{i:03d} " for i in range(n))   # 5-char words: n * 5 bytes
-
-
-def route(gw, body):
-    """{pod name: match percent} of the gateway's dry-run decision for `body`."""
-    status, _, raw = gw.admin("POST", "/debug/route", json.dumps(body))
-    assert status == 200, raw
-    return {p["name"]: p["match_percent"] for p in json.loads(raw)["pods"]}
-
-
-def send(gw, body):
-    status, headers, raw = gw.call("POST", "/v1/chat/completions", json.dumps(body))
-    assert status == 200, raw
-    return headers["target-pod"]
 
 
 def metric(gw, name, pod):

@@ -5,36 +5,14 @@ still matches. (Before, any edit replaced the pod: a new id, not ready until its
 prefix records and subscription dropped: 503s under load and the holder's match fell to 0 %.)"""
 import json
 import threading
-import time
 
 from harness import Sim, wait_until, write_pods
+from prefix_helpers import KV_MODE, MODEL, chat, route, send, words
 
-MODEL = "sim-model"
 # Two passing checks make a new pod ready: a replaced pod would be out of the candidates for ~2 intervals.
 HEALTH = {"health_check": {"interval_ms": 300, "healthy_threshold": 2}}
 STANDARD = {"routing": {"strategy": "prefix-cache"}} | HEALTH
-KV_MODE = {"routing": {"strategy": "prefix-cache", "prefix_cache": {"kv_event_sync": True, "speculative_ttl_ms": 0}}
-           } | HEALTH
-
-
-def chat(content, max_tokens=2):
-    return {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens}
-
-
-def words(tag, n):
-    return "".join(f"{tag}{i:03d} " for i in range(n))
-
-
-def route(gw, body):
-    status, _, raw = gw.admin("POST", "/debug/route", json.dumps(body))
-    assert status == 200, raw
-    return {p["name"]: p["match_percent"] for p in json.loads(raw)["pods"]}
-
-
-def send(gw, body):
-    status, headers, raw = gw.call("POST", "/v1/chat/completions", json.dumps(body))
-    assert status == 200, raw
-    return headers["target-pod"]
+KV_HEALTH = KV_MODE | HEALTH
 
 
 def pods_by_name(gw):
@@ -108,7 +86,7 @@ def test_kv_event_pod_keeps_its_records_and_subscription_through_edits(tmp_path,
     sims = [Sim(tmp_path, f"kv-edit-{i}", "--kv-capacity-tokens", "4096", kv_events=True, time_scale="0.01")
             for i in range(2)]
     try:
-        gw = gateway_factory(sims, config=KV_MODE)
+        gw = gateway_factory(sims, config=KV_HEALTH)
         first = chat(words("first", 150))
         holder = send(gw, first)
         wait_until(lambda: route(gw, first)[holder] >= 90, what="the first prompt's blocks indexed")

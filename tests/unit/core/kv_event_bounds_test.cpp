@@ -9,22 +9,15 @@
 #include "routing/kv/kv_event_index.h"
 #include "routing/prefix/prefix_services.h"
 #include "tokenize/tokenizer.h"
+#include "unit/core/kv_fixtures.h"
 
 namespace prefixgate::routing {
 namespace {
 
 constexpr uint64_t kSeed = 11;
 
-class FixedClock final : public Clock {
- public:
-  SteadyTime now() const override { return SteadyTime{}; }
-};
-
-std::vector<uint32_t> tokens(uint32_t first, size_t n) {
-  std::vector<uint32_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<uint32_t>(i);
-  return out;
-}
+using testing::FixedClock;
+using testing::tokens;
 
 // The gateway's hashes of engine token ids cut at `block` tokens.
 std::vector<BlockHash> requestHashes(const std::vector<uint32_t>& ids, uint32_t block) {

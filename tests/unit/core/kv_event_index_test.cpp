@@ -7,6 +7,7 @@
 
 #include "index/block_hash.h"
 #include "tokenize/tokenizer.h"
+#include "unit/core/kv_fixtures.h"
 
 namespace prefixgate::routing {
 namespace {
@@ -14,16 +15,8 @@ namespace {
 constexpr uint32_t kBlock = 16;  // engine block size, tokens
 constexpr uint64_t kSeed = 7;
 
-class FixedClock final : public Clock {
- public:
-  SteadyTime now() const override { return SteadyTime{}; }
-};
-
-std::vector<uint32_t> tokens(uint32_t first, size_t n) {
-  std::vector<uint32_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<uint32_t>(i);
-  return out;
-}
+using testing::FixedClock;
+using testing::tokens;
 
 // The gateway's hashes of a prompt given as engine token ids (what KV mode does with the remote tokenizer's ids).
 std::vector<BlockHash> requestHashes(const std::vector<uint32_t>& ids) {
