@@ -222,9 +222,10 @@ def test_a_silent_publisher_falls_back_to_the_gateways_own_records(tmp_path, gat
     sim = Sim(tmp_path, "mute", time_scale="0.01")
     try:
         entry = sim.pod_entry() | {"kv_events": f"tcp://127.0.0.1:{mute_port}"}
+        # Silent after 1.5 s without events: room for a slow machine before the first check below.
         config = {"routing": {"strategy": "prefix-cache",
                               "prefix_cache": {"kv_event_sync": True, "speculative_ttl_ms": 0,
-                                               "silent_publisher_ms": 300}}}
+                                               "silent_publisher_ms": 1500}}}
         gw = gateway_factory([entry], config=config)
         prompt = chat(words("quiet", 100))
         send(gw, prompt)
