@@ -8,7 +8,7 @@ import time
 import msgpack
 import zmq
 
-from harness import Sim, request, wait_until
+from harness import GATEWAY_BIN, Sim, request, sanitized, wait_until
 from prefix_helpers import KV_MODE, chat, route, words
 
 
@@ -142,7 +142,9 @@ def test_a_hostile_publisher_does_not_hurt_a_normal_pod(tmp_path, gateway_factor
         wait_until(applied, timeout=60, what="the clears applied")
         assert all(route(gw, p)["normal"] >= 90 for p in prompts), [route(gw, p) for p in prompts]
         grown = rss_mb(gw.proc.pid) - before
-        assert grown < 100, f"the gateway grew by {grown:.0f} MB"
+        # A sanitizer build's RSS holds what its allocator quarantines after every free (ASan: up to 256 MB), so only
+        # the release build's says what the gateway keeps (369 MB under ASan with a 41 MB release growth).
+        assert grown < 100 or sanitized(GATEWAY_BIN), f"the gateway grew by {grown:.0f} MB"
         refused = {reason: metric(gw, "prefixgate_kv_events_refused_total", pod="hostile", reason=reason)
                    for reason in ("rank", "adapters", "adapter_name", "pod_capacity", "index_share")}
         assert refused["rank"] == 60
