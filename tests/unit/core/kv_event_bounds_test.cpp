@@ -35,12 +35,7 @@ engine::KvBlockStored stored(const std::vector<uint32_t>& ids, size_t blocks, ui
   return event;
 }
 
-engine::KvEventBatch batch(std::vector<engine::KvCacheEvent> events, std::optional<uint32_t> rank = std::nullopt) {
-  engine::KvEventBatch b;
-  b.events = std::move(events);
-  b.data_parallel_rank = rank;
-  return b;
-}
+using testing::batch;
 
 KvEventIndexOptions options(size_t capacity, KvEventBounds bounds = {}) {
   KvEventIndexOptions o{capacity, 0.5, kSeed, 1, {}};

@@ -1,9 +1,12 @@
 #pragma once
-// What the KV event index tests share: a clock that never moves and runs of distinct token ids.
+// What the KV event index tests share: a clock that never moves, runs of distinct token ids, a message.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
+#include "engine/kv_event_decoder.h"
 #include "prefixgate/types.h"
 
 namespace prefixgate::testing {
@@ -18,6 +21,15 @@ inline std::vector<uint32_t> tokens(uint32_t first, size_t n) {
   std::vector<uint32_t> out(n);
   for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<uint32_t>(i);
   return out;
+}
+
+// One publisher message of `events`, from data-parallel rank `rank` (none: a publisher without ranks).
+inline engine::KvEventBatch batch(std::vector<engine::KvCacheEvent> events,
+                                  std::optional<uint32_t> rank = std::nullopt) {
+  engine::KvEventBatch b;
+  b.events = std::move(events);
+  b.data_parallel_rank = rank;
+  return b;
 }
 
 }  // namespace prefixgate::testing
