@@ -490,6 +490,13 @@ def growth_rules(samples, warmup_s, fds_before, fds_drained):
     return rules
 
 
+def subscribed_and_synced(gateway):
+    """Every pod's KV event subscription and the state sync's Redis connection are up."""
+    pods = gateway.debug_pods()
+    return all(p.get("kv_sync", {}).get("subscribed") for p in pods) and gateway.metric(
+        "prefixgate_state_sync_connected") == 1
+
+
 def wait_for_drain(gateway, fds_before):
     """Fds once idle upstream and client connections closed (the pool's idle time), or after 15 s."""
     deadline = time.monotonic() + 15
@@ -576,7 +583,10 @@ def run(duration_s, out_dir, workdir, time_scale):
     samples, threads, alive, backend_errors, counted = [], [], True, [], None
     try:
         gateway = harness.Gateway(workdir, [*sims[:3], hostile_entry], config)
-        fds_before = gateway_resources(gateway.proc.pid)[1]
+        # Descriptors once the KV event subscriptions and the Redis connections are open: they open on their own
+        # threads, after /readyz; counted before them, the drained count would be compared with too few.
+        harness.wait_until(lambda: subscribed_and_synced(gateway), timeout=30, what="KV subscriptions and state sync")
+        fds_before = harness.settled(lambda: gateway_resources(gateway.proc.pid)[1], timeout_s=5, interval_s=0.5)
         threads = [threading.Thread(target=normal_client, args=(gateway.port, n, stop, tally), daemon=True)
                    for n in range(NORMAL_CLIENTS)]
         threads += [threading.Thread(target=hostile_client, args=(kind, gateway.port, 100 + n, stop, tally),
