@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """A soak run: the real gateway (threads: 2) in front of four simulated engines, for a set time, under mixed normal
-traffic, pod churn and hostile clients at once, recording what it costs and failing on what must not happen.
+traffic, pod churn, hostile clients, a hostile KV event publisher and a hostile Redis writer at once, recording what
+it costs and failing on what must not happen.
 
 Normal clients (NORMAL_CLIENTS threads) send chat and text completions, streamed and not, whose prompts share a few
 long prefixes (so the prefix-cache strategy matches and records). Each request must succeed: status 200 and, for a
@@ -11,9 +12,24 @@ run alongside: slowloris heads, a head that never ends, bodies over limits.max_b
 JSON, made-up model names (all distinct), invalid UTF-8 in the model, the path and the routing-strategy header,
 garbage bytes, clients that hang up in the middle of a stream, and a chunked body with a huge chunk extension.
 
+The gateway routes by the engines' KV events (routing.prefix_cache.kv_event_sync: the engines publish theirs, and
+churn restarts them publishing on new ports) and shares its state through a real Redis (state_sync, key prefix
+STATE_SYNC_PREFIX). Hostile back-ends (soak_hostile_backends.py, one thread each, bounded in rate) run alongside: a KV
+event publisher that is the kv_events / kv_replay endpoint of a fifth engine's pod entry (KV_HOSTILE_POD, which
+serves normal requests too and claims a small KV cache, HOSTILE_POD_KV_TOKENS) and abuses vLLM's wire format
+(floods, undeclared ranks, adapter names new and over-long, clears, large and over-limit messages, gaps answered
+badly by its replay socket, restarts, odd block sizes, malformed msgpack and frames), and a Redis writer that puts
+what no replica writes into the keys the replicas share (load lines with absurd counts and addresses, made-up
+replicas, garbage and malformed stream entries and snapshot members, keys of the wrong type for half a second).
+A hostile load line for a real pod makes it look busy (no limits.max_in_flight_per_pod is set: it is still served).
+What fills with distinct prompts (the engines' KV caches, SIM_ARGS, and the remote tokenizer's cache,
+TOKENIZER_CACHE_ENTRIES) is small enough to be full, and evicting, by the end of the warm-up.
+
 Every SAMPLE_INTERVAL_S seconds a line goes to soak-samples.jsonl: the gateway's RSS and open file descriptors
-(/proc/PID/status, /proc/PID/fd), the number of series in its /metrics, requests ok / failed per client kind so far,
-and the normal clients' latency p50 / p99 over the interval. At the end soak-summary.json and soak-summary.md.
+(/proc/PID/status, /proc/PID/fd), the number of series in its /metrics, the KV event messages it applied from the
+hostile publisher so far, requests ok / failed per client kind so far, and the normal clients' latency p50 / p99
+over the interval. At the end soak-summary.json and soak-summary.md (with what each hostile back-end sent, by kind,
+and what the gateway counted of it).
 
 The rules; the run exits 1 when any is broken:
   no lost request      every normal request succeeded (and at least MIN_NORMAL_PER_S per second were sent)
@@ -21,6 +37,13 @@ The rules; the run exits 1 when any is broken:
                        OpenAI-shaped error body, or a close where stated) within its time bound, never a 2xx/5xx
   gateway alive        the gateway ran to the end and stopped on SIGTERM without a sanitizer report
   pod churn            at least one remove-kill-restart cycle ran, and every step of it happened in time
+  hostile KV publisher it sent every kind and was asked for replays; the gateway counted refusals (reason rank,
+                       adapters, adapter_name), decode errors, gaps, replays and clears for its pod, took no block
+                       of another pod for them (index_share), and still applied its messages in the last half of
+                       the samples (a message over 8 MiB once ended the subscription for good)
+  hostile Redis writer it wrote every kind without an error of its own; the gateway counted malformed and
+                       unknown-pod session pins and Redis errors (the keys of the wrong type), and at the end is
+                       connected to Redis with its own load heartbeat there
   no RSS growth        after the warm-up (WARMUP_SHARE of the run, at least MIN_WARMUP_S), the median RSS of the
                        last half of the samples <= the median of the first half * (1 + RSS_GROWTH_SHARE)
                        + RSS_GROWTH_SLACK_MIB (medians, so one burst does not decide)
@@ -52,6 +75,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 import provenance  # noqa: E402
+import soak_hostile_backends as backends  # noqa: E402
 
 SAMPLE_INTERVAL_S = 10
 NORMAL_CLIENTS = 4
@@ -67,6 +91,14 @@ CLOSE_MARGIN_S = 5             # how much later than its limit a refusal may com
 DEEP_JSON_DEPTH = 100_000
 HUGE_CAP_BYTES = 4 << 20       # a never-ending head or chunk extension is cut off by us after this much
 MODEL = "sim-model"
+KV_HOSTILE_POD = "pod-kv-hostile"   # a simulated engine whose KV events come from backends.HostileKvPublisher
+STATE_SYNC_PREFIX, REPLICA_ID = "soak", "soak-gateway"   # state_sync.key_prefix and .replica_id
+HOSTILE_POD_KV_TOKENS = 32_000      # the hostile pod's kv_capacity_tokens: 2,000 blocks of 16 tokens
+# What fills with distinct prompts is made small enough to fill within the warm-up, so that the growth rules see
+# it full, evicting, rather than filling: the engines' KV caches (which the gateway's index follows through their
+# events) and the remote tokenizer's cache of /tokenize answers.
+SIM_ARGS = ("--kv-capacity-tokens", "40000")
+TOKENIZER_CACHE_ENTRIES = 1000
 SHARED_PREFIXES = [f"You are assistant {n}. " + " ".join(f"rule {n}.{i}: answer briefly and politely;"
                                                             for i in range(40)) for n in range(4)]
 
@@ -363,14 +395,15 @@ def engine_in_flight(sim):
     return sum(values) if status == 200 and values else None
 
 
-def churn(gateway, sims, workdir, time_scale, duration_s, stop, events, cycles):
+def churn(gateway, sims, fixed, workdir, time_scale, duration_s, stop, events, cycles):
     """Adds pod-d at a fifth of the run, then every churn period removes pod-b or pod-c, kills its engine once it
-    left the gateway and drained, restarts it on its port and adds it back (cycles[0] counts the cycles done)."""
+    left the gateway and drained, restarts it on its port (with new KV event ports) and adds it back (cycles[0]
+    counts the cycles done). The pod entries in `fixed` stay in the file throughout."""
     def log(what):
         events.append({"t": round(time.monotonic() - t0, 1), "event": what})
 
     def in_file():
-        return [s for s in sims if s.name in members]
+        return [s for s in sims if s.name in members] + fixed
 
     t0 = time.monotonic()
     members = {"pod-a", "pod-b", "pod-c"}
@@ -394,8 +427,8 @@ def churn(gateway, sims, workdir, time_scale, duration_s, stop, events, cycles):
         log(f"removed and killed {victim.name}")
         if stop.wait(period / 4):
             return
-        sims[sims.index(victim)] = harness.Sim(workdir, victim.name, model=MODEL, time_scale=time_scale,
-                                               port=victim.port)
+        sims[sims.index(victim)] = harness.Sim(workdir, victim.name, *SIM_ARGS, model=MODEL, time_scale=time_scale,
+                                               port=victim.port, kv_events=True)
         members.add(victim.name)
         harness.write_pods(gateway.pods_file, in_file())
         log(f"restarted and re-added {victim.name}")
@@ -410,15 +443,24 @@ def gateway_resources(pid):
     return rss_kib / 1024, len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def series_count(gateway):
-    return sum(1 for line in gateway.metrics_text().splitlines() if line and not line.startswith("#"))
+def metrics_sample(gateway):
+    """(the number of /metrics series, the KV event messages the gateway applied from the hostile publisher)."""
+    series, kv_messages = 0, 0.0
+    hostile = f'prefixgate_kv_events_messages_total{{pod="{KV_HOSTILE_POD}"}} '
+    for line in gateway.metrics_text().splitlines():
+        if line and not line.startswith("#"):
+            series += 1
+            if line.startswith(hostile):
+                kv_messages = float(line[len(hostile):])
+    return series, kv_messages
 
 
 def sample(gateway, t0, tally, events, out):
     counts, latencies = tally.snapshot()
     rss_mib, fds = gateway_resources(gateway.proc.pid)
-    row = {"t": round(time.monotonic() - t0, 1), "rss_mib": round(rss_mib, 1), "fds": fds,
-           "series": series_count(gateway), "latency_p50_s": percentile(latencies, 0.5),
+    series, kv_messages = metrics_sample(gateway)
+    row = {"t": round(time.monotonic() - t0, 1), "rss_mib": round(rss_mib, 1), "fds": fds, "series": series,
+           "kv_hostile_messages": kv_messages, "latency_p50_s": percentile(latencies, 0.5),
            "latency_p99_s": percentile(latencies, 0.99), "requests": counts, "events": events[:]}
     events.clear()
     out.write(json.dumps(row) + "\n")
@@ -448,6 +490,13 @@ def growth_rules(samples, warmup_s, fds_before, fds_drained):
     return rules
 
 
+def subscribed_and_synced(gateway):
+    """Every pod's KV event subscription and the state sync's Redis connection are up."""
+    pods = gateway.debug_pods()
+    return all(p.get("kv_sync", {}).get("subscribed") for p in pods) and gateway.metric(
+        "prefixgate_state_sync_connected") == 1
+
+
 def wait_for_drain(gateway, fds_before):
     """Fds once idle upstream and client connections closed (the pool's idle time), or after 15 s."""
     deadline = time.monotonic() + 15
@@ -456,6 +505,14 @@ def wait_for_drain(gateway, fds_before):
         if fds <= fds_before or time.monotonic() > deadline:
             return fds
         time.sleep(0.5)
+
+
+def compact(value):
+    """A dict as `key value` pairs, nested ones in braces, for a table cell."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {'{' + compact(v) + '}' if isinstance(v, dict) else compact(v)}"
+                         for k, v in value.items())
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def markdown(summary):
@@ -467,30 +524,69 @@ def markdown(summary):
     for kind, c in summary["requests"].items():
         first = (summary["first_failures"].get(kind) or [""])[0].replace("|", "\\|")[:160]
         lines.append(f"| {kind} | {c['ok']} | {c['failed']} | {first} |")
-    lines += ["", "| t (s) | RSS (MiB) | fds | /metrics series | normal p50 (ms) | normal p99 (ms) | events |",
-              "| ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    backends_seen = summary["hostile_backends"]
+    counted = backends_seen["gateway_counted"] or {}
+    lines += ["", "| hostile back-end | sent, by kind | the gateway counted |", "| --- | --- | --- |",
+              f"| KV publisher ({KV_HOSTILE_POD}) | {compact(backends_seen['kv_publisher_sent'])} | "
+              f"{compact(counted.get('kv_hostile_pod', {}))} |",
+              f"| Redis writer | {compact(backends_seen['redis_writer_sent'])} | "
+              f"{compact(counted.get('state_sync', {}))} |"]
+    lines += ["", "| t (s) | RSS (MiB) | fds | /metrics series | hostile KV messages applied | normal p50 (ms) | "
+              "normal p99 (ms) | events |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     ms = lambda v: "-" if v is None else f"{v * 1000:.0f}"  # noqa: E731
     for s in summary["samples"]:
         events = "; ".join(e["event"] for e in s["events"])
-        lines.append(f"| {s['t']:g} | {s['rss_mib']:g} | {s['fds']} | {s['series']} | {ms(s['latency_p50_s'])} | "
+        lines.append(f"| {s['t']:g} | {s['rss_mib']:g} | {s['fds']} | {s['series']} | "
+                     f"{s.get('kv_hostile_messages', 0):g} | {ms(s['latency_p50_s'])} | "
                      f"{ms(s['latency_p99_s'])} | {events} |")
     return "\n".join(lines) + "\n"
+
+
+def start_backends(workdir, time_scale):
+    """Redis, the normal engines (publishing their KV events), the hostile KV publisher and the engine whose pod
+    entry names it: (redis, sims, publisher, hostile_sim)."""
+    redis = harness.RedisServer(workdir)
+    sims, publisher, hostile_sim = [], None, None
+    try:
+        sims = [harness.Sim(workdir, f"pod-{c}", *SIM_ARGS, model=MODEL, time_scale=time_scale, kv_events=True)
+                for c in "abcd"]
+        publisher = backends.HostileKvPublisher(seed=7)
+        hostile_sim = harness.Sim(workdir, KV_HOSTILE_POD, *SIM_ARGS, model=MODEL, time_scale=time_scale)
+    except BaseException:
+        for process in [*sims, hostile_sim, redis]:
+            if process is not None:
+                process.kill()
+        if publisher is not None:
+            publisher.close()
+        raise
+    return redis, sims, publisher, hostile_sim
 
 
 def run(duration_s, out_dir, workdir, time_scale):
     out_dir.mkdir(parents=True, exist_ok=True)
     git = provenance.git_info()
     tally, stop, events = Tally(), threading.Event(), []
-    sims = [harness.Sim(workdir, f"pod-{c}", model=MODEL, time_scale=time_scale) for c in "abcd"]
-    config = {"log_level": "warn", "routing": {"strategy": "prefix-cache"},
+    redis, sims, publisher, hostile_sim = start_backends(workdir, time_scale)
+    # The hostile publisher's pod claims a small KV cache, so that its floods also meet the pod's capacity.
+    hostile_entry = publisher.pod_entry(hostile_sim) | {"kv_capacity_tokens": HOSTILE_POD_KV_TOKENS}
+    config = {"log_level": "warn",
+              "routing": {"strategy": "prefix-cache",
+                          "prefix_cache": {"kv_event_sync": True,
+                                           "remote_tokenizer_cache_entries": TOKENIZER_CACHE_ENTRIES}},
               "limits": {"max_body_bytes": MAX_BODY_BYTES, "header_timeout_ms": HEADER_TIMEOUT_MS,
                          "client_idle_timeout_ms": 5000},
-              "upstream": {"pool_idle_ms": 2000}}
-    gateway = harness.Gateway(workdir, sims[:3], config)
+              "upstream": {"pool_idle_ms": 2000},
+              "state_sync": {"enabled": True, "redis": redis.url, "key_prefix": STATE_SYNC_PREFIX,
+                             "replica_id": REPLICA_ID}}
+    gateway = None
     warmup_s = max(MIN_WARMUP_S, WARMUP_SHARE * duration_s)
-    samples, threads, alive = [], [], True
+    samples, threads, alive, backend_errors, counted = [], [], True, [], None
     try:
-        fds_before = gateway_resources(gateway.proc.pid)[1]
+        gateway = harness.Gateway(workdir, [*sims[:3], hostile_entry], config)
+        # Descriptors once the KV event subscriptions and the Redis connections are open: they open on their own
+        # threads, after /readyz; counted before them, the drained count would be compared with too few.
+        harness.wait_until(lambda: subscribed_and_synced(gateway), timeout=30, what="KV subscriptions and state sync")
+        fds_before = harness.settled(lambda: gateway_resources(gateway.proc.pid)[1], timeout_s=5, interval_s=0.5)
         threads = [threading.Thread(target=normal_client, args=(gateway.port, n, stop, tally), daemon=True)
                    for n in range(NORMAL_CLIENTS)]
         threads += [threading.Thread(target=hostile_client, args=(kind, gateway.port, 100 + n, stop, tally),
@@ -499,13 +595,17 @@ def run(duration_s, out_dir, workdir, time_scale):
 
         def churn_thread():
             try:
-                churn(gateway, sims, workdir, time_scale, duration_s, stop, events, churn_cycles)
+                churn(gateway, sims, [hostile_entry], workdir, time_scale, duration_s, stop, events, churn_cycles)
             except (AssertionError, OSError, RuntimeError) as error:
                 churn_errors.append(repr(error))
         threads.append(threading.Thread(target=churn_thread, daemon=True))
+        writer = backends.HostileRedisWriter(redis.port, STATE_SYNC_PREFIX,
+                                             [f"127.0.0.1:{s.port}" for s in [*sims, hostile_sim]], seed=9)
         t0 = time.monotonic()
         for thread in threads:
             thread.start()
+        threads.append(backends.start(publisher.run, stop, backend_errors, "kv publisher"))
+        threads.append(backends.start(writer.run, stop, backend_errors, "redis writer"))
         with open(out_dir / "soak-samples.jsonl", "w") as out, provenance.LoadSampler() as load:
             while time.monotonic() - t0 < duration_s and alive:
                 time.sleep(max(0.0, SAMPLE_INTERVAL_S - (time.monotonic() - t0) % SAMPLE_INTERVAL_S))
@@ -517,15 +617,24 @@ def run(duration_s, out_dir, workdir, time_scale):
             for thread in threads:
                 thread.join(60)
             fds_drained = wait_for_drain(gateway, fds_before) if alive else None
+            if alive:
+                try:
+                    counted = backends.gateway_counters(gateway, redis, KV_HOSTILE_POD, STATE_SYNC_PREFIX, REPLICA_ID)
+                except (OSError, AssertionError, harness.RedisError) as error:
+                    backend_errors.append(f"reading the gateway's counters: {error!r}")
     finally:
         stop.set()
-        for sim in sims:
+        for sim in [*sims, hostile_sim]:
             sim.kill()
-        try:
-            gateway.stop()
-            clean_stop = ""
-        except AssertionError as error:
-            clean_stop = str(error)[:2000]
+        clean_stop = "never started"
+        if gateway is not None:
+            try:
+                gateway.stop()
+                clean_stop = ""
+            except AssertionError as error:
+                clean_stop = str(error)[:2000]
+        redis.stop()
+        publisher.close()
     counts, _ = tally.snapshot()
     normal = counts.get("normal", {"ok": 0, "failed": 0})
     hostile_failed = {k: c["failed"] for k, c in counts.items() if k != "normal" and c["failed"]}
@@ -540,6 +649,11 @@ def run(duration_s, out_dir, workdir, time_scale):
               f"alive to the end: {alive}; {clean_stop}".strip()),
              ("pod churn", churn_cycles[0] > 0 and not churn_errors,
               f"{churn_cycles[0]} remove-kill-restart cycles" + "".join(f"; {e}" for e in churn_errors))]
+    kv_sent, kv_errors = publisher.counts.snapshot()
+    redis_sent, redis_errors = writer.counts.snapshot()
+    errors = backend_errors + [f"kv publisher: {e}" for e in kv_errors] + [f"redis writer: {e}" for e in redis_errors]
+    if counted is not None:
+        rules += backends.rules(kv_sent, redis_sent, errors, counted, samples)
     if alive:
         rules += growth_rules(samples, warmup_s, fds_before, fds_drained)
     all_latencies = tally.all_latencies
@@ -550,6 +664,8 @@ def run(duration_s, out_dir, workdir, time_scale):
                "rules": [{"rule": r, "passed": p, "measured": m} for r, p, m in rules],
                "requests": counts, "first_failures": tally.first_failures,
                "normal_latency_s": {"p50": percentile(all_latencies, 0.5), "p99": percentile(all_latencies, 0.99)},
+               "hostile_backends": {"kv_publisher_sent": kv_sent, "redis_writer_sent": redis_sent, "errors": errors,
+                                    "gateway_counted": counted},
                "logs": None if passed else str(workdir), "samples": samples,
                "provenance": provenance.collect(" ".join(sys.argv), {"prefixgate": harness.GATEWAY_BIN,
                                                                     "engine-sim": harness.SIM_BIN}, load, git)}

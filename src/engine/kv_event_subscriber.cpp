@@ -1,7 +1,9 @@
 #include "engine/kv_event_subscriber.h"
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_map>
+#include <utility>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
@@ -24,6 +26,15 @@ std::span<const uint8_t> bytesOf(const zmq::message_t& frame) {
   return {static_cast<const uint8_t*>(frame.data()), frame.size()};
 }
 
+// Notes a socket's disconnections. libzmq reconnects a publisher that went away, but not one it dropped for a
+// protocol error, such as a message over ZMQ_MAXMSGSIZE: without this, one such message would end the subscription
+// for good (the pod silent until it is edited or the gateway restarts).
+class DisconnectWatch : public zmq::monitor_t {
+ public:
+  bool disconnected = false;
+  void on_event_disconnected(const zmq_event_t&, const char*) override { disconnected = true; }
+};
+
 }  // namespace
 
 // One publisher: a pod's data-parallel rank (rank r publishes on the pod's kv_events port + r).
@@ -36,8 +47,13 @@ struct KvEventSubscriber::Subscription {
   discovery::PodPtr pod;
   uint32_t rank;
   KvEventStream stream;
+  std::string events_endpoint, replay_endpoint;
   std::unique_ptr<zmq::socket_t> sub;
   std::unique_ptr<zmq::socket_t> replay;
+  // After the sockets: a watch is closed before the socket it watches.
+  std::unique_ptr<DisconnectWatch> sub_watch, replay_watch;
+  int64_t reopen_at_ms = -1;  // when to open the sockets again after a disconnection; -1: not planned
+  int reopen_backoff_ms = KvEventSubscriber::kReconnectMs;
   KvStreamCounters reported;  // what the observer was last told
   KvEventBatch batch;         // reused
 };
@@ -45,6 +61,7 @@ struct KvEventSubscriber::Subscription {
 struct KvEventSubscriber::Impl {
   zmq::context_t context{1};
   std::unordered_map<uint64_t, std::unique_ptr<Subscription>> subscriptions;  // key: pod << 32 | rank
+  uint64_t watches = 0;  // numbers the watches' inproc endpoints
 };
 
 namespace {
@@ -153,22 +170,10 @@ void KvEventSubscriber::subscribe(const discovery::PodPtr& pod, uint32_t rank) {
   }
   {
     auto sub = std::make_unique<Subscription>(pod, rank, options_);
+    sub->events_endpoint = events;
+    sub->replay_endpoint = replay;
     try {
-      sub->sub = std::make_unique<zmq::socket_t>(impl_->context, zmq::socket_type::sub);
-      sub->sub->set(zmq::sockopt::reconnect_ivl, kReconnectMs);
-      sub->sub->set(zmq::sockopt::reconnect_ivl_max, kReconnectMaxMs);
-      sub->sub->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxKvEventPayloadBytes));
-      sub->sub->set(zmq::sockopt::linger, 0);
-      sub->sub->set(zmq::sockopt::subscribe, "");
-      sub->sub->connect(events);
-      if (!replay.empty()) {
-        sub->replay = std::make_unique<zmq::socket_t>(impl_->context, zmq::socket_type::dealer);
-        sub->replay->set(zmq::sockopt::reconnect_ivl, kReconnectMs);
-        sub->replay->set(zmq::sockopt::reconnect_ivl_max, kReconnectMaxMs);
-        sub->replay->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxKvEventPayloadBytes));
-        sub->replay->set(zmq::sockopt::linger, 0);
-        sub->replay->connect(replay);
-      }
+      openSockets(*sub);
     } catch (const zmq::error_t& e) {
       // A malformed endpoint: this pod routes without events (it looks silent), the others are unaffected.
       log::warn("kv events: pod {}: cannot subscribe to {}: {}", spec.name, events, e.what());
@@ -179,6 +184,50 @@ void KvEventSubscriber::subscribe(const discovery::PodPtr& pod, uint32_t rank) {
     if (sink_.subscribed) sink_.subscribed(*pod);
     Subscription& added_sub = *impl_->subscriptions.emplace(key, std::move(sub)).first->second;
     requestReplay(added_sub, added_sub.stream.subscribed(steadyMs()).replay_from);
+  }
+}
+
+void KvEventSubscriber::openSockets(Subscription& sub) {
+  sub.sub_watch.reset();
+  sub.replay_watch.reset();
+  const auto open = [this](zmq::socket_type type, const std::string& endpoint, std::unique_ptr<zmq::socket_t>& socket,
+                           std::unique_ptr<DisconnectWatch>& watch) {
+    socket = std::make_unique<zmq::socket_t>(impl_->context, type);
+    socket->set(zmq::sockopt::reconnect_ivl, kReconnectMs);
+    socket->set(zmq::sockopt::reconnect_ivl_max, kReconnectMaxMs);
+    socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxKvEventPayloadBytes));
+    socket->set(zmq::sockopt::linger, 0);
+    if (type == zmq::socket_type::sub) socket->set(zmq::sockopt::subscribe, "");
+    watch = std::make_unique<DisconnectWatch>();
+    watch->init(*socket, "inproc://prefixgate-kv-watch-" + std::to_string(++impl_->watches), ZMQ_EVENT_DISCONNECTED);
+    socket->connect(endpoint);
+  };
+  open(zmq::socket_type::sub, sub.events_endpoint, sub.sub, sub.sub_watch);
+  if (!sub.replay_endpoint.empty()) open(zmq::socket_type::dealer, sub.replay_endpoint, sub.replay, sub.replay_watch);
+}
+
+void KvEventSubscriber::watchConnection(Subscription& sub, int64_t now_ms) {
+  bool dropped = false;
+  for (DisconnectWatch* watch : {sub.sub_watch.get(), sub.replay_watch.get()}) {
+    if (watch == nullptr) continue;
+    while (watch->check_event(0)) {
+    }
+    dropped = std::exchange(watch->disconnected, false) || dropped;
+  }
+  if (dropped && sub.reopen_at_ms < 0) {
+    sub.reopen_at_ms = now_ms + sub.reopen_backoff_ms;
+    sub.reopen_backoff_ms = std::min(sub.reopen_backoff_ms * 2, kReconnectMaxMs);
+  }
+  if (sub.reopen_at_ms < 0 || now_ms < sub.reopen_at_ms) return;
+  sub.reopen_at_ms = -1;
+  try {
+    // What the publisher sends meanwhile is lost: the next message's sequence number shows the gap (replayed).
+    openSockets(sub);
+    log::info("kv events: pod {} rank {}: the publisher's connection dropped; subscribed again", sub.pod->name(),
+              sub.rank);
+  } catch (const zmq::error_t& e) {
+    log::warn("kv events: pod {} rank {}: cannot subscribe again: {}", sub.pod->name(), sub.rank, e.what());
+    sub.reopen_at_ms = now_ms + sub.reopen_backoff_ms;
   }
 }
 
@@ -234,12 +283,14 @@ void KvEventSubscriber::run() {
       if (sub->stream.replayTimedOut(now)) endReplay(*sub, false);
       report(*sub);
     }
+    for (auto& [key, sub] : impl_->subscriptions) watchConnection(*sub, now);
   }
   impl_->subscriptions.clear();
 }
 
 void KvEventSubscriber::onLive(Subscription& sub, int64_t sequence, std::span<const uint8_t> payload,
                                int64_t now_ms) {
+  sub.reopen_backoff_ms = kReconnectMs;  // the publisher is heard again
   KvEventStream::Action action = sub.stream.live(sequence, now_ms);
   if (action.reset) sink_.reset(*sub.pod);
   if (action.apply) apply(sub, payload);

@@ -6,7 +6,8 @@
 //
 // Pods come and go with the pod set (PodRegistry listeners): a new pod is subscribed at once, a removed one is
 // closed and forgotten. ZMQ reconnects a lost publisher by itself, with back-off (kReconnect*), and the publisher's
-// restart shows as its sequence numbers going back.
+// restart shows as its sequence numbers going back. A connection libzmq dropped and will not reconnect (a message
+// over kMaxKvEventPayloadBytes is a protocol error) is opened again here, with the same back-off.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -77,6 +78,10 @@ class KvEventSubscriber {
   void run();
   void sync();  // applies pod additions and removals queued by the registry listeners
   void subscribe(const discovery::PodPtr& pod, uint32_t rank);
+  // Opens the subscription's sockets (again: a socket dropped for a protocol error is not reconnected by libzmq).
+  void openSockets(Subscription& sub);
+  // Opens the sockets again, with back-off, once a watch saw a disconnection.
+  void watchConnection(Subscription& sub, int64_t now_ms);
   void onLive(Subscription& sub, int64_t sequence, std::span<const uint8_t> payload, int64_t now_ms);
   void onReplay(Subscription& sub, int64_t sequence, std::span<const uint8_t> payload, int64_t now_ms);
   void endReplay(Subscription& sub, bool complete);

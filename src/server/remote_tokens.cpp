@@ -35,6 +35,9 @@ boost::asio::awaitable<RemoteTokensReport> fetchRemoteTokens(Gateway& gateway, c
   // Token ids in the prompt are already the engine's: nothing to ask.
   if (!tokenizer || request.has_token_ids) co_return report;
   if (!gateway.router().resolveStrategy(query).wants_prompt_tokens) co_return report;
+  // A model no pod serves is refused by the router (404): asking a tokenizer is wasted, and counting the failure by
+  // the client's model name (aibrix_prefix_cache_routing_errors_total) would add series for every made-up name.
+  if (gateway.pods().snapshot()->podsFor(request.model) == nullptr) co_return report;
   const tokenize::TokenizeInput input{request.model, request.endpoint == openai::Endpoint::kChatCompletions,
                                       request.raw_messages, request.raw_tools, request.raw_prompt};
   tokenize::TokenizeResult result = co_await tokenizer->tokenize(input, pool);

@@ -190,3 +190,29 @@ def test_large_messages_from_one_publisher_do_not_delay_another_pods_events(tmp_
         for s in sims:
             s.stop()
         ctx.destroy(linger=0)
+
+
+def test_a_message_over_the_size_bound_does_not_end_the_subscription(tmp_path, gateway_factory):
+    """Ensures a publisher that sent one message over the 8 MiB bound is subscribed to again and its next messages
+    are applied: libzmq drops a connection for such a message and never reconnects a peer dropped for a protocol
+    error, which used to end the subscription for good (the pod silent until the gateway restarted)."""
+    ctx = zmq.Context()
+    publisher = Publisher(ctx)
+    sim = Sim(tmp_path, "oversized", time_scale="0.01")
+    try:
+        gw = gateway_factory([sim.pod_entry() | {"kv_events": f"tcp://127.0.0.1:{publisher.port}"}], config=KV_MODE)
+
+        def applied(n):
+            return lambda: metric(gw, "prefixgate_kv_events_messages_total", pod="oversized") == n
+
+        wait_subscribed(publisher.pub)
+        publisher.send([block_stored([1], None, list(range(16)))])
+        wait_until(applied(1), what="the first message")
+        publisher.pub.send_multipart([b"", publisher.seq.to_bytes(8, "big"), b"\x00" * (9 << 20)])
+        publisher.seq += 1
+        wait_subscribed(publisher.pub)   # the gateway's new socket joined
+        publisher.send([block_stored([2], None, list(range(16, 32)))])
+        wait_until(applied(2), what="a message after the oversized one")
+    finally:
+        sim.stop()
+        ctx.destroy(linger=0)

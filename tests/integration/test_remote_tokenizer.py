@@ -143,6 +143,18 @@ def test_no_ready_pod_is_counted(sims, gateway_factory):
     assert tokenize_calls(sims) == 0
 
 
+def test_a_model_no_pod_serves_is_not_tokenized_nor_counted_by_name(sims, gateway_factory):
+    """Ensures a request for a model no pod serves gets the router's 404 without a tokenizer call and adds no series
+    named after it (each made-up name once added aibrix_prefix_cache_routing_errors_total series: unbounded)."""
+    gw = gateway_factory(sims, config=remote_config())
+    for n in range(3):
+        body = json.dumps({"model": f"made-up-{n}", "messages": [{"role": "user", "content": "hi"}]})
+        status, _, raw = gw.call("POST", "/v1/chat/completions", body)
+        assert status == 404, raw
+    assert "made-up-" not in gw.metrics_text()
+    assert tokenize_calls(sims) == 0
+
+
 def test_concurrent_requests_get_their_own_tokens(sims, gateway_factory):
     """Concurrent requests and dry runs each get the engine's tokens of their own prompt (no answer mixed up
     between requests sharing keep-alive connections), and all succeed."""
