@@ -1,7 +1,5 @@
 #include "server/remote_tokens.h"
 
-#include <atomic>
-
 #include "routing/prefix/prefix_metrics.h"
 #include "server/gateway.h"
 #include "util/log.h"
@@ -12,15 +10,13 @@ namespace {
 using RemoteTokens = openai::RequestView::RemoteTokens;
 
 // When no engine answers, every request fails the same way: one warning a second says so without flooding.
-constexpr int64_t kWarnEveryMs = 1000;
-std::atomic<int64_t> last_warning_ms{-kWarnEveryMs};
+log::Throttle tokenize_warnings;
 
 void warnThrottled(const openai::RequestView& request, const tokenize::TokenizeResult& result) {
-  const int64_t now = routing::steadyNowMs();
-  int64_t last = last_warning_ms.load(std::memory_order_relaxed);
-  if (now - last < kWarnEveryMs || !last_warning_ms.compare_exchange_strong(last, now)) return;
-  log::warn("remote tokenizer: {} for model {} ({}); routing by load alone", tokenize::outcomeLabel(result.outcome),
-            request.model, result.error);
+  uint64_t suppressed = 0;
+  if (!tokenize_warnings.allow(suppressed)) return;
+  log::warn("remote tokenizer: {} for model {} ({}); routing by load alone ({} more since the last such line)",
+            tokenize::outcomeLabel(result.outcome), request.model, result.error, suppressed);
 }
 
 }  // namespace

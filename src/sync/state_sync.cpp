@@ -344,7 +344,7 @@ asio::awaitable<void> StateSync::writerLoop() {
     for (const RedisReply& reply : result.replies)
       if (reply.isError()) {
         metrics_->errors_total.Increment();
-        log::warn("state sync: redis answered {}", reply.str);
+        warnRedisError("redis answered", reply.str);
       }
     size_t at = 0;
     if (do_send) {
@@ -512,7 +512,7 @@ asio::awaitable<void> StateSync::readerLoop() {
         const RedisReply& reply = result.replies[0];
         if (reply.isError()) {
           metrics_->errors_total.Increment();
-          log::warn("state sync: XREAD: {}", reply.str);
+          warnRedisError("XREAD", reply.str);
           co_await pause(backoff_max);
         }
         const int64_t now_wall = wallNowMs();
@@ -568,7 +568,7 @@ asio::awaitable<bool> StateSync::loadSnapshot(RedisConnection& conn) {
   for (const RedisReply& reply : result.replies)
     if (reply.isError()) {
       metrics_->errors_total.Increment();
-      log::warn("state sync: loading the snapshot: {}", reply.str);
+      warnRedisError("loading the snapshot", reply.str);
     }
   // Oldest first (the replies are newest first), so the index's and the session table's LRU orders follow the
   // ages. `i` steps over (member, score) pairs from the last.
@@ -612,13 +612,23 @@ asio::awaitable<bool> StateSync::loadSnapshot(RedisConnection& conn) {
   co_return true;
 }
 
+void StateSync::warnRedisError(std::string_view what, std::string_view error) {
+  // Error text comes from the server (or whatever answers as one): at most a line of it, at most once a second.
+  constexpr size_t kMaxShown = 200;
+  if (uint64_t more = 0; redis_error_warnings_.allow(more))
+    log::warn("state sync: {}: {}{} ({} more since the last such line)", what, error.substr(0, kMaxShown),
+              error.size() > kMaxShown ? "..." : "", more);
+}
+
 void StateSync::applyBatch(std::string_view batch, int64_t now_wall_ms) {
   BatchReader reader(batch);
   Record r;
   while (reader.next(r)) applyRecord(r, now_wall_ms, false);
   if (!reader.error().empty()) {
     metrics_->malformed.Increment();
-    log::warn("state sync: a record batch from another replica is malformed: {}", reader.error());
+    if (uint64_t more = 0; malformed_warnings_.allow(more))
+      log::warn("state sync: a record batch from another replica is malformed: {} ({} more since the last such line)",
+                reader.error(), more);
   }
 }
 
@@ -628,7 +638,9 @@ void StateSync::applySessions(std::string_view batch, int64_t now_wall_ms) {
   while (reader.next(pin)) applySession(pin, now_wall_ms);
   if (!reader.error().empty()) {
     metrics_->sessions_malformed.Increment();
-    log::warn("state sync: a session batch from another replica is malformed: {}", reader.error());
+    if (uint64_t more = 0; malformed_warnings_.allow(more))
+      log::warn("state sync: a session batch from another replica is malformed: {} ({} more since the last such line)",
+                reader.error(), more);
   }
 }
 

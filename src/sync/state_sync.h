@@ -45,6 +45,7 @@
 #include "sync/outbox.h"
 #include "sync/load_entries.h"
 #include "sync/redis_client.h"
+#include "util/log.h"
 
 namespace prefixgate::sync {
 
@@ -101,6 +102,7 @@ class StateSync final : public routing::RecordSink, public routing::SessionSink 
   void countReconnects(const RedisConnection& conn, uint64_t& seen);
   // The pod at `address`; null when this replica does not route to it. Sync thread only.
   discovery::PodState* podAt(std::string_view address);
+  void warnRedisError(std::string_view what, std::string_view error);
   std::string key(std::string_view suffix) const { return config_.key_prefix + ":" + std::string(suffix); }
 
   const config::StateSyncConfig config_;
@@ -118,6 +120,9 @@ class StateSync final : public routing::RecordSink, public routing::SessionSink 
   std::unique_ptr<RedisConnection> reader_;
   std::thread thread_;
   std::atomic<bool> connected_{false};
+  // What another replica or Redis sends can repeat a warning at will: one line a second per kind.
+  log::Throttle malformed_warnings_;
+  log::Throttle redis_error_warnings_;
   // The sync thread's own state.
   std::map<std::string, int64_t, std::less<>> snapshot_pending_;  // key -> newest wall ms, for the next ZADD
   std::map<std::string, int64_t, std::less<>> session_snapshot_pending_;  // session key -> newest wall ms

@@ -39,4 +39,16 @@ void write(Level l, std::string_view message) {
   (void)ignored;
 }
 
+bool Throttle::allow(uint64_t& suppressed) {
+  using namespace std::chrono;
+  const int64_t now = duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+  int64_t last = last_ms_.load(std::memory_order_relaxed);
+  if (now - last < every_ms_ || !last_ms_.compare_exchange_strong(last, now)) {
+    held_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  suppressed = held_.exchange(0, std::memory_order_relaxed);
+  return true;
+}
+
 }  // namespace prefixgate::log

@@ -2,6 +2,7 @@
 // A small leveled logger: one line per call, written with a single write so lines from several threads never
 // interleave. Thread-safe; the level may be changed at any time.
 #include <atomic>
+#include <cstdint>
 #include <fmt/format.h>
 #include <string>
 #include <string_view>
@@ -35,5 +36,20 @@ template <class... Args>
 void error(fmt::format_string<Args...> fmt, Args&&... args) {
   if (enabled(Level::kError)) write(Level::kError, fmt::format(fmt, std::forward<Args>(args)...));
 }
+
+// Lets one line through per interval for a warning that a peer or a client can repeat at will (a malformed batch
+// from another replica, a tokenizer that never answers), so the log says what happens without flooding. allow()
+// returns true at most once per interval and then reports, in `suppressed`, how many calls it held back since the
+// last line it let through. Thread-safe.
+class Throttle {
+ public:
+  explicit Throttle(int64_t every_ms = 1000) : every_ms_(every_ms) {}
+  bool allow(uint64_t& suppressed);
+
+ private:
+  const int64_t every_ms_;
+  std::atomic<int64_t> last_ms_{INT64_MIN / 2};
+  std::atomic<uint64_t> held_{0};
+};
 
 }  // namespace prefixgate::log
