@@ -67,12 +67,15 @@ struct RequestSettings {
   config::LoadBalanceConfig load_balance;  // routing.load_balance with the model's and profile's overrides
 };
 
-// Something a strategy holds for one request until its engine has started answering (the first response body
+// Something routing holds for one request until its engine has started answering (the first response body
 // bytes, a stream's first token), or until the request ends without that: destroying it releases it.
 class PendingRequest {
  public:
   virtual ~PendingRequest() = default;
 };
+
+// A request's prompt blocks and each candidate's predicted share of them (routing/prefix/prefix_services.h).
+struct PromptMatch;
 
 struct RoutingInput {
   const openai::RequestView& request;
@@ -80,46 +83,41 @@ struct RoutingInput {
   RequestSettings settings;
   std::mt19937_64& rng;             // per-thread generator (seeded in tests)
   bool dry_run = false;             // /debug/route: decide, but record nothing
+  // The Router's clock (steady milliseconds) when the decision started: the one time base strategies read.
+  int64_t now_ms = 0;
+  // For a strategy that wantsPromptMatch(): the prompt's blocks and, per candidate, the blocks its pod is predicted
+  // to hold, made by the Router before score(). Null for other strategies (and without prefix services).
+  const PromptMatch* match = nullptr;
   // A label for aibrix_prefix_cache_routing_selection_total-style outcomes; "" when the strategy has none.
   std::string_view outcome;
   // Facts about the request a strategy computed (e.g. "tokens", "blocks"), shown by /debug/route.
   std::vector<std::pair<std::string, int64_t>> details;
-  // Set by prefix strategies in onPicked: the fraction of the prompt (0..1) they predict the chosen pod holds in
-  // its KV cache; the prediction audit compares it with the engine's reported cached tokens. NaN = no prediction
-  // (the request is not audited).
-  double predicted_cached_fraction = NAN;
-  // Set by a strategy in onPicked (not in dry runs) to hold something until the engine has begun (see above).
-  std::unique_ptr<PendingRequest> pending;
-  // Set by a strategy in onPicked (not in dry runs) to hold something until the request ends (a slot engine's
-  // slot, busy with it).
-  std::unique_ptr<PendingRequest> held_until_end;
-  // Set by strategies that tokenized the prompt: its token count, which the request's in-flight context counts
-  // against the chosen pod (Candidate::in_flight_tokens). -1 = not known (the Router estimates it).
-  int64_t prompt_tokens = -1;
-  // Set by prefix strategies in onPicked: the prompt tokens the chosen pod is predicted to miss (to prefill), counted
-  // against it until the engine's first byte (Candidate::prefill_tokens). -1 = not known (the prompt tokens count).
-  int64_t uncached_tokens = -1;
-  // Set by prefix strategies for a slot engine's pick (llama.cpp): the fraction of the prompt any of its slots
-  // held, busy or not, when it was chosen. A hit beyond it is evidence of a host prompt cache. NaN = not one.
-  double slot_held_fraction = NAN;
-  // Set by prefix strategies that hashed the prompt: its size in the index's encoding (PromptBlocks::bytes), which
-  // the engine's usage then turns into the model's bytes per engine token. -1 = not hashed.
-  int64_t encoded_prompt_bytes = -1;
 };
+
+// What a request's engine did with it, told to the strategy that chose the pod (RoutingFeedback below).
+struct Completion;
 
 class Strategy {
  public:
   virtual ~Strategy() = default;
   // The stable name used in `routing-strategy` headers and config.
   virtual std::string_view name() const = 0;
-  // Whether score() hashes the request's prompt: then, with the remote tokenizer on, the session fetches the
-  // engine's token ids (RequestView::remote_token_ids) before routing.
-  virtual bool wantsPromptTokens() const { return false; }
+  // Whether score() reads the prompt's match (RoutingInput::match): then the Router hashes and matches the prompt
+  // before score() and, after the pick, records it for the chosen pod (the prefix index, the KV event hold, the
+  // prediction and the prefix metrics); with the remote tokenizer on, the session first fetches the engine's token
+  // ids (RequestView::remote_token_ids).
+  virtual bool wantsPromptMatch() const { return false; }
   // Fills candidates[i].score (and optionally match_percent / load_score). Called on event-loop threads,
   // concurrently: implementations are thread-safe and do not block.
   virtual void score(RoutingInput& input) = 0;
   // After the Router picked candidates[chosen]; unless input.dry_run, a strategy may record the choice.
   virtual void onPicked(RoutingInput& input, size_t chosen) {}
+  // The feedback of a decision it made (routing::Ticket calls them, on the request's thread; no-ops by default,
+  // for strategies that learn): the engine began answering; an attempt on the pod failed before the engine
+  // computed the prompt; the response ended.
+  virtual void onFirstByte(const discovery::PodState& pod) {}
+  virtual void onAttemptFailed(const discovery::PodState& pod) {}
+  virtual void onCompleted(const discovery::PodState& pod, const Completion& completion) {}
 };
 
 }  // namespace prefixgate::routing

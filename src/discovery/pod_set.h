@@ -41,7 +41,7 @@ struct PodSpec {
 // The fields (by their config key) in which two specs of one pod differ, e.g. "models, kv_capacity_tokens".
 std::string changedFields(const PodSpec& before, const PodSpec& after);
 
-// The prediction audit of one pod (server/prediction_audit.h): what prefix strategies predicted it held in its KV
+// The prediction audit of one pod (routing/prediction_audit.h): what prefix strategies predicted it held in its KV
 // cache against what its engine reported, summed over the audited responses. Request threads add, /debug/pods
 // reads; each sum is its own atomic, so a read during an add may see part of it (never a torn number).
 class PredictionTotals {

@@ -36,7 +36,7 @@ class GatewayMetrics {
   void retried(const std::string& reason);
   // One request's remote tokenizer step: outcome hit, miss, error, timeout or no_pod, and its duration. Thread-safe.
   void remoteTokenizer(std::string_view outcome, double seconds);
-  // One audited response (server/prediction_audit.h) of `pod`: predicted and engine-reported cached tokens and
+  // One audited response (routing/prediction_audit.h) of `pod`: predicted and engine-reported cached tokens and
   // (predicted - engine) / prompt tokens. Thread-safe.
   void predictionAudited(const std::string& pod, uint64_t predicted_tokens, uint64_t engine_cached_tokens,
                          double error_ratio);

@@ -105,6 +105,17 @@ void reportHealth(std::span<const Attempt> attempts, std::string_view request_bo
   sink.requestFailed(*suspects.front(), requestHash(request_body));
 }
 
+routing::AttemptFailure attemptFailureOf(FailureKind kind) {
+  switch (kind) {
+    case FailureKind::kConnect:
+    case FailureKind::kConnectTimeout:
+    case FailureKind::kLocal:
+    case FailureKind::kClosedBeforeResponse:
+    case FailureKind::kEngineError: return routing::AttemptFailure::kNotComputed;
+    default: return routing::AttemptFailure::kMaybeComputed;
+  }
+}
+
 uint64_t requestHash(std::string_view body) { return std::hash<std::string_view>{}(body); }
 
 }  // namespace prefixgate::proxy

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "openai/errors.h"
+#include "routing/ticket.h"
 
 namespace prefixgate::discovery {
 class PodState;
@@ -57,7 +58,7 @@ enum class NextStep { kRelay, kRetryFresh, kSwitchPod, kGiveUp };
 // are not retried; nothing is retried after a response byte reached the client. `attempts` is never empty.
 NextStep nextStep(std::span<const Attempt> attempts, uint32_t max_retries);
 
-// Receives the health verdicts (and the capacity facts) of one request's attempts. Implementations are
+// Receives the health verdicts of one request's attempts (what routing learns goes through the decision's ticket). Implementations are
 // thread-safe (every event loop reports); the pods stay alive for the call.
 class HealthSink {
  public:
@@ -68,9 +69,6 @@ class HealthSink {
   virtual void requestFailed(discovery::PodState& pod, uint64_t request_hash) = 0;
   // The pod served the request.
   virtual void succeeded(discovery::PodState& pod) = 0;
-  // A 200 response from the pod ended (whole or cut), with the output tokens counted on the way: its measured
-  // capacity and KV event sync's wait for the blocks it stored hear of it.
-  virtual void delivered(discovery::PodState& pod, uint64_t output_tokens) = 0;
 };
 
 // Reports a failure no request can cause at once, as the attempt ends (not after another pod's whole response,
@@ -80,6 +78,10 @@ void reportPodFailure(Attempt& attempt, HealthSink& sink);
 // Reports every attempt of a finished request not reported yet: stale pooled connections and client hang-ups count for nobody; a
 // request whose suspect failures happened on two or more pods is the request's fault and counts for none of them.
 void reportHealth(std::span<const Attempt> attempts, std::string_view request_body, HealthSink& sink);
+
+// What routing is told of a failed attempt (routing::Ticket::attemptFailed): whether the engine may have computed
+// the prompt. Refused, unreachable, closed before answering or a 5xx: it did not; otherwise it may have.
+routing::AttemptFailure attemptFailureOf(FailureKind kind);
 
 // Tells requests apart for the ejection policy (a hash of the body).
 uint64_t requestHash(std::string_view body);

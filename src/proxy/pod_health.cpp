@@ -34,14 +34,6 @@ void PodHealth::requestFailed(discovery::PodState& pod, uint64_t request_hash) {
 
 void PodHealth::succeeded(discovery::PodState& pod) { pod.recordSuccess(); }
 
-void PodHealth::delivered(discovery::PodState& pod, uint64_t output_tokens) {
-  const int64_t now = now_ms_();
-  // The pod's measured capacity (output tokens/s) counts every token it produced for a successful response.
-  if (output_tokens > 0) pod.engine().addOutputTokens(output_tokens, now);
-  // A completed request makes its engine publish the blocks it stored: KV event sync watches for silence.
-  pod.kvSync().noteCompleted(now);
-}
-
 void PodHealth::ejectIfAllowed(discovery::PodState& pod) {
   const int64_t now = now_ms_();
   if (!ejectionAllowed(*pods_.snapshot(), pod, config_.max_ejection_percent, now)) {

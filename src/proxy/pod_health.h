@@ -18,7 +18,6 @@ class PodHealth : public HealthSink {
   void podFailed(discovery::PodState& pod) override;
   void requestFailed(discovery::PodState& pod, uint64_t request_hash) override;
   void succeeded(discovery::PodState& pod) override;
-  void delivered(discovery::PodState& pod, uint64_t output_tokens) override;
 
  private:
   void ejectIfAllowed(discovery::PodState& pod);

@@ -189,8 +189,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
     if (out.first_body_seconds < 0) {
       out.first_body_seconds = out.first_byte_seconds + std::chrono::duration<double>(
                                                             std::chrono::steady_clock::now() - head_at).count();
-      if (d.pending) d.pending.reset();
-      d.prefill.reset();
+      d.ticket.firstByte();
     }
     const std::string_view relayed(buffer.data(), n);
     usage.feed(relayed);
@@ -207,7 +206,6 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
   // terminating write ends the response (for chunked bodies, the last chunk; with the head when not yet sent).
   if (!ec && !body_ended) ec = co_await writer.write({}, true);
   if (watch.gone) ended = FailureKind::kClientGone;
-  if (out.status == 200) rq.health.delivered(*d.pod, usage.outputTokens());
   out.output_tokens = usage.outputTokens();
   out.prompt_tokens = usage.promptTokens();
   out.cached_tokens = usage.cachedTokens();
@@ -268,8 +266,11 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
       rq.pool.countStaleSent();
       continue;
     }
+    // The attempt failed (not a stale pooled connection): the decision learns it, whatever follows.
+    if (attempts.back().failure != FailureKind::kNone)
+      d.ticket.attemptFailed(attemptFailureOf(attempts.back().failure));
     if (next == NextStep::kSwitchPod) {
-      routing::Decision again = rq.choose_again(tried_ids);
+      routing::Decision again = rq.choose_again(d, tried_ids);
       if (again.pod) {
         d = std::move(again);
         fresh = false;
@@ -291,13 +292,18 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     out.first_byte_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const FailureKind body = co_await relayResponse(rq, d, ex, *watch, out);
     last.response_started = out.response_started;
+    // A body that failed after a good head (the engine had begun; a relayed 5xx was told already).
+    if (last.failure == FailureKind::kNone && body != FailureKind::kNone)
+      d.ticket.attemptFailed(attemptFailureOf(body));
     if (last.failure == FailureKind::kNone) last.failure = body;
     if (body != FailureKind::kNone) out.failure = body;
     out.client_gone = body == FailureKind::kClientGone;
     if (out.client_gone && out.error.empty()) out.error = "client closed the connection during the response";
   }
   if (out.failure != FailureKind::kNone) out.error_reason = std::string(failureLabel(out.failure));
-  out.counted_prompt_tokens = d.prompt_tokens;
+  out.counted_prompt_tokens = d.ticket.facts().prompt_tokens;
+  out.audit = d.ticket.completed({out.status, out.first_byte_seconds, out.first_body_seconds, out.prompt_tokens,
+                                  out.cached_tokens, out.output_tokens});
   reportHealth(attempts, rq.body, rq.health);
   co_return out;
 }

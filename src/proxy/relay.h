@@ -31,7 +31,7 @@ struct RelayRequest {
   boost::beast::tcp_stream& client;
   UpstreamPool& pool;
   const config::UpstreamConfig& config;
-  HealthSink& health;  // receives each attempt's verdict (passive ejection) and the pod's delivered tokens
+  HealthSink& health;  // receives each attempt's verdict (passive ejection)
   const ClientHead& head;  // the client's request head
   const std::string& body;                           // passed to the engine unchanged
   const std::string& request_id;
@@ -39,8 +39,9 @@ struct RelayRequest {
   // reused from request to request, so writing a head allocates nothing in the steady state.
   std::string& head_buffer;
   bool client_keep_alive = true;
-  // Chooses another pod (excluding those tried) when an attempt failed and failover allows a switch.
-  std::function<routing::Decision(std::span<const PodId> exclude)> choose_again;
+  // Chooses another pod for the request of `failed` (excluding those tried) when an attempt failed and failover
+  // allows a switch (routing::Router::chooseAgain).
+  std::function<routing::Decision(routing::Decision& failed, std::span<const PodId> exclude)> choose_again;
   // The client connection's read buffer: bytes the client sends while the response runs (its next, pipelined
   // request) are appended to it, up to its max_size, so its hang-up is still seen behind them. Null: watching
   // stops at the first such byte.
@@ -65,12 +66,16 @@ struct RelayOutcome {
   // (empty when absent); the prediction audit compares them with the router's prediction.
   std::optional<uint64_t> prompt_tokens;
   std::optional<uint64_t> cached_tokens;
-  // The gateway's own count of the prompt (routing::Decision::prompt_tokens of the last pod tried); -1 = none.
+  // The gateway's own count of the prompt (the last pod's ticket's prompt_tokens); -1 = none.
   int64_t counted_prompt_tokens = -1;
+  // The prediction audit of the response (routing::Ticket::completed): empty when not audited.
+  std::optional<routing::PredictionAudit> audit;
 };
 
 // Runs on the client's event-loop thread. `decision` may be replaced (another pod) when failover.h says so; its
-// in-flight guard always ends up on the pod that served (or last failed) the request.
+// in-flight count always ends up on the pod that served (or last failed) the request. The relay tells each
+// decision's ticket what happened: firstByte at the engine's first body bytes, attemptFailed for an attempt that
+// failed (not a stale pooled connection retried on the same pod), completed when the response ended.
 boost::asio::awaitable<RelayOutcome> relay(RelayRequest& request, routing::Decision& decision);
 
 }  // namespace prefixgate::proxy

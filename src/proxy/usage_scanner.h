@@ -4,7 +4,7 @@
 // chunk; cached_tokens sits in usage.prompt_tokens_details), llama.cpp's `"cache_n": N` and `"prompt_n": N` (its
 // `timings` object, which its streams carry even without stream_options.include_usage: cached and computed prompt
 // tokens), and the number of SSE `data: {` events (one token per chunk, as vLLM streams). Output tokens feed each pod's measured capacity; prompt and cached tokens feed the
-// prediction audit (server/prediction_audit.h).
+// prediction audit (routing/prediction_audit.h).
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -6,6 +6,7 @@
 
 #include "openai/errors.h"
 #include "routing/load_score.h"
+#include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
 
 namespace prefixgate::routing {
@@ -116,7 +117,12 @@ int64_t steadyNowMs() {
 
 Router::Router(const StrategyRegistry& registry, const StrategyDeps& deps, const discovery::PodRegistry& pods,
                NowMs now_ms)
-    : config_(deps.config), prefix_(deps.prefix), pods_(pods), now_ms_(std::move(now_ms)), strategies_(registry.createAll(deps)) {}
+    : config_(deps.config),
+      prefix_(deps.prefix_metrics ? deps.prefix : nullptr),
+      prefix_metrics_(deps.prefix ? deps.prefix_metrics : nullptr),
+      pods_(pods),
+      now_ms_(std::move(now_ms)),
+      strategies_(registry.createAll(deps)) {}
 
 std::vector<std::string> Router::strategyNames() const {
   std::vector<std::string> out;
@@ -124,7 +130,9 @@ std::vector<std::string> Router::strategyNames() const {
   return out;
 }
 
-Strategy* Router::resolve(const RouteQuery& query, RequestSettings& settings, std::string& message) const {
+RoutePlan Router::plan(const RouteQuery& query) const {
+  RoutePlan plan;
+  RequestSettings& settings = plan.settings;
   settings.standard_deviation_factor = config_.routing.prefix_cache.standard_deviation_factor;
   settings.load_balance = config_.routing.load_balance;
   std::string_view name = config_.routing.strategy;
@@ -147,32 +155,36 @@ Strategy* Router::resolve(const RouteQuery& query, RequestSettings& settings, st
   if (!query.header_strategy.empty()) name = query.header_strategy;
   if (model && !model->locked_routing_strategy.empty()) name = model->locked_routing_strategy;
 
-  auto it = strategies_.find(name);
-  if (it != strategies_.end()) return it->second.get();
-  message = "unknown routing strategy '" + openai::printable(name, 64) + "' (valid: ";
+  if (auto it = strategies_.find(name); it != strategies_.end()) {
+    plan.strategy = it->second.get();
+    return plan;
+  }
+  plan.message = "unknown routing strategy '" + openai::printable(name, 64) + "' (valid: ";
   bool first = true;
   for (const auto& [n, s] : strategies_) {
-    message += (first ? "" : ", ") + n;
+    plan.message += (first ? "" : ", ") + n;
     first = false;
   }
-  message += ")";
-  return nullptr;
+  plan.message += ")";
+  return plan;
 }
 
-StrategyChoice Router::resolveStrategy(const RouteQuery& query) const {
-  RequestSettings settings;
-  std::string message;
-  const Strategy* strategy = resolve(query, settings, message);
-  if (!strategy) return {};
-  return {strategy->name(), strategy->wantsPromptTokens()};
+Decision Router::choose(const RoutePlan& plan, const RouteQuery& query, std::mt19937_64& rng) {
+  return decide(plan, query, rng, nullptr);
 }
 
-Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
+Decision Router::chooseAgain(Decision& failed, const RouteQuery& query, std::mt19937_64& rng) {
+  return decide(failed.plan, query, rng, failed.prompt);
+}
+
+Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt19937_64& rng,
+                        std::shared_ptr<PromptMatch> prompt) {
   Decision d;
-  RequestSettings settings;
-  Strategy* strategy = resolve(query, settings, d.message);
+  d.plan = plan;
+  Strategy* strategy = plan.strategy;
   if (!strategy) {
     d.failure = RouteFailure::kUnknownStrategy;
+    d.message = plan.message;
     return d;
   }
   d.strategy = strategy->name();
@@ -185,14 +197,15 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
     d.message = "the model '" + openai::printable(query.request.model, 256) + "' does not exist or no pod serves it";
     return d;
   }
+  const int64_t now = now_ms_();
   CandidateFilter filter;
-  filter.now_ms = now_ms_();
+  filter.now_ms = now;
   filter.max_engine_age_ms = engine::maxEngineMetricsAgeMs(config_.engine_metrics.scrape_interval_ms,
                                                            config_.engine_metrics.scrape_timeout_ms);
   filter.max_in_flight_per_pod = static_cast<int32_t>(config_.limits.max_in_flight_per_pod);
   filter.panic_threshold_percent = config_.health_check.panic_threshold_percent;
   filter.exclude = query.exclude;
-  filter.load_balance = settings.load_balance;
+  filter.load_balance = plan.settings.load_balance;
   filter.load_imbalance = config_.routing.load_imbalance;
   FilteredCandidates filtered = filterCandidates(*serving, filter);
   std::vector<Candidate>& candidates = filtered.candidates;
@@ -207,43 +220,95 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
     d.message = "no ready pod serves the model '" + query.request.model + "'";
     return d;
   }
-  RoutingInput input{query.request, candidates, settings, rng, query.dry_run, {}, {}, NAN, nullptr};
+
+  // A strategy that matches the prompt gets it hashed (once per request: failover keeps the blocks) and matched
+  // against every candidate before it scores.
+  const auto started = std::chrono::steady_clock::now();
+  if (prefix_ && strategy->wantsPromptMatch()) {
+    if (!prompt) {
+      prompt = std::make_shared<PromptMatch>();
+      prefix_->hashPrompt(query.request, prompt->prompt, candidates);
+    }
+    prompt->matched.assign(candidates.size(), 0);
+    prefix_->match(query.request.model, prompt->prompt, candidates, prompt->pods, prompt->matched);
+    d.prompt = std::move(prompt);
+  }
+  RoutingInput input{query.request, candidates, plan.settings, rng, query.dry_run, now, d.prompt.get()};
+  if (d.prompt) {
+    const PromptBlocks& p = d.prompt->prompt;
+    input.details = {{"tokens", static_cast<int64_t>(p.tokens)},
+                     {"engine_tokens", static_cast<int64_t>(p.engine_tokens)},
+                     {"blocks", static_cast<int64_t>(p.hashes.size())}};
+  }
   strategy->score(input);
 
   const size_t best = pickBest(candidates, rng);
   strategy->onPicked(input, best);
-
-  discovery::PodPtr chosen;
+  const Candidate& pick = candidates[best];
   for (const discovery::PodPtr& pod : *serving)
-    if (pod.get() == candidates[best].pod) chosen = pod;
+    if (pod.get() == pick.pod) d.pod = pod;
+
+  Ticket& t = d.ticket;
+  t.facts_.model = query.request.model;
+  t.facts_.stream = query.request.stream;
+  d.outcome = input.outcome;
+  if (d.prompt) recordPrompt(query, d, pick, best, std::chrono::duration<double>(started.time_since_epoch()).count());
   // Counted at the moment of choice, so the next decision (on any thread) already sees it.
   const int64_t tokens =
-      input.prompt_tokens >= 0
-          ? input.prompt_tokens
+      t.facts_.prompt_tokens >= 0
+          ? t.facts_.prompt_tokens
           : estimatedPromptTokens(query.request, prefix_ ? prefix_->bytesPerToken().ratio(query.request.model)
                                                          : BytesPerToken::kDefault);
-  const int64_t to_prefill = input.uncached_tokens >= 0 ? std::min(input.uncached_tokens, tokens) : tokens;
+  t.facts_.prompt_tokens = tokens;
+  const double predicted = t.facts_.predicted_cached_fraction;
+  const int64_t to_prefill =
+      std::isnan(predicted) ? tokens
+                            : std::min(tokens, static_cast<int64_t>(std::lround(static_cast<double>(tokens) * (1 - predicted))));
   // What the pod had to do when the request was sent, for learning its rates from the response's first byte.
-  const Candidate& pick = candidates[best];
-  d.sent = {pick.prefill_tokens + queuedElsewhere(pick, tokens), static_cast<double>(to_prefill),
-            static_cast<double>(std::max(0, pick.in_flight - pick.prefill_requests))};
+  t.facts_.sent = {pick.prefill_tokens + queuedElsewhere(pick, tokens), static_cast<double>(to_prefill),
+                   static_cast<double>(std::max(0, pick.in_flight - pick.prefill_requests))};
   if (!query.dry_run) {
-    d.guard = discovery::InFlightGuard(chosen, tokens);
-    d.prefill = discovery::PrefillGuard(chosen, to_prefill);
+    t.pod_ = d.pod;
+    t.strategy_ = strategy;
+    t.now_ms_ = &now_ms_;
+    t.in_flight_ = discovery::InFlightGuard(d.pod, tokens);
+    t.prefill_ = discovery::PrefillGuard(d.pod, to_prefill);
   }
-  d.pod = std::move(chosen);
-  d.match_percent = candidates[best].match_percent;
-  d.predicted_cached_fraction = input.predicted_cached_fraction;
-  d.encoded_prompt_bytes = input.encoded_prompt_bytes;
-  d.prompt_tokens = tokens;
-  d.slot_held_fraction = input.slot_held_fraction;
-  d.pending = std::move(input.pending);
-  d.held_until_end = std::move(input.held_until_end);
-  d.outcome = input.outcome;
+  d.match_percent = pick.match_percent;
   d.details = std::move(input.details);
   d.candidates = std::move(candidates);
   d.candidates.insert(d.candidates.end(), filtered.excluded.begin(), filtered.excluded.end());  // shown by /debug/route
   return d;
+}
+
+void Router::recordPrompt(const RouteQuery& query, Decision& d, const Candidate& pick, size_t chosen,
+                          double started_s) {
+  const PromptMatch& m = *d.prompt;
+  Ticket::Facts& facts = d.ticket.facts_;
+  const std::string& model = query.request.model;
+  if (m.prompt.usable) {
+    facts.prompt_tokens = static_cast<int64_t>(m.prompt.engine_tokens);
+    facts.encoded_prompt_bytes = static_cast<int64_t>(m.prompt.bytes);
+    // What the chosen pod is predicted to hold, for the prediction audit (computed against the engine's answer).
+    facts.predicted_cached_fraction = m.prompt.fraction(m.matched[chosen]);
+    facts.held_blocks = m.matched[chosen];
+  }
+  if (query.dry_run) return;
+  Ticket& t = d.ticket;
+  t.prefix_ = prefix_;
+  t.prompt_ = d.prompt;
+  // A slot engine: what its slots hold of the prompt before this request takes one (the host-cache evidence).
+  if (m.prompt.usable)
+    if (auto held = prefix_->slotHeldBlocks(model, m.prompt.hashes, *pick.pod))
+      facts.slot_held_fraction = m.prompt.fraction(*held);
+  // Recorded before proxying, so the next request with the same prefix already follows this one.
+  if (!m.prompt.hashes.empty() && !prefix_->recordRouted(model, m.prompt.hashes, *pick.pod, true, &t.held_until_end_))
+    prefix_metrics_->error(model, "record_failed");
+  // KV event mode: the blocks count for the pod until its engine begins the request (and publishes them).
+  t.pending_ = prefix_->holdPending(model, m.prompt.hashes, pick.pod_id);
+  const double now_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  prefix_metrics_->decision(model, pick.match_percent, d.outcome, now_s - started_s);
 }
 
 }  // namespace prefixgate::routing

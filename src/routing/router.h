@@ -13,7 +13,9 @@
 #include "discovery/pod_set.h"
 #include "openai/errors.h"
 #include "openai/request.h"
+#include "routing/prefix/prefix_services.h"
 #include "routing/strategy_registry.h"
+#include "routing/ticket.h"
 
 namespace prefixgate::routing {
 
@@ -29,41 +31,32 @@ struct RouteQuery {
   bool dry_run = false;              // decide without recording anything (and without counting in-flight)
 };
 
+// A request's strategy, resolved once (locked > header > profile > model > default) with the settings of its model
+// and profile: what the session prepares for (the remote tokenizer, when the strategy matches the prompt) and what
+// choose() applies. A value; a failed-over request keeps its plan.
+struct RoutePlan {
+  Strategy* strategy = nullptr;  // null: the name resolved to is unknown (message says so; choose() answers 400)
+  RequestSettings settings;
+  std::string message;
+  std::string_view name() const { return strategy ? strategy->name() : std::string_view(); }
+  // The strategy matches the prompt (Strategy::wantsPromptMatch): the remote tokenizer is asked first.
+  bool wantsPromptTokens() const { return strategy && strategy->wantsPromptMatch(); }
+};
+
 struct Decision {
   RouteFailure failure = RouteFailure::kNone;
   std::string message;                  // for the client when failure != kNone
   discovery::PodPtr pod;                // the chosen pod
-  discovery::InFlightGuard guard;       // counts the request against `pod` from the moment of choice (not in dry runs)
   std::string strategy;                 // the strategy applied
   int match_percent = -1;               // the chosen pod's prefix match, when a prefix strategy ran
-  double predicted_cached_fraction = NAN;  // the strategy's prediction for the chosen pod (RoutingInput); NaN = none
-  int64_t encoded_prompt_bytes = -1;       // the hashed prompt's size (RoutingInput); -1 = not hashed
-  // The gateway's count of the prompt in engine tokens (the hashed prompt's, else estimated from its bytes): what
-  // the pod's in-flight guard counts, and what an API key is charged when the response reports no usage. -1 = none.
-  int64_t prompt_tokens = -1;
-  double slot_held_fraction = NAN;         // a slot engine's slots' share of the prompt (RoutingInput); NaN = none
-  // The strategy's hold on the request until the engine has begun answering (the relay releases it then).
-  std::unique_ptr<PendingRequest> pending;
-  // The strategy's hold on the request until it ends (it ends with the Decision).
-  std::unique_ptr<PendingRequest> held_until_end;
   std::string_view outcome;             // strategy-specific selection label ("" = none)
   std::vector<Candidate> candidates;    // every scored candidate (for /debug/route)
   std::vector<std::pair<std::string, int64_t>> details;  // facts the strategy computed (tokens, blocks)
-  // Counts the tokens the pod must prefill for the request until its first byte (the relay resets it then).
-  discovery::PrefillGuard prefill;
-  // The pod's work when the request was sent (ServiceRates' inputs): prefill tokens queued ahead of it, its own
-  // (predicted uncached) tokens, requests decoding.
-  struct Sent {
-    double prefill_ahead_tokens = 0;
-    double own_tokens = 0;
-    double decoding = 0;
-  } sent;
-};
-
-// The strategy a request resolves to, known before choose(): what the session must prepare for it.
-struct StrategyChoice {
-  std::string_view name;             // "" when the name resolved to is unknown (choose() will answer 400)
-  bool wants_prompt_tokens = false;  // the strategy hashes the prompt (so the remote tokenizer is asked first)
+  RoutePlan plan;                       // kept for failover (chooseAgain)
+  std::shared_ptr<PromptMatch> prompt;  // the prompt's blocks and match, when the strategy matches the prompt
+  // The decision's feedback path (firstByte, attemptFailed, completed) and what it counts against the pod; not
+  // in dry runs.
+  Ticket ticket;
 };
 
 class Router {
@@ -72,18 +65,28 @@ class Router {
   // Builds every strategy of `registry` with `deps` (deps.config must outlive the router).
   Router(const StrategyRegistry& registry, const StrategyDeps& deps, const discovery::PodRegistry& pods, NowMs now_ms);
 
-  // Thread-safe; never blocks. `rng` is the calling thread's generator.
-  Decision choose(const RouteQuery& query, std::mt19937_64& rng);
-  // The strategy choose() would apply to `query` (locked > header > profile > model > default). Thread-safe.
-  StrategyChoice resolveStrategy(const RouteQuery& query) const;
+  // The strategy and settings `query` resolves to. Thread-safe.
+  RoutePlan plan(const RouteQuery& query) const;
+  // Filters the pods, hashes and matches the prompt when the plan's strategy wants it, lets the strategy score,
+  // picks the best and, unless a dry run, counts the request against it and records the prompt for it (the ticket
+  // holds both). Thread-safe; never blocks. `rng` is the calling thread's generator.
+  Decision choose(const RoutePlan& plan, const RouteQuery& query, std::mt19937_64& rng);
+  Decision choose(const RouteQuery& query, std::mt19937_64& rng) { return choose(plan(query), query, rng); }
+  // Failover: another pod for the request of `failed` (its attempt failed; tell its ticket first), excluding
+  // `query.exclude`: the same plan, and the same prompt blocks matched against the pods left (not hashed again).
+  Decision chooseAgain(Decision& failed, const RouteQuery& query, std::mt19937_64& rng);
 
   std::vector<std::string> strategyNames() const;
 
  private:
-  // Returns nullptr (and sets message) for an unknown name.
-  Strategy* resolve(const RouteQuery& query, RequestSettings& settings, std::string& message) const;
+  Decision decide(const RoutePlan& plan, const RouteQuery& query, std::mt19937_64& rng,
+                  std::shared_ptr<PromptMatch> prompt);
+  // The prompt step of a prefix strategy's decision, after the pick: the prediction, and unless a dry run the
+  // record, the KV event hold and the prefix metrics.
+  void recordPrompt(const RouteQuery& query, Decision& d, const Candidate& pick, size_t chosen, double started_s);
   const config::Config& config_;
-  const PrefixServices* prefix_;  // the learned bytes per engine token (null in tests without prefix services)
+  PrefixServices* prefix_;         // prompts' hashes, matches and records (null in tests without prefix services)
+  PrefixMetrics* prefix_metrics_;  // the aibrix_prefix_cache_* series (null with prefix_)
   const discovery::PodRegistry& pods_;
   NowMs now_ms_;
   std::map<std::string, std::unique_ptr<Strategy>, std::less<>> strategies_;

@@ -96,7 +96,7 @@ json scrapeErrorJson(const discovery::PodState& pod) {
   return s.stale && !s.last_error.empty() ? json(s.last_error) : json(nullptr);
 }
 
-// The prediction audit's sums for the pod (server/prediction_audit.h); accuracy null until a response was audited.
+// The prediction audit's sums for the pod (routing/prediction_audit.h); accuracy null until a response was audited.
 json predictionJson(const discovery::PodState& pod) {
   const discovery::PredictionTotals::Sums s = pod.prediction().sums();
   const std::optional<double> accuracy = s.accuracy();
@@ -236,8 +236,9 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
     co_return errorResponse(openai::GatewayError::kInvalidRequest, err.message, err.param);
   request.session_id = req["x-session-id"];
   routing::RouteQuery query{request, req["routing-strategy"], req["config-profile"], {}, true};
-  const RemoteTokensReport tokenized = co_await fetchRemoteTokens(g, query, request, nullptr);
-  routing::Decision d = g.router().choose(query, control.rng);
+  const routing::RoutePlan plan = g.router().plan(query);
+  const RemoteTokensReport tokenized = co_await fetchRemoteTokens(g, plan, query, request, nullptr);
+  routing::Decision d = g.router().choose(plan, query, control.rng);
   if (d.failure != routing::RouteFailure::kNone) co_return errorResponse(routing::errorFor(d.failure), d.message);
   json pods = json::array();
   for (const auto& c : d.candidates) {

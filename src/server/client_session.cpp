@@ -431,18 +431,19 @@ class ClientSession {
                                 "the gateway has limits.max_in_flight requests in flight; retry later", keep_alive);
     request.session_id = head["x-session-id"];
     routing::RouteQuery query{request, head["routing-strategy"], head["config-profile"], {}, false};
-    co_await fetchRemoteTokens(gateway_, query, request, &worker_.tokenizer_connections);
-    routing::Decision decision = gateway_.router().choose(query, worker_.rng);
+    const routing::RoutePlan plan = gateway_.router().plan(query);
+    co_await fetchRemoteTokens(gateway_, plan, query, request, &worker_.tokenizer_connections);
+    routing::Decision decision = gateway_.router().choose(plan, query, worker_.rng);
     if (decision.failure != routing::RouteFailure::kNone)
       co_return co_await reject(outcome, routing::errorFor(decision.failure), decision.message, keep_alive);
     auth.stripCredentials(head);
     proxy::PodHealth health{gateway_.pods(), gateway_.config().health_check, routing::steadyNowMs};
     proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, health, head, head.body(),
                                       outcome.requestId(), relay_heads_, keep_alive,
-                                      [&](std::span<const PodId> exclude) {
+                                      [&](routing::Decision& failed, std::span<const PodId> exclude) {
                                         routing::RouteQuery again = query;
                                         again.exclude = exclude;
-                                        return gateway_.router().choose(again, worker_.rng);
+                                        return gateway_.router().chooseAgain(failed, again, worker_.rng);
                                       }};
     relay_request.pipelined = &buffer_;  // the next request, if the client sends it during this one's response
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);

@@ -21,7 +21,8 @@ void warnThrottled(const openai::RequestView& request, const tokenize::TokenizeR
 
 }  // namespace
 
-boost::asio::awaitable<RemoteTokensReport> fetchRemoteTokens(Gateway& gateway, const routing::RouteQuery& query,
+boost::asio::awaitable<RemoteTokensReport> fetchRemoteTokens(Gateway& gateway, const routing::RoutePlan& plan,
+                                                             const routing::RouteQuery& query,
                                                              openai::RequestView& request,
                                                              tokenize::ConnectionPool* pool) {
   request.remote_tokens = RemoteTokens::kNone;
@@ -30,7 +31,7 @@ boost::asio::awaitable<RemoteTokensReport> fetchRemoteTokens(Gateway& gateway, c
   tokenize::RemoteTokenizer* tokenizer = gateway.remoteTokenizer();
   // Token ids in the prompt are already the engine's: nothing to ask.
   if (!tokenizer || request.has_token_ids) co_return report;
-  if (!gateway.router().resolveStrategy(query).wants_prompt_tokens) co_return report;
+  if (!plan.wantsPromptTokens()) co_return report;
   // A model no pod serves is refused by the router (404): asking a tokenizer is wasted, and counting the failure by
   // the client's model name (aibrix_prefix_cache_routing_errors_total) would add series for every made-up name.
   if (gateway.pods().snapshot()->podsFor(request.model) == nullptr) co_return report;

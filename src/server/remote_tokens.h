@@ -29,7 +29,8 @@ struct RemoteTokensReport {
 // {reason="tokenize_failed"} whenever no tokens came, "unsupported" included) and logs why (throttled). Runs on the
 // calling event loop, never blocks it, and completes within routing.prefix_cache.remote_tokenizer_timeout_ms.
 // `pool`: the calling thread's connections, or null.
-boost::asio::awaitable<RemoteTokensReport> fetchRemoteTokens(Gateway& gateway, const routing::RouteQuery& query,
+boost::asio::awaitable<RemoteTokensReport> fetchRemoteTokens(Gateway& gateway, const routing::RoutePlan& plan,
+                                                             const routing::RouteQuery& query,
                                                              openai::RequestView& request,
                                                              tokenize::ConnectionPool* pool);
 

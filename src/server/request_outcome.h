@@ -11,7 +11,6 @@
 #include "openai/request.h"
 #include "proxy/relay.h"
 #include "routing/router.h"
-#include "server/prediction_audit.h"
 #include "server/responses.h"
 
 namespace prefixgate::server {
@@ -42,8 +41,6 @@ class RequestOutcome {
   HeaderList headers() const { return {{"request-id", request_id_}}; }
 
  private:
-  void noteSlotCacheEvidence(discovery::PodState& pod, const routing::Decision& decision, uint64_t prompt_tokens,
-                             uint64_t cached_tokens);
   Gateway& gateway_;
   bool begun_ = false;
   std::chrono::steady_clock::time_point start_;
@@ -64,18 +61,8 @@ class RequestOutcome {
   int stale_retries_ = 0;
   uint64_t output_tokens_ = 0;
   std::optional<uint64_t> engine_cached_tokens_;  // usage.prompt_tokens_details.cached_tokens, when reported
-  std::optional<PredictionAudit> audit_;          // set when the response is audited
-  discovery::PodPtr audited_pod_;                 // whose PredictionTotals the audit adds to
+  std::optional<routing::PredictionAudit> audit_;  // set when the response is audited
 };
-
-// What one slot engine's response says of its cache beyond its slots: true (a host prompt cache) when it served
-// more cached tokens than any of its slots held of the prompt when it was routed (`slot_held_fraction` of its
-// `prompt_tokens`); false (slots only) when it served no more than they held where the gateway's routing history
-// promised more (`predicted_fraction`); nullopt when it tells nothing. Both beyond a margin for block rounding: a
-// tenth of the prompt, at least kSlotCacheMarginTokens. Pure (unit-tested).
-inline constexpr double kSlotCacheMarginTokens = 64;
-std::optional<bool> slotCacheEvidence(double slot_held_fraction, double predicted_fraction, uint64_t prompt_tokens,
-                                      uint64_t cached_tokens);
 
 // A random request id: 32 hex digits, from the calling thread's generator.
 std::string newRequestId();

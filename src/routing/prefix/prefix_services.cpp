@@ -153,6 +153,11 @@ bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockH
   return true;
 }
 
+void PrefixServices::withdrawRouted(std::string_view model, std::span<const BlockHash> hashes,
+                                    const discovery::PodState& pod) {
+  index_->remove(model, hashes, pod.id());
+}
+
 std::optional<size_t> PrefixServices::slotHeldBlocks(std::string_view model, std::span<const BlockHash> hashes,
                                                     const discovery::PodState& pod) const {
   const size_t slots = capacity_aware_ && !kv_ ? modelledSlots(pod) : 0;

@@ -53,6 +53,17 @@ struct PromptBlocks {
   }
 };
 
+// A request's prompt as routing matched it: its blocks, and per candidate of the decision (RoutingInput::candidates'
+// order) the blocks that pod is predicted to hold. The Router makes it before a prefix strategy scores (the strategy
+// reads it ready-made) and the Decision keeps it: failover matches the same blocks against the pods left.
+struct PromptMatch {
+  PromptBlocks prompt;
+  std::vector<uint32_t> matched;  // per candidate, blocks of prompt.hashes
+  std::vector<PodId> pods;        // match()'s scratch
+  // The share of the prompt candidate `i` is predicted to hold (0..1); 0 for an unusable prompt.
+  double fraction(size_t i) const { return prompt.usable ? prompt.fraction(matched[i]) : 0; }
+};
+
 // KV event sync's settings (routing.prefix_cache.*).
 struct KvModeOptions {
   std::chrono::milliseconds speculative_ttl{2000};
@@ -119,6 +130,9 @@ class PrefixServices {
   // predicted to take another slot while it runs, as the engine makes it.
   bool recordRouted(std::string_view model, std::span<const BlockHash> hashes, const discovery::PodState& pod,
                     bool shared = true, std::unique_ptr<PendingRequest>* slot_hold = nullptr);
+  // Withdraws `hashes` (blocks recorded by recordRouted) from `pod` in the index: the request they were recorded
+  // for failed before its engine computed them (routing::Ticket::attemptFailed). Thread-safe.
+  void withdrawRouted(std::string_view model, std::span<const BlockHash> hashes, const discovery::PodState& pod);
   // Where this gateway's own records go besides the index (state sync); null = nowhere. Set before serving.
   void setRecordSink(RecordSink* sink) { sink_ = sink; }
   std::chrono::nanoseconds recordExpiry() const { return expiry_; }

@@ -24,7 +24,7 @@ class LeastLatencyStrategy final : public Strategy {
   LeastLatencyStrategy(const StrategyDeps&, const Settings& settings) : settings_(settings) {}
   std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
-    const int64_t now = steadyNowMs();
+    const int64_t now = input.now_ms;
     for (Candidate& c : input.candidates) {
       const discovery::LatencyEstimate::Sample s = c.pod->latency().read();
       c.score = -estimatedSeconds(s, now, settings_.decay_half_life_ms);

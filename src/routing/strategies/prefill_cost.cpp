@@ -15,16 +15,15 @@ class PrefillCostStrategy final : public PrefixStrategy {
  public:
   static constexpr std::string_view kName = PrefillCostSettings::kStrategyName;
   using Settings = PrefillCostSettings;
-  PrefillCostStrategy(const config::Config& config, PrefixServices& services, PrefixMetrics& metrics,
-                      const Settings& settings)
-      : PrefixStrategy(config, services, metrics), settings_(settings) {}
+  PrefillCostStrategy(const config::Config& config, PrefixServices& services, const Settings& settings)
+      : PrefixStrategy(config, services), settings_(settings) {}
   static std::unique_ptr<Strategy> create(const StrategyDeps& deps, const Settings& settings) {
     return createPrefixStrategy<PrefillCostStrategy>(deps, settings);
   }
   std::string_view name() const override { return kName; }
 
   void score(RoutingInput& input) override {
-    Match& m = hashAndMatch(input);
+    const PromptMatch& m = matchOf(input);
     const size_t blocks = m.prompt.hashes.size();
     thread_local std::vector<double> costs;
     costs.resize(input.candidates.size());
@@ -35,8 +34,6 @@ class PrefillCostStrategy final : public PrefixStrategy {
       input.candidates[i].score = -costs[i];
     }
   }
-
-  void onPicked(RoutingInput& input, size_t chosen) override { recordPick(input, chosen); }
 
  private:
   Settings settings_;

@@ -34,9 +34,9 @@ class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScor
   static constexpr std::string_view kName = kScorer == Scorer::kWait    ? WaitSettings::kStrategyName
                                             : kScorer == Scorer::kBlend ? std::string_view("prefix-cache-blend")
                                                                         : std::string_view("prefix-cache");
-  PrefixCacheStrategy(const config::Config& config, PrefixServices& services, PrefixMetrics& metrics,
-                      const PrefillCostSettings& prefill, const WaitSettings& wait)
-      : PrefixStrategy(config, services, metrics),
+  PrefixCacheStrategy(const config::Config& config, PrefixServices& services, const PrefillCostSettings& prefill,
+                      const WaitSettings& wait)
+      : PrefixStrategy(config, services),
         prefill_(prefill),
         wait_settings_(wait),
         wait_(kScorer == Scorer::kWait || (kScorer == Scorer::kConfigured && config.routing.prefix_cache.scorer == "wait")),
@@ -58,7 +58,7 @@ class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScor
   std::string_view name() const override { return kName; }
 
   void score(RoutingInput& input) override {
-    Match& m = hashAndMatch(input);
+    const PromptMatch& m = matchOf(input);
     if (wait_) return scoreWait(input, m);
     const auto& blend = config_.routing.blend;
     const size_t blocks = m.prompt.hashes.size();
@@ -82,12 +82,11 @@ class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScor
 
   void onPicked(RoutingInput& input, size_t chosen) override {
     if (input.outcome.empty()) input.outcome = outcomeOfBlend(input.candidates, chosen);
-    recordPick(input, chosen);
-    if (wait_ && !input.dry_run) windows_.add(input.candidates[chosen].pod_id, 1, steadyNowMs());
+    if (wait_ && !input.dry_run) windows_.add(input.candidates[chosen].pod_id, 1, input.now_ms);
   }
 
  private:
-  void scoreWait(RoutingInput& input, Match& m) {
+  void scoreWait(RoutingInput& input, const PromptMatch& m) {
     const size_t n = input.candidates.size();
     thread_local std::vector<double> uncached;
     thread_local std::vector<discovery::ServiceRates::Rates> rates;
@@ -98,7 +97,7 @@ class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScor
         m.prompt.usable ? static_cast<double>(m.prompt.engine_tokens)
                         : static_cast<double>(estimatedPromptTokens(
                               input.request, services_.bytesPerToken().ratio(input.request.model)));
-    for (size_t i = 0; i < n; ++i) uncached[i] = tokens * (1 - (m.prompt.usable ? m.prompt.fraction(m.matched[i]) : 0));
+    for (size_t i = 0; i < n; ++i) uncached[i] = tokens * (1 - m.fraction(i));
     candidateRates(input.candidates, wait_settings_, rates);
     setMatchPercents(input.candidates, m.matched, m.prompt.hashes.size());
     waitScores(input.candidates, uncached, tokens, rates, wait_settings_.fleet_work_weight);
@@ -106,11 +105,11 @@ class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScor
     // window loads (under their mutex) are read only for new work.
     input.outcome = {};
     double best = 0;
-    for (size_t i = 0; i < n; ++i) best = std::max(best, m.prompt.usable ? m.prompt.fraction(m.matched[i]) : 0.0);
+    for (size_t i = 0; i < n; ++i) best = std::max(best, m.fraction(i));
     if (wait_settings_.rebalance_ratio <= 0 || best >= kNewWorkCachedShare) return;
     thread_local std::vector<double> load;
     load.resize(n);
-    windows_.read(input.candidates, steadyNowMs(), load);
+    windows_.read(input.candidates, input.now_ms, load);
     if (balanceNewWork(input.candidates, best, load, wait_settings_.rebalance_ratio)) input.outcome = kPrebleRebalance;
   }
 

@@ -48,9 +48,8 @@ class PrefixCachePrebleStrategy final : public PrefixStrategy {
         r.problem("decode_token_cost", "must be between 0 and 1000000");
     }
   };
-  PrefixCachePrebleStrategy(const config::Config& config, PrefixServices& services, PrefixMetrics& metrics,
-                            const Settings& settings)
-      : PrefixStrategy(config, services, metrics),
+  PrefixCachePrebleStrategy(const config::Config& config, PrefixServices& services, const Settings& settings)
+      : PrefixStrategy(config, services),
         settings_(settings),
         windows_(settings.window_ms) {}
   static std::unique_ptr<Strategy> create(const StrategyDeps& deps, const Settings& settings) {
@@ -59,14 +58,14 @@ class PrefixCachePrebleStrategy final : public PrefixStrategy {
   std::string_view name() const override { return kName; }
 
   void score(RoutingInput& input) override {
-    Match& m = hashAndMatch(input);
+    const PromptMatch& m = matchOf(input);
     const size_t n = input.candidates.size();
     const double tokens = static_cast<double>(m.prompt.engine_tokens);
     thread_local std::vector<double> cached, load;
     cached.resize(n);
     load.resize(n);
-    windows_.read(input.candidates, steadyNowMs(), load);
-    for (size_t i = 0; i < n; ++i) cached[i] = m.prompt.usable ? tokens * m.prompt.fraction(m.matched[i]) : 0;
+    windows_.read(input.candidates, input.now_ms, load);
+    for (size_t i = 0; i < n; ++i) cached[i] = tokens * m.fraction(i);
     const double output = outputTokens(input.request);
     const double own_work = tokens + settings_.decode_token_cost * output;
     input.outcome = prebleScores(input.candidates, cached, tokens, load, output,
@@ -75,13 +74,12 @@ class PrefixCachePrebleStrategy final : public PrefixStrategy {
   }
 
   void onPicked(RoutingInput& input, size_t chosen) override {
-    recordPick(input, chosen);
     if (input.dry_run) return;
-    const Match& m = current();
+    const PromptMatch& m = matchOf(input);
     const double tokens = static_cast<double>(m.prompt.engine_tokens);
-    const double missed = tokens - (m.prompt.usable ? tokens * m.prompt.fraction(m.matched[chosen]) : 0);
+    const double missed = tokens - tokens * m.fraction(chosen);
     const double cost = missed + settings_.decode_token_cost * outputTokens(input.request);
-    windows_.add(input.candidates[chosen].pod_id, cost, steadyNowMs());
+    windows_.add(input.candidates[chosen].pod_id, cost, input.now_ms);
   }
 
  private:

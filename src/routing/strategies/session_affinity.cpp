@@ -33,7 +33,7 @@ class SessionAffinityStrategy final : public Strategy {
       input.outcome = "no_session";
       return;
     }
-    const std::optional<PodId> pinned = table_.lookup(id, steadyNowMs());
+    const std::optional<PodId> pinned = table_.lookup(id, input.now_ms);
     input.outcome = pinned ? "moved" : "new";
     if (!pinned) return;
     for (Candidate& c : input.candidates)
@@ -47,7 +47,7 @@ class SessionAffinityStrategy final : public Strategy {
     const std::string_view id = input.request.session_id;
     if (input.dry_run || id.empty() || id.size() > SessionTable::kMaxIdBytes) return;
     const Candidate& c = input.candidates[chosen];
-    table_.remember(id, c.pod_id, c.pod, steadyNowMs());
+    table_.remember(id, c.pod_id, c.pod, input.now_ms);
   }
 
  private:

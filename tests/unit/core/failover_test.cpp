@@ -22,7 +22,6 @@ class RecordingSink : public HealthSink {
     hashes.push_back(hash);
   }
   void succeeded(PodState& pod) override { calls.push_back("succeeded " + pod.name()); }
-  void delivered(PodState& pod, uint64_t) override { calls.push_back("delivered " + pod.name()); }
   std::vector<std::string> calls;
   std::vector<uint64_t> hashes;
 };

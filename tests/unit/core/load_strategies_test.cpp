@@ -50,7 +50,7 @@ class StrategyRunner {
   size_t run(std::string_view name, std::vector<Candidate>& c, config::LoadBalanceConfig lb = {}) {
     RequestSettings settings;
     settings.load_balance = lb;
-    RoutingInput input{request_, c, settings, rng_, true, {}, {}, NAN, nullptr};
+    RoutingInput input{request_, c, settings, rng_, true};
     strategies_.find(name)->second->score(input);
     return pick(c);
   }

@@ -126,15 +126,5 @@ TEST_F(PodHealthTest, SuspectFailuresNeedDifferentRequests) {
   EXPECT_FALSE(pod("a")->ready(now_ms_));
 }
 
-// A delivered response feeds the pod's measured capacity at the injected clock's time.
-TEST_F(PodHealthTest, DeliveredTokensFeedCapacity) {
-  EXPECT_EQ(pod("a")->engine().capacityTokensPerSecond(now_ms_), 0);
-  health_.delivered(*pod("a"), 500);
-  now_ms_ += 1000;
-  health_.delivered(*pod("a"), 500);
-  EXPECT_GT(pod("a")->engine().capacityTokensPerSecond(now_ms_), 0);
-  EXPECT_EQ(pod("b")->engine().capacityTokensPerSecond(now_ms_), 0);
-}
-
 }  // namespace
 }  // namespace prefixgate::discovery

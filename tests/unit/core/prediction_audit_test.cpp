@@ -1,4 +1,4 @@
-#include "server/prediction_audit.h"
+#include "routing/prediction_audit.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 namespace prefixgate {
 namespace {
 
-using server::PredictionAudit;
+using routing::PredictionAudit;
 
 // predicted = round(fraction x engine prompt tokens); the error is (predicted - engine) / prompt tokens.
 TEST(PredictionAudit, ComparesInEngineTokens) {
@@ -72,16 +72,16 @@ TEST(PredictionTotals, SumsAndAccuracy) {
 // host prompt cache; no more than they held where routing history promised more is slots only; anything within the
 // block-rounding margin, or where history promised no more than the slots, says nothing.
 TEST(PredictionTotals, SlotCacheEvidence) {
-  EXPECT_EQ(server::slotCacheEvidence(0.0, 0.9, 1000, 900), true);    // nothing in the slots, 900 cached
-  EXPECT_EQ(server::slotCacheEvidence(0.5, 0.9, 1000, 700), true);    // half held, 700 cached (> 500 + 100)
-  EXPECT_EQ(server::slotCacheEvidence(0.0, 0.9, 1000, 30), false);    // history promised 900: the slots were right
-  EXPECT_EQ(server::slotCacheEvidence(0.5, 0.9, 1000, 520), false);   // promised 900, got what the slots held
-  EXPECT_EQ(server::slotCacheEvidence(0.5, 0.55, 1000, 520), std::nullopt);  // both agree: no evidence
-  EXPECT_EQ(server::slotCacheEvidence(0.9, 0.9, 1000, 999), std::nullopt);
-  EXPECT_EQ(server::slotCacheEvidence(0.0, 0.3, 200, 60), std::nullopt);     // under the 64-token floor
-  EXPECT_EQ(server::slotCacheEvidence(NAN, 0.9, 1000, 999), std::nullopt);   // not a slot engine's pick
-  EXPECT_EQ(server::slotCacheEvidence(0.0, NAN, 1000, 10), std::nullopt);    // no history either
-  EXPECT_EQ(server::slotCacheEvidence(0.0, 0.0, 0, 0), std::nullopt);
+  EXPECT_EQ(routing::slotCacheEvidence(0.0, 0.9, 1000, 900), true);    // nothing in the slots, 900 cached
+  EXPECT_EQ(routing::slotCacheEvidence(0.5, 0.9, 1000, 700), true);    // half held, 700 cached (> 500 + 100)
+  EXPECT_EQ(routing::slotCacheEvidence(0.0, 0.9, 1000, 30), false);    // history promised 900: the slots were right
+  EXPECT_EQ(routing::slotCacheEvidence(0.5, 0.9, 1000, 520), false);   // promised 900, got what the slots held
+  EXPECT_EQ(routing::slotCacheEvidence(0.5, 0.55, 1000, 520), std::nullopt);  // both agree: no evidence
+  EXPECT_EQ(routing::slotCacheEvidence(0.9, 0.9, 1000, 999), std::nullopt);
+  EXPECT_EQ(routing::slotCacheEvidence(0.0, 0.3, 200, 60), std::nullopt);     // under the 64-token floor
+  EXPECT_EQ(routing::slotCacheEvidence(NAN, 0.9, 1000, 999), std::nullopt);   // not a slot engine's pick
+  EXPECT_EQ(routing::slotCacheEvidence(0.0, NAN, 1000, 10), std::nullopt);    // no history either
+  EXPECT_EQ(routing::slotCacheEvidence(0.0, 0.0, 0, 0), std::nullopt);
 }
 
 TEST(PredictionTotals, SurviveAReloadOfAnUnchangedPod) {
@@ -145,11 +145,11 @@ TEST(PredictedCache, DecisionCarriesThePrediction) {
     r.prompt_text = prompt;
     return router.choose(routing::RouteQuery{r, strategy, "", {}, dry}, rng);
   };
-  EXPECT_EQ(route("aaaabbbbccccdddd", "").predicted_cached_fraction, 0.0);
+  EXPECT_EQ(route("aaaabbbbccccdddd", "").ticket.facts().predicted_cached_fraction, 0.0);
   // 3 of the 4-byte blocks match on the pod that holds them; the prompt is 18 bytes.
   routing::Decision d = route("aaaabbbbccccXXXXYY", "", true);
-  EXPECT_DOUBLE_EQ(d.predicted_cached_fraction, 12.0 / 18.0);
-  EXPECT_TRUE(std::isnan(route("aaaabbbbccccdddd", "random").predicted_cached_fraction));
+  EXPECT_DOUBLE_EQ(d.ticket.facts().predicted_cached_fraction, 12.0 / 18.0);
+  EXPECT_TRUE(std::isnan(route("aaaabbbbccccdddd", "random").ticket.facts().predicted_cached_fraction));
 }
 
 // The audit's series: counters by pod and the error histogram with buckets from -1 to 1.

@@ -292,16 +292,16 @@ TEST_F(PrefixRulesTest, WaitFollowsTheCacheUntilItsQueueCostsMore) {
   const std::string holder = first.pod->name();
   EXPECT_EQ(first.strategy, "prefix-cache-wait");
   EXPECT_EQ(pod(holder)->prefillTokens(), 8);  // nothing cached anywhere: the whole prompt to prefill
-  EXPECT_DOUBLE_EQ(first.sent.own_tokens, 8);
-  EXPECT_DOUBLE_EQ(first.sent.prefill_ahead_tokens, 0);
-  first.prefill.reset();  // the first byte
+  EXPECT_DOUBLE_EQ(first.ticket.facts().sent.own_tokens, 8);
+  EXPECT_DOUBLE_EQ(first.ticket.facts().sent.prefill_ahead_tokens, 0);
+  first.ticket.firstByte();
   EXPECT_EQ(pod(holder)->prefillTokens(), 0);
   first = Decision{};
 
   Decision warm = route(prompt + "zzzz");
   EXPECT_EQ(warm.pod->name(), holder);
   EXPECT_EQ(warm.match_percent, 88);  // 8 of 9 blocks
-  EXPECT_DOUBLE_EQ(warm.sent.own_tokens, 1);  // only the new block to compute
+  EXPECT_DOUBLE_EQ(warm.ticket.facts().sent.own_tokens, 1);  // only the new block to compute
   for (const Candidate& c : warm.candidates)
     if (c.pod->name() != holder) {
       EXPECT_GT(c.wait.prefill, 0);

@@ -744,14 +744,14 @@ TEST(RemoteTokenizerRouting, RouterSaysWhetherTheStrategyHashesPrompts) {
   openai::RequestView request;
   request.model = "m";
   routing::RouteQuery by_default{request, "", "", {}, false};
-  EXPECT_EQ(router.resolveStrategy(by_default).name, "prefix-cache");
-  EXPECT_TRUE(router.resolveStrategy(by_default).wants_prompt_tokens);
+  EXPECT_EQ(router.plan(by_default).name(), "prefix-cache");
+  EXPECT_TRUE(router.plan(by_default).wantsPromptTokens());
   routing::RouteQuery least{request, "least-request", "", {}, false};
-  EXPECT_EQ(router.resolveStrategy(least).name, "least-request");
-  EXPECT_FALSE(router.resolveStrategy(least).wants_prompt_tokens);
+  EXPECT_EQ(router.plan(least).name(), "least-request");
+  EXPECT_FALSE(router.plan(least).wantsPromptTokens());
   routing::RouteQuery unknown{request, "nope", "", {}, false};
-  EXPECT_EQ(router.resolveStrategy(unknown).name, "");
-  EXPECT_FALSE(router.resolveStrategy(unknown).wants_prompt_tokens);
+  EXPECT_EQ(router.plan(unknown).name(), "");
+  EXPECT_FALSE(router.plan(unknown).wantsPromptTokens());
 }
 
 }  // namespace

@@ -104,7 +104,7 @@ struct Runner {
     strategies = StrategyRegistry::builtin().createAll(StrategyDeps{config});
   }
   size_t choose(std::string_view name, std::vector<Candidate>& c, bool dry_run = true) {
-    RoutingInput input{request, c, RequestSettings{}, rng, dry_run, {}, {}, NAN, nullptr};
+    RoutingInput input{request, c, RequestSettings{}, rng, dry_run};
     Strategy& strategy = *strategies.find(name)->second;
     strategy.score(input);
     const size_t chosen = pickBest(c, rng);

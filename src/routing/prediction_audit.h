@@ -2,12 +2,12 @@
 // The prediction audit: for a successful response whose engine reported usage.prompt_tokens and
 // usage.prompt_tokens_details.cached_tokens, and whose routing decision carried a prediction (prefix strategies
 // set Decision::predicted_cached_fraction), the tokens the router predicted as cached on the chosen pod against
-// the tokens the engine says it found cached. Pure: RequestOutcome records the result in the pod's
+// the tokens the engine says it found cached. Pure: routing::Ticket records the result in the pod's
 // PredictionTotals and in the prefixgate_prefix_* series.
 #include <cstdint>
 #include <optional>
 
-namespace prefixgate::server {
+namespace prefixgate::routing {
 
 struct PredictionAudit {
   uint64_t prompt_tokens = 0;         // as the engine counted them
@@ -21,4 +21,4 @@ struct PredictionAudit {
                                                 std::optional<uint64_t> cached_tokens);
 };
 
-}  // namespace prefixgate::server
+}  // namespace prefixgate::routing

@@ -1,9 +1,9 @@
-#include "server/prediction_audit.h"
+#include "routing/prediction_audit.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace prefixgate::server {
+namespace prefixgate::routing {
 
 std::optional<PredictionAudit> PredictionAudit::compare(double predicted_fraction,
                                                         std::optional<uint64_t> prompt_tokens,
@@ -20,4 +20,4 @@ std::optional<PredictionAudit> PredictionAudit::compare(double predicted_fractio
   return a;
 }
 
-}  // namespace prefixgate::server
+}  // namespace prefixgate::routing
