@@ -94,7 +94,7 @@ double queuedElsewhere(const Candidate& c, double prompt_tokens) {
 int64_t estimatedPromptTokens(const openai::RequestView& request, double bytes_per_token) {
   if (request.remote_token_ids) return static_cast<int64_t>(request.remote_token_ids->size());
   if (request.has_token_ids) return static_cast<int64_t>(request.prompt_token_ids.size());
-  if (!(bytes_per_token > 0)) bytes_per_token = BytesPerToken::kDefault;
+  if (!(bytes_per_token > 0)) bytes_per_token = tokenize::kDefaultBytesPerToken;
   return static_cast<int64_t>(std::ceil(static_cast<double>(request.prompt_text.size()) / bytes_per_token));
 }
 
@@ -221,7 +221,7 @@ Decision Router::choose(const RouteQuery& query, std::mt19937_64& rng) {
       input.prompt_tokens >= 0
           ? input.prompt_tokens
           : estimatedPromptTokens(query.request, prefix_ ? prefix_->bytesPerToken().ratio(query.request.model)
-                                                         : BytesPerToken::kDefault);
+                                                         : tokenize::kDefaultBytesPerToken);
   const int64_t to_prefill = input.uncached_tokens >= 0 ? std::min(input.uncached_tokens, tokens) : tokens;
   // What the pod had to do when the request was sent, for learning its rates from the response's first byte.
   const Candidate& pick = candidates[best];

@@ -10,4 +10,9 @@ namespace prefixgate::tokenize {
 // this many bytes, so a block size in bytes must be a multiple of it.
 inline constexpr size_t kTokenIdBytes = 4;
 
+// Bytes of the index's encoding per ENGINE token until a model's engines report usage (routing::BytesPerToken then
+// learns the real ratio): exact for the ids of the engine's own vocabulary, and about what English text averages
+// per token with the character tokenizer.
+inline constexpr double kDefaultBytesPerToken = static_cast<double>(kTokenIdBytes);
+
 }  // namespace prefixgate::tokenize
