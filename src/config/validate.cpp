@@ -7,6 +7,7 @@
 #include "index/prefix_index.h"
 #include "net/listener.h"
 #include "sync/redis_address.h"
+#include "tokenize/token_bytes.h"
 #include "util/log.h"
 
 namespace prefixgate::config {
@@ -124,12 +125,15 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   if (r.prefix_cache.tokenizer != "character" && r.prefix_cache.tokenizer != "tiktoken")
     check.fail("routing.prefix_cache.tokenizer", "expected character or tiktoken, got '" + r.prefix_cache.tokenizer + "'");
   check.positive("routing.prefix_cache.block_size", r.prefix_cache.block_size);
-  if (r.prefix_cache.tokenizer == "tiktoken" && r.prefix_cache.block_size % 4 != 0)
-    check.fail("routing.prefix_cache.block_size", "must be a multiple of 4 with the tiktoken tokenizer (4 bytes per token)");
-  else if (r.prefix_cache.remoteTokenizerOn() && r.prefix_cache.block_size % 4 != 0)
+  if (r.prefix_cache.tokenizer == "tiktoken" && r.prefix_cache.block_size % tokenize::kTokenIdBytes != 0)
     check.fail("routing.prefix_cache.block_size",
-               "must be a multiple of 4 with the remote tokenizer (use_remote_tokenizer or kv_event_sync: 4 bytes per "
-               "token)");
+               fmt::format("must be a multiple of {0} with the tiktoken tokenizer ({0} bytes per token)",
+                           tokenize::kTokenIdBytes));
+  else if (r.prefix_cache.remoteTokenizerOn() && r.prefix_cache.block_size % tokenize::kTokenIdBytes != 0)
+    check.fail("routing.prefix_cache.block_size",
+               fmt::format("must be a multiple of {0} with the remote tokenizer (use_remote_tokenizer or "
+                           "kv_event_sync: {0} bytes per token)",
+                           tokenize::kTokenIdBytes));
   check.positive("routing.prefix_cache.block_number", r.prefix_cache.block_number);
   check.atMost("routing.prefix_cache.block_number", r.prefix_cache.block_number,
                index::PrefixIndex::kMaxShards * uint64_t{index::BlockStore::kMaxBlocks}, "the index's largest size");

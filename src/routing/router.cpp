@@ -95,7 +95,7 @@ double queuedElsewhere(const Candidate& c, double prompt_tokens) {
 int64_t estimatedPromptTokens(const openai::RequestView& request, double bytes_per_token) {
   if (request.remote_token_ids) return static_cast<int64_t>(request.remote_token_ids->size());
   if (request.has_token_ids) return static_cast<int64_t>(request.prompt_token_ids.size());
-  if (!(bytes_per_token > 0)) bytes_per_token = BytesPerToken::kDefault;
+  if (!(bytes_per_token > 0)) bytes_per_token = tokenize::kDefaultBytesPerToken;
   return static_cast<int64_t>(std::ceil(static_cast<double>(request.prompt_text.size()) / bytes_per_token));
 }
 
@@ -258,7 +258,7 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
       t.facts_.prompt_tokens >= 0
           ? t.facts_.prompt_tokens
           : estimatedPromptTokens(query.request, prefix_ ? prefix_->bytesPerToken().ratio(query.request.model)
-                                                         : BytesPerToken::kDefault);
+                                                         : tokenize::kDefaultBytesPerToken);
   t.facts_.prompt_tokens = tokens;
   const double predicted = t.facts_.predicted_cached_fraction;
   const int64_t to_prefill =

@@ -16,6 +16,7 @@
 #include "routing/prefix/prefix_services.h"
 #include "routing/strategy_registry.h"
 #include "routing/ticket.h"
+#include "tokenize/token_bytes.h"
 
 namespace prefixgate::routing {
 
@@ -120,7 +121,8 @@ double queuedElsewhere(const Candidate& c, double prompt_tokens);
 
 // A request's prompt tokens when no strategy tokenized it: its token ids when it has them (its own or the
 // engine's), else its prompt text at `bytes_per_token` (the model's learned BytesPerToken ratio where known).
-int64_t estimatedPromptTokens(const openai::RequestView& request, double bytes_per_token = 4);
+int64_t estimatedPromptTokens(const openai::RequestView& request,
+                              double bytes_per_token = tokenize::kDefaultBytesPerToken);
 
 // Panic routing (health_check.panic_threshold_percent): true when fewer than that share of the model's pods that
 // are not removed are ready. The router then ignores passive ejections: failures seen by the relay must not leave

@@ -16,9 +16,9 @@
 // Everything runs on this component's own thread; request threads only append to the outbox (a short lock). When
 // Redis is unavailable or slow, routing goes on with the local index and counts, records wait in the outbox
 // (bounded), and sync resumes by itself (stream position, or the snapshot when the stream was trimmed).
-#include <prometheus/counter.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
+// StateSync owns the thread, the connections and the loops that talk to Redis (with redis_client.h, the only Asio
+// code here); what each channel sends and how what it reads is applied are in record_channel.h, session_channel.h,
+// load_channel.h and snapshot_channel.h, which do no I/O.
 #include <prometheus/registry.h>
 
 #include <atomic>
@@ -26,14 +26,12 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -42,9 +40,15 @@
 #include "prefixgate/types.h"
 #include "routing/prefix/prefix_services.h"
 #include "routing/session_table.h"
+#include "sync/load_channel.h"
 #include "sync/outbox.h"
-#include "sync/load_entries.h"
+#include "sync/pod_lookup.h"
+#include "sync/record_channel.h"
 #include "sync/redis_client.h"
+#include "sync/session_channel.h"
+#include "sync/snapshot_channel.h"
+#include "sync/state_sync_metrics.h"
+#include "sync/sync_keys.h"
 #include "util/log.h"
 
 namespace prefixgate::sync {
@@ -84,56 +88,45 @@ class StateSync final : public routing::RecordSink, public routing::SessionSink 
   const std::string& replicaId() const { return replica_id_; }
 
  private:
-  struct Metrics;
   boost::asio::awaitable<void> writerLoop();
   boost::asio::awaitable<void> readerLoop();
   boost::asio::awaitable<bool> loadSnapshot(RedisConnection& conn);
-  boost::asio::awaitable<bool> streamTrimmedPast(RedisConnection& conn, const std::string& position);
+  boost::asio::awaitable<bool> streamLostEntries(RedisConnection& conn, bool& lost);
+  boost::asio::awaitable<bool> readStream(RedisConnection& conn);
   boost::asio::awaitable<void> staleLoadWatch();
   boost::asio::awaitable<void> exchangeLoads(RedisConnection& conn, const RedisReply& members);
   boost::asio::awaitable<void> pause(std::chrono::milliseconds duration);
-  void applyBatch(std::string_view batch, int64_t now_wall_ms);
-  void applyRecord(const Record& record, int64_t now_wall_ms, bool from_snapshot);
-  void applySessions(std::string_view batch, int64_t now_wall_ms);
-  void applySession(const SessionPin& pin, int64_t now_wall_ms);
-  void snapshotCommands(std::string& commands, size_t& count, int64_t wall);
-  void setRemoteLoads(std::map<std::string, std::map<std::string, int32_t, std::less<>>, std::less<>> by_pod,
-                      size_t other_replicas);
+  // One stream entry of this flush's records (field d) and pins (field s), each only when there are any.
+  void appendStreamEntry(std::string& commands, const Outbox::Taken& batch) const;
+  // Applies the other replicas' entries of an XREAD reply and moves the stream position past them.
+  void applyStreamEntries(const RedisReply& reply, int64_t now_wall_ms);
   void countReconnects(const RedisConnection& conn, uint64_t& seen);
-  // The pod at `address`; null when this replica does not route to it. Sync thread only.
-  discovery::PodState* podAt(std::string_view address);
   void warnRedisError(std::string_view what, std::string_view error);
-  std::string key(std::string_view suffix) const { return config_.key_prefix + ":" + std::string(suffix); }
 
   const config::StateSyncConfig config_;
-  const std::chrono::milliseconds expiry_;
-  const bool share_records_;
   const std::string replica_id_;
-  discovery::PodRegistry& pods_;
-  routing::PrefixServices* prefix_;
-  routing::SessionTable* sessions_;
-  std::unique_ptr<Metrics> metrics_;
+  const SyncKeys keys_;
+  std::unique_ptr<StateSyncMetrics> metrics_;
   Outbox outbox_;
+  // What another replica or Redis sends can repeat a warning at will: one line a second per kind.
+  log::Throttle malformed_warnings_;
+  log::Throttle redis_error_warnings_;
+  // The channels (sync thread only, but for the loads' /debug views). Before io_: the loops' frames, which io_
+  // destroys, outlive nothing they use.
+  PodLookup pod_lookup_;
+  std::unique_ptr<RecordChannel> records_;    // null: records are not shared (no prefix strategy, KV event sync)
+  std::unique_ptr<SessionChannel> sessions_;  // null: no session pins are shared
+  LoadChannel loads_;
+  SnapshotChannel snapshots_;
   boost::asio::io_context io_{1};
   RedisAddress address_;
   std::unique_ptr<RedisConnection> writer_;
   std::unique_ptr<RedisConnection> reader_;
   std::thread thread_;
   std::atomic<bool> connected_{false};
-  // What another replica or Redis sends can repeat a warning at will: one line a second per kind.
-  log::Throttle malformed_warnings_;
-  log::Throttle redis_error_warnings_;
-  // The sync thread's own state.
-  std::map<std::string, int64_t, std::less<>> snapshot_pending_;  // key -> newest wall ms, for the next ZADD
-  std::map<std::string, int64_t, std::less<>> session_snapshot_pending_;  // session key -> newest wall ms
-  std::shared_ptr<const discovery::PodSet> pods_seen_;
-  std::unordered_map<std::string_view, discovery::PodState*> by_address_;  // views into pods_seen_'s specs
-  std::string stream_position_;                                           // the last stream entry read
-  std::atomic<int64_t> last_load_read_ms_{0};                              // steady
+  std::string stream_position_;  // the last stream entry read (sync thread)
   // Shared with readers of /debug (guarded).
   mutable std::mutex view_mutex_;
-  std::map<std::string, std::map<std::string, int32_t, std::less<>>, std::less<>> loads_by_pod_;  // pod -> replica -> n
-  std::vector<std::string> live_replicas_;
   std::string position_view_;
 };
 

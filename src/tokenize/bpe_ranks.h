@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "tokenize/token_bytes.h"
+
 namespace prefixgate::tokenize {
 
 using Rank = uint32_t;
@@ -102,11 +104,12 @@ class BpeRanks {
 // longest piece seen, so steady-state calls allocate nothing beyond out's growth.
 void bytePairEncode(const BpeRanks& ranks, std::string_view piece, std::vector<uint8_t>& out);
 
-// Appends id as 4 bytes, big-endian: the byte form every token-id tokenizer hands to block hashing.
+// Appends id as kTokenIdBytes bytes, big-endian: the byte form every token-id tokenizer hands to block hashing.
 inline void appendTokenId(uint32_t id, std::vector<uint8_t>& out) {
-  const uint8_t bytes[4] = {static_cast<uint8_t>(id >> 24), static_cast<uint8_t>(id >> 16),
-                            static_cast<uint8_t>(id >> 8), static_cast<uint8_t>(id)};
-  out.insert(out.end(), bytes, bytes + 4);
+  static_assert(kTokenIdBytes == sizeof(uint32_t), "a token id is packed as a big-endian uint32");
+  const uint8_t bytes[kTokenIdBytes] = {static_cast<uint8_t>(id >> 24), static_cast<uint8_t>(id >> 16),
+                                        static_cast<uint8_t>(id >> 8), static_cast<uint8_t>(id)};
+  out.insert(out.end(), bytes, bytes + kTokenIdBytes);
 }
 
 }  // namespace prefixgate::tokenize

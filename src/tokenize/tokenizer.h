@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenize/token_bytes.h"
+
 namespace prefixgate::tokenize {
 
 class Tokenizer {
@@ -57,11 +59,8 @@ class CharacterTokenizer final : public Tokenizer {
   }
 };
 
-// Bytes per token id in the buffers of every token-id tokenizer (tiktoken, the engine's remote tokenizer).
-inline constexpr size_t kTokenIdBytes = 4;
-
-// Appends each id as 4 bytes, big-endian uint32 (AIBrix's packing), for prompts that arrive as token ids and for
-// ids returned by an engine's /tokenize. Thread-safe; allocates nothing beyond out's growth.
+// Appends each id as kTokenIdBytes bytes, big-endian uint32 (AIBrix's packing), for prompts that arrive as token
+// ids and for ids returned by an engine's /tokenize. Thread-safe; allocates nothing beyond out's growth.
 void packTokenIds(std::span<const uint32_t> ids, std::vector<uint8_t>& out);
 
 }  // namespace prefixgate::tokenize

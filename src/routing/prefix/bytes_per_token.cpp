@@ -9,7 +9,7 @@ BytesPerToken::~BytesPerToken() = default;
 
 double BytesPerToken::ratio(std::string_view model) const {
   const auto key = models_.find(model);
-  return key ? entries_[*key].ratio.load(std::memory_order_relaxed) : kDefault;
+  return key ? entries_[*key].ratio.load(std::memory_order_relaxed) : tokenize::kDefaultBytesPerToken;
 }
 
 uint64_t BytesPerToken::samples(std::string_view model) const {

@@ -16,14 +16,12 @@
 #include <string_view>
 
 #include "index/model_registry.h"
+#include "tokenize/token_bytes.h"
 
 namespace prefixgate::routing {
 
 class BytesPerToken {
  public:
-  // Until a model's engines reported a usage: English text averages about 4 characters per token, and token ids
-  // are 4 bytes each.
-  static constexpr double kDefault = 4;
   // A sample outside this range (a prompt of a few bytes with a long template, a bogus usage) is ignored.
   static constexpr double kMinSample = 0.25;
   static constexpr double kMaxSample = 64;
@@ -33,7 +31,7 @@ class BytesPerToken {
   BytesPerToken();
   ~BytesPerToken();
 
-  // The model's learned ratio, kDefault until one of its responses reported usage. Lock-free.
+  // The model's learned ratio, tokenize::kDefaultBytesPerToken until one of its responses reported usage. Lock-free.
   double ratio(std::string_view model) const;
   // A response of `model` whose prompt was `encoded_bytes` bytes in the index's encoding and `engine_tokens`
   // tokens by the engine's count.
@@ -49,7 +47,7 @@ class BytesPerToken {
     std::mutex mutex;
     double bytes = 0;   // decayed sums, guarded by mutex
     double tokens = 0;
-    std::atomic<double> ratio{kDefault};
+    std::atomic<double> ratio{tokenize::kDefaultBytesPerToken};
     std::atomic<uint64_t> samples{0};
   };
   index::ModelRegistry models_;

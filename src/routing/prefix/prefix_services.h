@@ -41,11 +41,11 @@ struct PromptBlocks {
   // no hashes, and the request is routed by load alone rather than hashed in another domain.
   bool usable = true;
   // Engine tokens per block (prefill-cost's unit): the block size over the prompt's bytes per engine token; at
-  // BytesPerToken::kDefault bytes per token when the prompt is empty.
+  // tokenize::kDefaultBytesPerToken bytes per token when the prompt is empty.
   double blockTokens() const {
     return engine_tokens && bytes ? static_cast<double>(block_bytes) * static_cast<double>(engine_tokens) /
                                         static_cast<double>(bytes)
-                                  : static_cast<double>(block_bytes) / BytesPerToken::kDefault;
+                                  : static_cast<double>(block_bytes) / tokenize::kDefaultBytesPerToken;
   }
   // The fraction of the prompt `matched_blocks` blocks cover (0..1).
   double fraction(size_t matched_blocks) const {

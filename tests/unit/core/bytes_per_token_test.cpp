@@ -17,10 +17,10 @@ namespace {
 // and tokens (long prompts weigh more than short ones), per model.
 TEST(BytesPerToken, LearnsPerModel) {
   BytesPerToken ratios;
-  EXPECT_DOUBLE_EQ(ratios.ratio("m"), BytesPerToken::kDefault);
+  EXPECT_DOUBLE_EQ(ratios.ratio("m"), tokenize::kDefaultBytesPerToken);
   ratios.add("m", 2700, 1000);
   EXPECT_DOUBLE_EQ(ratios.ratio("m"), 2.7);
-  EXPECT_DOUBLE_EQ(ratios.ratio("other"), BytesPerToken::kDefault);
+  EXPECT_DOUBLE_EQ(ratios.ratio("other"), tokenize::kDefaultBytesPerToken);
   ratios.add("m", 30, 30);  // a short prompt barely moves it
   EXPECT_NEAR(ratios.ratio("m"), (2700 * BytesPerToken::kDecay + 30) / (1000 * BytesPerToken::kDecay + 30), 1e-9);
   EXPECT_GT(ratios.ratio("m"), 2.6);
@@ -37,7 +37,7 @@ TEST(BytesPerToken, IgnoresImplausibleSamples) {
   ratios.add("m", 10'000, 1);  // 10,000 bytes per token
   ratios.add("m", 1, 100);     // 0.01 bytes per token
   EXPECT_EQ(ratios.samples("m"), 0u);
-  EXPECT_DOUBLE_EQ(ratios.ratio("m"), BytesPerToken::kDefault);
+  EXPECT_DOUBLE_EQ(ratios.ratio("m"), tokenize::kDefaultBytesPerToken);
   EXPECT_EQ(ratios.engineTokens("m", 0), 0u);
   EXPECT_EQ(ratios.engineTokens("m", 1), 1u);  // a non-empty prompt is at least one token
   EXPECT_EQ(ratios.engineTokens("m", 400), 100u);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "routing/prefix/prefix_services.h"
+#include "sync/load_entries.h"
 #include "sync/record_batch.h"
 #include "sync/state_sync.h"
 #include "unit/core/pod_specs.h"

@@ -1,0 +1,78 @@
+#include "sync/state_sync_metrics.h"
+
+namespace prefixgate::sync {
+
+StateSyncMetrics::StateSyncMetrics(prometheus::Registry& registry)
+    : records(prometheus::BuildCounter()
+                  .Name("prefixgate_state_sync_records_total")
+                  .Help("Prefix records shared with the other replicas through Redis (sent) and applied from them "
+                        "(received, stream and snapshot)")
+                  .Register(registry)),
+      dropped(prometheus::BuildCounter()
+                  .Name("prefixgate_state_sync_records_dropped_total")
+                  .Help("Prefix records not shared or not applied: over_rate (state_sync.max_send_bytes_per_second), "
+                        "pending_full (state_sync.max_pending_bytes while Redis is away), unknown_pod (a pod this "
+                        "replica does not route to), malformed (a batch it cannot read)")
+                  .Register(registry)),
+      sessions(prometheus::BuildCounter()
+                   .Name("prefixgate_state_sync_sessions_total")
+                   .Help("Session pins (session-affinity) shared with the other replicas through Redis (sent: new "
+                         "pins, moves and refreshes) and applied from them (received, stream and snapshot)")
+                   .Register(registry)),
+      sessions_dropped(prometheus::BuildCounter()
+                           .Name("prefixgate_state_sync_sessions_dropped_total")
+                           .Help("Session pins not shared or not applied: over_rate, pending_full, unknown_pod (a "
+                                 "pod this replica does not route to), malformed (a batch or member it cannot read)")
+                           .Register(registry)),
+      bytes(prometheus::BuildCounter()
+                .Name("prefixgate_state_sync_bytes_total")
+                .Help("Bytes of Redis commands sent and replies received by state sync")
+                .Register(registry)),
+      lag(prometheus::BuildHistogram()
+              .Name("prefixgate_state_sync_lag_seconds")
+              .Help("From a replica's routing decision to another replica applying its record (wall clocks)")
+              .Register(registry)),
+      snapshot_loads(prometheus::BuildCounter()
+                         .Name("prefixgate_state_sync_snapshot_loads_total")
+                         .Help("Snapshots of the shared records loaded (at start, and after missing part of the "
+                               "stream)")
+                         .Register(registry)),
+      errors(prometheus::BuildCounter()
+                 .Name("prefixgate_state_sync_redis_errors_total")
+                 .Help("Redis commands that failed (connection lost, timeout, error reply)")
+                 .Register(registry)),
+      reconnects(prometheus::BuildCounter()
+                     .Name("prefixgate_state_sync_reconnects_total")
+                     .Help("Connections to Redis opened again after one was lost")
+                     .Register(registry)),
+      connected(prometheus::BuildGauge()
+                    .Name("prefixgate_state_sync_connected")
+                    .Help("1 while the last exchange with Redis succeeded")
+                    .Register(registry)),
+      replicas(prometheus::BuildGauge()
+                   .Name("prefixgate_state_sync_replicas")
+                   .Help("Live replicas seen in Redis, this one included")
+                   .Register(registry)),
+      sent(records.Add({{"direction", "sent"}})),
+      received(records.Add({{"direction", "received"}})),
+      over_rate(dropped.Add({{"reason", "over_rate"}})),
+      pending_full(dropped.Add({{"reason", "pending_full"}})),
+      unknown_pod(dropped.Add({{"reason", "unknown_pod"}})),
+      malformed(dropped.Add({{"reason", "malformed"}})),
+      sessions_sent(sessions.Add({{"direction", "sent"}})),
+      sessions_received(sessions.Add({{"direction", "received"}})),
+      sessions_over_rate(sessions_dropped.Add({{"reason", "over_rate"}})),
+      sessions_pending_full(sessions_dropped.Add({{"reason", "pending_full"}})),
+      sessions_unknown_pod(sessions_dropped.Add({{"reason", "unknown_pod"}})),
+      sessions_malformed(sessions_dropped.Add({{"reason", "malformed"}})),
+      bytes_sent(bytes.Add({{"direction", "sent"}})),
+      bytes_received(bytes.Add({{"direction", "received"}})),
+      lag_seconds(lag.Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
+                                                                       0.2, 0.5, 1, 2, 5, 10})),
+      snapshot_loads_total(snapshot_loads.Add({})),
+      errors_total(errors.Add({})),
+      reconnects_total(reconnects.Add({})),
+      connected_gauge(connected.Add({})),
+      replicas_gauge(replicas.Add({})) {}
+
+}  // namespace prefixgate::sync
