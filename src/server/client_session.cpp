@@ -101,6 +101,13 @@ std::string modelsBody(const discovery::PodSet& pods, int64_t now_ms, const Clie
   return nlohmann::json{{"object", "list"}, {"data", data}}.dump();
 }
 
+// Counts a request under its API key's name (ClientAuth::countRequest) when it ends, with its final status.
+struct KeyCount {
+  const ClientAuth& auth;
+  const RequestOutcome& outcome;
+  ~KeyCount() { auth.countRequest(outcome.status()); }
+};
+
 class ClientSession {
  public:
   ClientSession(Worker& worker, asio::ip::tcp::socket socket)
@@ -176,9 +183,12 @@ class ClientSession {
     bool keep_alive = head.keep_alive() && !gateway_.draining();
     if (parser.chunked()) head_fields_ = std::distance(head.begin(), head.end());  // trailers come after these
     Route route = routeOf(head.method(), head.target());
-    ClientAuth auth(gateway_, outcome);
+    ClientAuth auth(gateway_.credentials(), gateway_.apiKeyMetrics());
+    // The request counts under its key's name with its final status, however it ends.
+    const KeyCount key_count{auth, outcome};
     if (route.kind == Route::kProxy || route.kind == Route::kModels) {
       if (auto refusal = auth.authenticate(head)) co_return co_await refuseOnHead(parser, outcome, *refusal, keep_alive);
+      if (const std::string* key = auth.keyName()) outcome.setKey(*key);
     }
     if (route.kind != Route::kProxy)
       co_return co_await serveLocal(route, parser, body_charge, outcome, auth, keep_alive);
