@@ -16,9 +16,10 @@
 #include "routing/prefix/prefix_services.h"
 #include "server/control_plane.h"
 #include "server/gateway.h"
-#include "server/remote_tokens.h"
+#include "server/request_preparation.h"
 #include "server/responses.h"
 #include "sync/state_sync.h"
+#include "tokenize/remote_tokenizer.h"
 
 namespace prefixgate::server {
 namespace asio = boost::asio;
@@ -229,17 +230,15 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   openai::Endpoint endpoint = openai::Endpoint::kChatCompletions;
   if (target.find("endpoint=completions") != std::string_view::npos) endpoint = openai::Endpoint::kCompletions;
   else if (target.find("endpoint=embeddings") != std::string_view::npos) endpoint = openai::Endpoint::kEmbeddings;
-  Gateway& g = control.gateway;
-  openai::RequestView request;
-  if (auto err = openai::parseRequest(endpoint, req.body(), g.config().routing.prefix_cache.include_tools,
-                                     g.config().limits.max_json_depth, request))
-    co_return errorResponse(openai::GatewayError::kInvalidRequest, err.message, err.param);
-  request.session_id = req["x-session-id"];
-  routing::RouteQuery query{request, req["routing-strategy"], req["config-profile"], {}, true};
-  const routing::RoutePlan plan = g.router().plan(query);
-  const RemoteTokensReport tokenized = co_await fetchRemoteTokens(g, plan, query, request, nullptr);
-  routing::Decision d = g.router().choose(plan, query, control.rng);
-  if (d.failure != routing::RouteFailure::kNone) co_return errorResponse(routing::errorFor(d.failure), d.message);
+  PreparedRequest prepared;
+  co_await control.preparation->prepare(
+      {.endpoint = endpoint, .body = req.body(), .headers = routeHeaders(req), .rng = control.rng, .dry_run = true},
+      prepared);
+  if (prepared.refusal)
+    co_return errorResponse(prepared.refusal->error, prepared.refusal->message, prepared.refusal->param);
+  const routing::Decision& d = prepared.decision;
+  const openai::RequestView& request = prepared.request;
+  const RemoteTokensReport& tokenized = prepared.tokens;
   json pods = json::array();
   for (const auto& c : d.candidates) {
     pods.push_back({{"name", c.pod->name()},

@@ -3,37 +3,36 @@
 #include <boost/beast/http/field.hpp>
 
 #include "auth/credentials.h"
-#include "server/gateway.h"
+#include "metrics/api_key_metrics.h"
 #include "server/request_outcome.h"
 #include "server/responses.h"
 
 namespace prefixgate::server {
 namespace http = boost::beast::http;
 
-ClientAuth::ClientAuth(Gateway& gateway, RequestOutcome& outcome)
-    : gateway_(gateway), outcome_(outcome), keys_(gateway.credentials().apiKeys()) {}
+ClientAuth::ClientAuth(const auth::Credentials& credentials, metrics::ApiKeyMetrics& metrics)
+    : credentials_(credentials), metrics_(metrics), keys_(credentials.apiKeys()) {}
 
-ClientAuth::~ClientAuth() {
-  if (key_) gateway_.apiKeyMetrics().request(key_->name, outcome_.status());
+void ClientAuth::countRequest(int status) const {
+  if (key_) metrics_.request(key_->name, status);
 }
 
 std::optional<auth::Refusal> ClientAuth::authenticate(const proxy::ClientHead& head) {
   if (!keys_) return std::nullopt;
   auto refusal = auth::authenticate(*keys_, head[http::field::authorization], key_);
-  if (refusal) gateway_.apiKeyMetrics().unauthenticated(refusal->reason == "missing_api_key" ? "missing" : "unknown");
-  else outcome_.setKey(key_->name);
+  if (refusal) metrics_.unauthenticated(refusal->reason == "missing_api_key" ? "missing" : "unknown");
   return refusal;
 }
 
 std::optional<auth::Refusal> ClientAuth::authorize(std::string_view model) {
   if (!key_) return std::nullopt;
-  auto refusal = auth::authorize(*key_, model, gateway_.credentials().nowMs());
-  if (refusal && refusal->error == openai::GatewayError::kRateLimited) gateway_.apiKeyMetrics().rateLimited(key_->name, auth::limitLabel(refusal->limit));
+  auto refusal = auth::authorize(*key_, model, credentials_.nowMs());
+  if (refusal && refusal->error == openai::GatewayError::kRateLimited) metrics_.rateLimited(key_->name, auth::limitLabel(refusal->limit));
   return refusal;
 }
 
 void ClientAuth::stripCredentials(proxy::ClientHead& head) const {
-  if (keys_ && !gateway_.credentials().forwardAuthorization()) head.erase(http::field::authorization);
+  if (keys_ && !credentials_.forwardAuthorization()) head.erase(http::field::authorization);
 }
 
 void ClientAuth::charge(const proxy::RelayOutcome& relayed) {
@@ -42,8 +41,8 @@ void ClientAuth::charge(const proxy::RelayOutcome& relayed) {
       (relayed.response_started && relayed.status >= 200 && relayed.status < 300) || relayed.client_gone;
   const uint64_t tokens = auth::chargedTokens(relayed.prompt_tokens, relayed.output_tokens,
                                               relayed.counted_prompt_tokens, engine_took_it);
-  key_->limiter->charge(tokens, gateway_.credentials().nowMs());
-  if (tokens > 0) gateway_.apiKeyMetrics().tokens(key_->name, tokens);
+  key_->limiter->charge(tokens, credentials_.nowMs());
+  if (tokens > 0) metrics_.tokens(key_->name, tokens);
 }
 
 boost::asio::awaitable<bool> writeRefusal(boost::beast::tcp_stream& stream, RequestOutcome& outcome,

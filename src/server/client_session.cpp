@@ -16,9 +16,9 @@
 #include "proxy/relay.h"
 #include "server/client_auth.h"
 #include "server/gateway.h"
-#include "server/remote_tokens.h"
 #include "server/request_body.h"
 #include "server/request_outcome.h"
+#include "server/request_preparation.h"
 #include "server/responses.h"
 #include "server/worker.h"
 #include "util/log.h"
@@ -101,11 +101,19 @@ std::string modelsBody(const discovery::PodSet& pods, int64_t now_ms, const Clie
   return nlohmann::json{{"object", "list"}, {"data", data}}.dump();
 }
 
+// Counts a request under its API key's name (ClientAuth::countRequest) when it ends, with its final status.
+struct KeyCount {
+  const ClientAuth& auth;
+  const RequestOutcome& outcome;
+  ~KeyCount() { auth.countRequest(outcome.status()); }
+};
+
 class ClientSession {
  public:
   ClientSession(Worker& worker, asio::ip::tcp::socket socket)
       : worker_(worker),
         gateway_(worker.gateway),
+        preparation_(worker.preparation),
         limits_(gateway_.config().limits),
         stream_(std::move(socket)),
         head_timer_(stream_.get_executor()),
@@ -176,9 +184,12 @@ class ClientSession {
     bool keep_alive = head.keep_alive() && !gateway_.draining();
     if (parser.chunked()) head_fields_ = std::distance(head.begin(), head.end());  // trailers come after these
     Route route = routeOf(head.method(), head.target());
-    ClientAuth auth(gateway_, outcome);
+    ClientAuth auth = preparation_.clientAuth();
+    // The request counts under its key's name with its final status, however it ends.
+    const KeyCount key_count{auth, outcome};
     if (route.kind == Route::kProxy || route.kind == Route::kModels) {
       if (auto refusal = auth.authenticate(head)) co_return co_await refuseOnHead(parser, outcome, *refusal, keep_alive);
+      if (const std::string* key = auth.keyName()) outcome.setKey(*key);
     }
     if (route.kind != Route::kProxy)
       co_return co_await serveLocal(route, parser, body_charge, outcome, auth, keep_alive);
@@ -238,6 +249,15 @@ class ClientSession {
     HeaderList headers = outcome.headers();
     for (auto& h : extra) headers.push_back(std::move(h));
     co_return co_await writeError(stream_, error, outcome.message(), keep_alive, headers, param, framing_) && keep_alive;
+  }
+
+  // A request its preparation refused (400, 403, 429, 404, 503...): the OpenAI-shaped error, with the key limit's
+  // retry-after when it has one.
+  asio::awaitable<bool> refusePrepared(RequestOutcome& outcome, PrepareRefusal& refusal, bool keep_alive) {
+    HeaderList retry_after;
+    if (refusal.retry_after_s > 0) retry_after.emplace_back("retry-after", std::to_string(refusal.retry_after_s));
+    co_return co_await reject(outcome, refusal.error, std::move(refusal.message), keep_alive, std::move(retry_after),
+                              refusal.param);
   }
 
   asio::awaitable<bool> headerFailed(const error_code& ec, RequestOutcome& outcome) {
@@ -416,34 +436,23 @@ class ClientSession {
                                    RequestOutcome& outcome, ClientAuth& auth, bool keep_alive) {
     if (!co_await readBody(parser, charge, outcome)) co_return false;
     auto& head = parser.get();
-    openai::RequestView request;
-    auto parse_error = openai::parseRequest(endpoint, head.body(), gateway_.config().routing.prefix_cache.include_tools,
-                                            limits_.max_json_depth, request);
-    outcome.setRequest(request);
-    if (parse_error)
-      co_return co_await reject(outcome, GatewayError::kInvalidRequest, parse_error.message, keep_alive, {},
-                                parse_error.param);
-    if (auto refusal = auth.authorize(request.model))
-      co_return co_await writeRefusal(stream_, outcome, *refusal, keep_alive) && keep_alive;
-    const uint32_t max_in_flight = gateway_.config().limits.max_in_flight;
-    if (max_in_flight > 0 && gateway_.activeRequests().load() > static_cast<int64_t>(max_in_flight))
-      co_return co_await reject(outcome, GatewayError::kOverloaded,
-                                "the gateway has limits.max_in_flight requests in flight; retry later", keep_alive);
-    request.session_id = head["x-session-id"];
-    routing::RouteQuery query{request, head["routing-strategy"], head["config-profile"], {}, false};
-    const routing::RoutePlan plan = gateway_.router().plan(query);
-    co_await fetchRemoteTokens(gateway_, plan, query, request, &worker_.tokenizer_connections);
-    routing::Decision decision = gateway_.router().choose(plan, query, worker_.rng);
-    if (decision.failure != routing::RouteFailure::kNone)
-      co_return co_await reject(outcome, routing::errorFor(decision.failure), decision.message, keep_alive);
+    PreparedRequest prepared;
+    co_await preparation_.prepare({.endpoint = endpoint,
+                                   .body = head.body(),
+                                   .headers = routeHeaders(head),
+                                   .rng = worker_.rng,
+                                   .auth = &auth,
+                                   .connections = &worker_.tokenizer_connections},
+                                  prepared);
+    outcome.setRequest(prepared.request);
+    if (prepared.refusal) co_return co_await refusePrepared(outcome, *prepared.refusal, keep_alive);
+    routing::Decision& decision = prepared.decision;
     auth.stripCredentials(head);
     proxy::PodHealth health{gateway_.pods(), gateway_.config().health_check, routing::steadyNowMs};
     proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, health, head, head.body(),
                                       outcome.requestId(), relay_heads_, keep_alive,
                                       [&](routing::Decision& failed, std::span<const PodId> exclude) {
-                                        routing::RouteQuery again = query;
-                                        again.exclude = exclude;
-                                        return gateway_.router().chooseAgain(failed, again, worker_.rng);
+                                        return preparation_.chooseAgain(prepared, failed, exclude, worker_.rng);
                                       }};
     relay_request.pipelined = &buffer_;  // the next request, if the client sends it during this one's response
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
@@ -459,6 +468,7 @@ class ClientSession {
 
   Worker& worker_;
   Gateway& gateway_;
+  RequestPreparation& preparation_;
   const config::LimitsConfig& limits_;
   beast::tcp_stream stream_;
   asio::steady_timer head_timer_;  // limits.header_timeout_ms for the current request's head

@@ -17,6 +17,7 @@
 namespace prefixgate::server {
 
 class Gateway;
+class RequestPreparation;
 
 class ControlPlane {
  public:
@@ -32,6 +33,8 @@ class ControlPlane {
   std::unique_ptr<discovery::HealthChecker> health;
   std::unique_ptr<engine::MetricsScraper> scraper;  // engine /metrics -> each pod's EngineLoad
   std::mt19937_64 rng;  // /debug/route decisions; seeded from random_seed (config::SeedPurpose::kControlPlane)
+  // /debug/route's dry run of a request's steps; set by Gateway::start before the admin listener opens.
+  RequestPreparation* preparation = nullptr;
   std::thread thread;
 };
 

@@ -13,6 +13,7 @@
 #include "routing/session_table.h"
 #include "server/control_plane.h"
 #include "server/request_outcome.h"
+#include "server/request_preparation.h"
 #include "server/worker.h"
 #include "sync/state_sync.h"
 #include "tokenize/remote_tokenizer.h"
@@ -156,6 +157,18 @@ bool Gateway::start(std::string& error) {
     remote_tokenizer_ = makeRemoteTokenizer();
     addRemoteTokenizerCounters();
   }
+  preparation_ = std::make_unique<RequestPreparation>(RequestPreparation::Deps{
+      .config = config_,
+      .router = *router_,
+      .pods = pods_,
+      .credentials = credentials_,
+      .api_key_metrics = api_key_metrics_,
+      .metrics = metrics_,
+      .prefix_metrics = *prefix_metrics_,
+      .active_requests = active_requests_,
+      .tokenizer = remote_tokenizer_.get(),
+  });
+  control_->preparation = preparation_.get();
   // A pod that leaves stops matching in the index at once (its PodId is never reused), and its tokenize breaker goes.
   pods_.onRemoved([this](PodId id) {
     prefix_->removePod(id);
@@ -189,7 +202,8 @@ bool Gateway::start(std::string& error) {
     for (unsigned i = 0; i < threads; ++i) {
       // Thread i's streams are the same in every run with the same random_seed (random when it is 0).
       const uint64_t seed = config_.random_seed;
-      auto w = std::make_unique<Worker>(*this, std::chrono::milliseconds(config_.upstream.pool_idle_ms),
+      auto w = std::make_unique<Worker>(*this, *preparation_,
+                                        std::chrono::milliseconds(config_.upstream.pool_idle_ms),
                                         config::streamSeed(seed, config::SeedPurpose::kRouting, i),
                                         config::streamSeed(seed, config::SeedPurpose::kRequestId, i));
       // Port 0: the first acceptor gets a free port; the others share it through SO_REUSEPORT.

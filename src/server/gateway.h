@@ -36,6 +36,7 @@ namespace prefixgate::server {
 
 struct Worker;
 class ControlPlane;
+class RequestPreparation;
 
 class Gateway {
  public:
@@ -96,6 +97,8 @@ class Gateway {
   std::unique_ptr<sync::StateSync> state_sync_;  // after prefix_ and pods_, which it uses
   // Before workers_: a session the workers' io_contexts destroy still releases its body's charge into it.
   BodyBudget body_budget_{config_.limits.max_buffered_body_bytes};
+  // The steps before the relay, shared by the workers and /debug/route: after what it uses, before workers_.
+  std::unique_ptr<RequestPreparation> preparation_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<ControlPlane> control_;
   std::atomic<bool> draining_{false};

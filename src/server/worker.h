@@ -15,6 +15,7 @@
 namespace prefixgate::server {
 
 class Gateway;
+class RequestPreparation;
 
 // The remote tokenizer's view of a thread's upstream pool: tokenize calls and relays share keep-alive connections.
 class TokenizerConnections final : public tokenize::ConnectionPool {
@@ -31,9 +32,12 @@ class TokenizerConnections final : public tokenize::ConnectionPool {
 
 struct Worker {
   // `routing_seed` and `request_id_seed` come from config::streamSeed (reproducible under random_seed).
-  Worker(Gateway& gateway, std::chrono::milliseconds pool_idle, uint64_t routing_seed, uint64_t request_id_seed)
-      : gateway(gateway), io(1), acceptor(io), pool(io, pool_idle), rng(routing_seed), request_id_seed(request_id_seed) {}
+  Worker(Gateway& gateway, RequestPreparation& preparation, std::chrono::milliseconds pool_idle, uint64_t routing_seed,
+         uint64_t request_id_seed)
+      : gateway(gateway), preparation(preparation), io(1), acceptor(io), pool(io, pool_idle), rng(routing_seed),
+        request_id_seed(request_id_seed) {}
   Gateway& gateway;
+  RequestPreparation& preparation;  // a request's steps from its body to its pod (shared by all threads)
   // Client connections, each with its flag "waiting for its next request" (those are closed at once when the
   // gateway drains). A connection registers once, not per request. Declared before `io`: a session still in the
   // io_context when it is destroyed unregisters from a live map.

@@ -73,7 +73,17 @@ struct RemoteTokenizerOptions {
   size_t max_answer_bytes = 64u << 20;
 };
 
-class RemoteTokenizer {
+// What the request path asks for a prompt's engine token ids (RemoteTokenizer; a fake in tests).
+class PromptTokenizer {
+ public:
+  virtual ~PromptTokenizer() = default;
+  // The input's tokens, or why there are none (never thrown). Runs on the calling coroutine's executor and never
+  // blocks it. `input`'s views and `pool` (the calling thread's connections, or null) must stay valid until it
+  // completes. Thread-safe.
+  virtual boost::asio::awaitable<TokenizeResult> tokenize(const TokenizeInput& input, ConnectionPool* pool) = 0;
+};
+
+class RemoteTokenizer final : public PromptTokenizer {
  public:
   // Fills `out` with the ready pods serving `model` and their in-flight counts. Called on event-loop threads,
   // concurrently: must be thread-safe and must not block.
@@ -91,7 +101,7 @@ class RemoteTokenizer {
   // executor (a one-thread io_context: the hedge runs beside the call on it) and never blocks it; completes within
   // options.timeout. `pool`: that thread's connections, or null for fresh ones each time. `input`'s views and
   // `pool` must stay valid until it completes. Thread-safe (one object serves all threads).
-  boost::asio::awaitable<TokenizeResult> tokenize(const TokenizeInput& input, ConnectionPool* pool);
+  boost::asio::awaitable<TokenizeResult> tokenize(const TokenizeInput& input, ConnectionPool* pool) override;
 
   TokenCache& cache() { return cache_; }
   const RemoteTokenizerOptions& options() const { return options_; }

@@ -1,0 +1,114 @@
+#include "server/request_preparation.h"
+
+#include "auth/credentials.h"
+#include "metrics/api_key_metrics.h"
+#include "metrics/gateway_metrics.h"
+#include "routing/prefix/prefix_metrics.h"
+#include "server/client_auth.h"
+#include "tokenize/remote_tokenizer.h"
+
+namespace prefixgate::server {
+namespace {
+using RemoteTokens = openai::RequestView::RemoteTokens;
+}  // namespace
+
+std::string_view tokensSource(const openai::RequestView& request) {
+  switch (request.remote_tokens) {
+    case RemoteTokens::kOk: return "remote";
+    case RemoteTokens::kFailed: return "remote_failed";
+    case RemoteTokens::kNone: return "local";
+  }
+  return "local";
+}
+
+RequestPreparation::RequestPreparation(const Deps& deps) : deps_(deps) {}
+
+ClientAuth RequestPreparation::clientAuth() const { return ClientAuth(deps_.credentials, deps_.api_key_metrics); }
+
+boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, PreparedRequest& out) {
+  out.headers = in.headers;
+  out.dry_run = in.dry_run;
+  const config::Config& config = deps_.config;
+  if (auto error = openai::parseRequest(in.endpoint, in.body, config.routing.prefix_cache.include_tools,
+                                        config.limits.max_json_depth, out.request)) {
+    out.refusal = PrepareRefusal{openai::GatewayError::kInvalidRequest, std::move(error.message),
+                                 std::move(error.param)};
+    co_return;
+  }
+  if (!in.dry_run) {
+    out.refusal = admit(in, out.request);
+    if (out.refusal) co_return;
+  }
+  out.request.session_id = in.headers.session_id;
+  const routing::RouteQuery query = out.query();
+  // The strategy, resolved once: the tokenizer step prepares for it, the choice applies it.
+  const routing::RoutePlan plan = deps_.router.plan(query);
+  out.tokens = co_await fetchRemoteTokens(plan, query, out.request, in.connections);
+  out.decision = deps_.router.choose(plan, query, in.rng);
+  if (out.decision.failure != routing::RouteFailure::kNone)
+    out.refusal = PrepareRefusal{routing::errorFor(out.decision.failure), out.decision.message, {}};
+}
+
+// The API key's models and limits (which count the request against the key's allowance), then the gateway's
+// in-flight bound.
+std::optional<PrepareRefusal> RequestPreparation::admit(const RequestToPrepare& in,
+                                                        const openai::RequestView& request) const {
+  if (in.auth) {
+    if (std::optional<auth::Refusal> refusal = in.auth->authorize(request.model))
+      return PrepareRefusal{refusal->error, std::move(refusal->message), std::move(refusal->param),
+                            refusal->retry_after_s};
+  }
+  const uint32_t max_in_flight = deps_.config.limits.max_in_flight;
+  if (max_in_flight > 0 && deps_.active_requests.load() > static_cast<int64_t>(max_in_flight))
+    return PrepareRefusal{openai::GatewayError::kOverloaded,
+                          "the gateway has limits.max_in_flight requests in flight; retry later", {}};
+  return std::nullopt;
+}
+
+routing::Decision RequestPreparation::chooseAgain(const PreparedRequest& prepared, routing::Decision& failed,
+                                                  std::span<const PodId> exclude, std::mt19937_64& rng) {
+  return deps_.router.chooseAgain(failed, prepared.query(exclude), rng);
+}
+
+// Success puts the engine's ids in the request; failure marks it, and the strategy then scores it by load alone
+// (never by hashes of another token domain).
+boost::asio::awaitable<RemoteTokensReport> RequestPreparation::fetchRemoteTokens(
+    const routing::RoutePlan& plan, const routing::RouteQuery& query, openai::RequestView& request, tokenize::ConnectionPool* connections) {
+  request.remote_tokens = RemoteTokens::kNone;
+  request.remote_token_ids.reset();
+  RemoteTokensReport report;
+  // Token ids in the prompt are already the engine's: nothing to ask.
+  if (!deps_.tokenizer || request.has_token_ids) co_return report;
+  if (!plan.wantsPromptTokens()) co_return report;
+  // A model no pod serves is refused by the router (404): asking a tokenizer is wasted, and counting the failure by
+  // the client's model name (aibrix_prefix_cache_routing_errors_total) would add series for every made-up name.
+  if (deps_.pods.snapshot()->podsFor(request.model) == nullptr) co_return report;
+  const tokenize::TokenizeInput input{request.model, request.endpoint == openai::Endpoint::kChatCompletions,
+                                      request.raw_messages, request.raw_tools, request.raw_prompt};
+  tokenize::TokenizeResult result = co_await deps_.tokenizer->tokenize(input, connections);
+  report.outcome = tokenize::outcomeLabel(result.outcome);
+  if (result.engine != engine::EngineKind::kAuto) report.engine = engine::engineKindName(result.engine);
+  report.engine_assumed = result.engine_assumed;
+  if (result.ok()) {
+    request.remote_tokens = RemoteTokens::kOk;
+    request.remote_token_ids = std::move(result.tokens);
+  } else {
+    request.remote_tokens = RemoteTokens::kFailed;
+  }
+  if (query.dry_run) co_return report;
+  deps_.metrics.remoteTokenizer(report.outcome, result.seconds);
+  if (!request.remote_token_ids) {
+    deps_.prefix_metrics.error(request.model, "tokenize_failed");
+    warnThrottled(request, result);
+  }
+  co_return report;
+}
+
+void RequestPreparation::warnThrottled(const openai::RequestView& request, const tokenize::TokenizeResult& result) {
+  uint64_t suppressed = 0;
+  if (!tokenize_warnings_.allow(suppressed)) return;
+  log::warn("remote tokenizer: {} for model {} ({}); routing by load alone ({} more since the last such line)",
+            tokenize::outcomeLabel(result.outcome), request.model, result.error, suppressed);
+}
+
+}  // namespace prefixgate::server

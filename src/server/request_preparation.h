@@ -1,0 +1,158 @@
+#pragma once
+// The steps of a client request between its body and its relay, in one place for the proxy path
+// (server/client_session.cpp) and the admin's dry run (/debug/route): parse the body once (openai/request.h),
+// check the API key's models and limits and the gateway's in-flight bound, build the route query from the
+// request's headers, ask the remote tokenizer for the prompt's tokens when the strategy hashes prompts, and choose
+// the pod. Every dependency is handed to it at construction: it never reaches for the gateway, and its tests build
+// it from a Router over a few pods and a fake tokenizer.
+#include <boost/asio/awaitable.hpp>
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "openai/errors.h"
+#include "openai/request.h"
+#include "routing/router.h"
+#include "util/log.h"
+
+namespace prefixgate::auth {
+class Credentials;
+}
+namespace prefixgate::metrics {
+class ApiKeyMetrics;
+class GatewayMetrics;
+}  // namespace prefixgate::metrics
+namespace prefixgate::routing {
+class PrefixMetrics;
+}
+namespace prefixgate::tokenize {
+class ConnectionPool;
+class PromptTokenizer;
+struct TokenizeResult;
+}  // namespace prefixgate::tokenize
+
+namespace prefixgate::server {
+
+class ClientAuth;
+
+// The request headers routing reads: views into the request head, valid while it lives ("" when absent).
+struct RouteHeaders {
+  std::string_view routing_strategy;  // `routing-strategy`: overrides the configured strategy
+  std::string_view config_profile;    // `config-profile`: the model's profile
+  std::string_view session_id;        // `x-session-id`: session-affinity's pin
+};
+// Reads them from a Beast head (any fields type: the client's and the admin listener's differ).
+template <class Head>
+RouteHeaders routeHeaders(const Head& head) {
+  return {head["routing-strategy"], head["config-profile"], head["x-session-id"]};
+}
+
+// What the remote tokenizer did for one request, for /debug/route.
+struct RemoteTokensReport {
+  std::string_view outcome;     // tokenize::outcomeLabel; "" when it was not asked
+  // The dialect spoken to the pod that answered or failed ("vllm", "sglang", "llamacpp"; for "unsupported" the one
+  // that cannot); "" when no pod was asked (a cache hit keeps tokens, not who made them; no_pod; not asked).
+  std::string_view engine;
+  bool engine_assumed = false;  // that pod's engine was not recognised yet: it was spoken to as vLLM
+};
+
+// Where the tokens of the decision came from, for /debug/route: "remote", "remote_failed" or "local".
+std::string_view tokensSource(const openai::RequestView& request);
+
+// Why the gateway answers a request itself instead of routing it: one kind of openai/errors.h (its status, type
+// and label) and the client's message.
+struct PrepareRefusal {
+  openai::GatewayError error = openai::GatewayError::kInvalidRequest;
+  std::string message;
+  std::string param;           // the request field at fault ("" = none)
+  uint32_t retry_after_s = 0;  // an API key's limit: seconds until it frees up (0 = the kind's own retry-after)
+};
+
+// One request to prepare. Its references outlive the preparation (the session's or admin handler's coroutine).
+struct RequestToPrepare {
+  openai::Endpoint endpoint = openai::Endpoint::kChatCompletions;
+  std::string& body;     // parsed in place (simdjson's padding may grow it once); PreparedRequest views point into it
+  RouteHeaders headers;  // views into the request head, which outlives the PreparedRequest
+  std::mt19937_64& rng;  // the calling thread's generator (ties, random strategies)
+  // The request's API key, authenticated on its head; null: no key check (the admin's dry run).
+  ClientAuth* auth = nullptr;
+  // The calling thread's connections, shared by the remote tokenizer with the relay; null: fresh ones.
+  tokenize::ConnectionPool* connections = nullptr;
+  // /debug/route: decide and explain, but record and count nothing (no key allowance, no in-flight count, no
+  // metrics, no index record), and the gateway's in-flight bound does not apply.
+  bool dry_run = false;
+};
+
+// A prepared request: either refused, or routed (decision.pod set, its in-flight count taken unless a dry run).
+struct PreparedRequest {
+  openai::RequestView request;            // as parsed (partly, when the body was refused), with remote tokens
+  std::optional<PrepareRefusal> refusal;  // set: answer it; nothing was chosen
+  routing::Decision decision;             // the choice when there is no refusal
+  RemoteTokensReport tokens;              // what the remote tokenizer did
+  RouteHeaders headers;
+  bool dry_run = false;
+  // The query the decision answered, for choosing again without `exclude`'s pods. Views into this object.
+  routing::RouteQuery query(std::span<const PodId> exclude = {}) const {
+    return {request, headers.routing_strategy, headers.config_profile, exclude, dry_run};
+  }
+};
+
+class RequestPreparation {
+ public:
+  // Everything it reads or counts into; each outlives it. Thread-safe objects: one preparation serves every event
+  // loop and the control thread.
+  struct Deps {
+    // limits.max_json_depth, limits.max_in_flight, routing.prefix_cache.include_tools.
+    const config::Config& config;
+    routing::Router& router;
+    // Which models pods serve: a model none serves is refused by the router without asking the tokenizer.
+    const discovery::PodRegistry& pods;
+    const auth::Credentials& credentials;      // the API keys in force (ClientAuth)
+    metrics::ApiKeyMetrics& api_key_metrics;   // prefixgate_api_key_*
+    metrics::GatewayMetrics& metrics;          // prefixgate_remote_tokenizer_*
+    routing::PrefixMetrics& prefix_metrics;    // aibrix_prefix_cache_routing_errors_total{reason="tokenize_failed"}
+    // The gateway's requests in flight, this one included (RequestOutcome counts them): limits.max_in_flight.
+    const std::atomic<int64_t>& active_requests;
+    // The engine /tokenize client (routing.prefix_cache.use_remote_tokenizer or kv_event_sync); null when off.
+    tokenize::PromptTokenizer* tokenizer = nullptr;
+  };
+  explicit RequestPreparation(const Deps& deps);
+  RequestPreparation(const RequestPreparation&) = delete;
+  RequestPreparation& operator=(const RequestPreparation&) = delete;
+
+  // A new request's API key side, with the key set in force now: authenticate it on the head (before the body is
+  // read, so an unauthenticated client costs no body memory), then hand it to prepare().
+  ClientAuth clientAuth() const;
+
+  // Parse -> (unless a dry run) the key's models and limits, the in-flight bound -> the route query -> the remote
+  // tokenizer's tokens, when on and the strategy hashes prompts -> Router::choose. Stops at the first refusal:
+  // nothing after it runs (a refused key is never tokenized). Fills `out`, which must outlive the decision. Runs on
+  // the calling coroutine's executor, never blocks it, and completes within
+  // routing.prefix_cache.remote_tokenizer_timeout_ms. Unless a dry run, counts the tokenizer's outcome
+  // (prefixgate_remote_tokenizer_*, and aibrix_prefix_cache_routing_errors_total{reason="tokenize_failed"} whenever
+  // no tokens came) and logs why (throttled).
+  boost::asio::awaitable<void> prepare(RequestToPrepare in, PreparedRequest& out);
+
+  // Another pod for a prepared request whose attempt on `failed`'s pod failed, none of `exclude` (the relay's
+  // failover): the same plan and prompt blocks (routing::Router::chooseAgain). Thread-safe; never blocks.
+  routing::Decision chooseAgain(const PreparedRequest& prepared, routing::Decision& failed,
+                                std::span<const PodId> exclude, std::mt19937_64& rng);
+
+ private:
+  std::optional<PrepareRefusal> admit(const RequestToPrepare& in, const openai::RequestView& request) const;
+  boost::asio::awaitable<RemoteTokensReport> fetchRemoteTokens(const routing::RoutePlan& plan,
+                                                               const routing::RouteQuery& query,
+                                                               openai::RequestView& request,
+                                                               tokenize::ConnectionPool* connections);
+  void warnThrottled(const openai::RequestView& request, const tokenize::TokenizeResult& result);
+
+  Deps deps_;
+  // When no engine answers, every request fails the same way: one warning a second says so without flooding.
+  log::Throttle tokenize_warnings_;
+};
+
+}  // namespace prefixgate::server
