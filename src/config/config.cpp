@@ -215,6 +215,18 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   return c;
 }
 
+std::map<std::string, std::string> knownKeys() {
+  // Sets nothing but the sections that are read only when present (and one model with one profile), so every key is
+  // read at its default.
+  static constexpr const char* kProbe =
+      "discovery: {kubernetes: {}}\n"
+      "models: {'<model>': {profiles: {'<profile>': {}}}}\n";
+  KeyLog log;
+  Problems ignored;
+  parseYaml(kProbe, "", ignored);
+  return log.keys();
+}
+
 Config loadFile(const std::string& path, Problems& problems) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

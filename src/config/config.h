@@ -246,6 +246,12 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
 // Reads and parses a file; a missing or unreadable file is a problem naming it.
 Config loadFile(const std::string& path, Problems& problems);
 
+// Every key parseYaml accepts, dotted, with its built-in default as YAML text ("null" for an unset optional). The
+// names of models and of their profiles are "<model>" and "<profile>"; discovery.kubernetes.* are included (the
+// defaults of that section once present). routing.strategies.<name>.* are not: each strategy reads its own, through
+// the strategy registry (routing/strategy_registry.h; log them with a KeyLog around its checkSettings).
+std::map<std::string, std::string> knownKeys();
+
 // Applies the AIBrix-compatible environment variables (ROUTING_ALGORITHM, AIBRIX_PREFIX_CACHE_*, ...) over
 // `config`. `lookup` returns nullptr for an unset variable.
 using EnvLookup = std::function<const char*(const char*)>;
