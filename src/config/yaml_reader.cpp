@@ -72,6 +72,11 @@ YAML::Node YamlReader::recorded(const std::string& key, const T& before) {
   return get(key);
 }
 
+void YamlReader::retired(const std::string& key, const std::string& why) {
+  seen_.insert(key);
+  if (has(key)) problem(key, "no longer a setting (" + why + "); remove it");
+}
+
 void YamlReader::problem(const std::string& key, const std::string& what) {
   problems_.push_back(source_ + ": " + keyPath(key) + ": " + what);
 }

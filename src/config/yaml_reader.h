@@ -53,6 +53,9 @@ class YamlReader {
   bool isMap() const { return node_.IsMap(); }
   // Records every key of this mapping not read or declared through allow().
   void allow(const std::string& key) { seen_.insert(key); }
+  // A key that was a setting and is now fixed in code: a document that still sets it gets a problem naming it,
+  // "no longer a setting (<why>); remove it", rather than the bare "unknown key" a typo gets.
+  void retired(const std::string& key, const std::string& why);
   void finish();
 
   void problem(const std::string& key, const std::string& what);
