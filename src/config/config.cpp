@@ -35,8 +35,10 @@ void readPrefixCache(YamlReader r, PrefixCacheConfig& c) {
   r.read("kv_event_max_pod_blocks", c.kv_event_max_pod_blocks);
   r.read("kv_event_max_pod_adapters", c.kv_event_max_pod_adapters);
   r.read("kv_event_max_adapter_name_bytes", c.kv_event_max_adapter_name_bytes);
-  r.read("kv_event_replay_hold_mb", c.kv_event_replay_hold_mb);
-  r.read("kv_event_poll_round_kb", c.kv_event_poll_round_kb);
+  r.retired("kv_event_replay_hold_mb",
+            "fixed at " + std::to_string(PrefixCacheConfig::kv_event_replay_hold_mb) + " MiB per publisher");
+  r.retired("kv_event_poll_round_kb",
+            "fixed at " + std::to_string(PrefixCacheConfig::kv_event_poll_round_kb) + " KiB per publisher and round");
   r.read("tiktoken_file", c.tiktoken_file);
   r.read("tokenizer_cache_mb", c.tokenizer_cache_mb);
   r.read("scorer", c.scorer);
@@ -158,7 +160,7 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   ss.read("replica_ttl_ms", c.state_sync.replica_ttl_ms);
   ss.read("snapshot_interval_ms", c.state_sync.snapshot_interval_ms);
   ss.read("snapshot_max_records", c.state_sync.snapshot_max_records);
-  ss.read("stream_max_entries", c.state_sync.stream_max_entries);
+  ss.retired("stream_max_entries", "fixed at " + std::to_string(StateSyncConfig::stream_max_entries) + " entries");
   ss.read("max_blocks_per_record", c.state_sync.max_blocks_per_record);
   ss.read("max_send_bytes_per_second", c.state_sync.max_send_bytes_per_second);
   ss.read("max_pending_bytes", c.state_sync.max_pending_bytes);
@@ -213,6 +215,18 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
     if (p.is_relative()) *file = (std::filesystem::path(source).parent_path() / p).lexically_normal().string();
   }
   return c;
+}
+
+std::map<std::string, std::string> knownKeys() {
+  // Sets nothing but the sections that are read only when present (and one model with one profile), so every key is
+  // read at its default.
+  static constexpr const char* kProbe =
+      "discovery: {kubernetes: {}}\n"
+      "models: {'<model>': {profiles: {'<profile>': {}}}}\n";
+  KeyLog log;
+  Problems ignored;
+  parseYaml(kProbe, "", ignored);
+  return log.keys();
 }
 
 Config loadFile(const std::string& path, Problems& problems) {

@@ -48,8 +48,11 @@ struct PrefixCacheConfig {
   uint64_t kv_event_max_pod_blocks = 65536;         // blocks per tier when its engine reports no KV capacity
   uint32_t kv_event_max_pod_adapters = 64;          // LoRA adapters it holds blocks of at once
   uint32_t kv_event_max_adapter_name_bytes = 256;   // a longer adapter name is refused
-  uint32_t kv_event_replay_hold_mb = 64;            // live messages held while a replay runs
-  uint32_t kv_event_poll_round_kb = 1024;           // read from one publisher per polling round
+  // Fixed, no longer settings (nobody needed another value; a file that sets one is refused, naming it): the live
+  // messages held per publisher while a replay runs, and what one polling round reads from one publisher. Named as
+  // the keys were, so their reader (routing/prefix/prefix_services.cpp) reads them unchanged.
+  static constexpr uint32_t kv_event_replay_hold_mb = 64;
+  static constexpr uint32_t kv_event_poll_round_kb = 1024;
   std::string tiktoken_file;          // cl100k_base.json; empty = the copy fetched by scripts/setup.sh
   // How prefix-cache weighs a pod's match against its load: "wait" (the estimated time to first token from each
   // pod's learned rates; prefix-cache-wait) or "blend" (AIBrix's weighted blend, or its standalone rule when
@@ -154,7 +157,9 @@ struct StateSyncConfig {
   uint32_t replica_ttl_ms = 1500;                // a replica's counts expire this long after its last heartbeat
   uint32_t snapshot_interval_ms = 500;           // the snapshot (for late joiners) is updated this often
   uint32_t snapshot_max_records = 100000;        // records kept in the snapshot (oldest dropped first)
-  uint32_t stream_max_entries = 4096;            // batches kept in the stream (approximate trim)
+  // Fixed, no longer a setting (as kv_event_replay_hold_mb): batches kept in the stream (approximate trim); a
+  // replica further behind loads the snapshot.
+  static constexpr uint32_t stream_max_entries = 4096;
   uint32_t max_blocks_per_record = 512;          // a record's leading blocks shared; the rest stay local
   uint64_t max_send_bytes_per_second = 16ull << 20;  // records beyond it are not shared (counted)
   uint64_t max_pending_bytes = 8ull << 20;       // records waiting for Redis; beyond it the oldest wait is dropped
@@ -245,6 +250,12 @@ using Problems = std::vector<std::string>;
 Config parseYaml(const std::string& text, const std::string& source, Problems& problems);
 // Reads and parses a file; a missing or unreadable file is a problem naming it.
 Config loadFile(const std::string& path, Problems& problems);
+
+// Every key parseYaml accepts, dotted, with its built-in default as YAML text ("null" for an unset optional). The
+// names of models and of their profiles are "<model>" and "<profile>"; discovery.kubernetes.* are included (the
+// defaults of that section once present). routing.strategies.<name>.* are not: each strategy reads its own, through
+// the strategy registry (routing/strategy_registry.h; log them with a KeyLog around its checkSettings).
+std::map<std::string, std::string> knownKeys();
 
 // Applies the AIBrix-compatible environment variables (ROUTING_ALGORITHM, AIBRIX_PREFIX_CACHE_*, ...) over
 // `config`. `lookup` returns nullptr for an unset variable.

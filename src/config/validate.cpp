@@ -61,7 +61,6 @@ void validateStateSync(const StateSyncConfig& s, Checker& check) {
   check.positive("state_sync.load_interval_ms", s.load_interval_ms);
   check.positive("state_sync.snapshot_interval_ms", s.snapshot_interval_ms);
   check.positive("state_sync.snapshot_max_records", s.snapshot_max_records);
-  check.positive("state_sync.stream_max_entries", s.stream_max_entries);
   check.positive("state_sync.max_blocks_per_record", s.max_blocks_per_record);
   check.atMost("state_sync.max_blocks_per_record", s.max_blocks_per_record, 65536);
   check.positive("state_sync.max_send_bytes_per_second", s.max_send_bytes_per_second);
@@ -157,10 +156,6 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
     check.fail("routing.prefix_cache.cpu_block_credit", "must be in [0, 1]");
   check.positive("routing.prefix_cache.kv_event_max_pod_blocks", r.prefix_cache.kv_event_max_pod_blocks);
   check.positive("routing.prefix_cache.kv_event_max_adapter_name_bytes", r.prefix_cache.kv_event_max_adapter_name_bytes);
-  check.positive("routing.prefix_cache.kv_event_replay_hold_mb", r.prefix_cache.kv_event_replay_hold_mb);
-  check.atMost("routing.prefix_cache.kv_event_replay_hold_mb", r.prefix_cache.kv_event_replay_hold_mb, 65536);
-  check.positive("routing.prefix_cache.kv_event_poll_round_kb", r.prefix_cache.kv_event_poll_round_kb);
-  check.atMost("routing.prefix_cache.kv_event_poll_round_kb", r.prefix_cache.kv_event_poll_round_kb, 1u << 20);
   validateStateSync(c.state_sync, check);
   check.positive("routing.prefix_cache.eviction_duration_mins", r.prefix_cache.eviction_duration_mins);
   check.atMost("routing.prefix_cache.eviction_duration_mins", r.prefix_cache.eviction_duration_mins,

@@ -5,7 +5,8 @@
 //   more than a move; mostly new work is balanced over the window when the pods' loads are skewed (balanceNewWork);
 // - blend: AIBrix's weighted blend of match and load (with routing.blend.prefill_cost_weight > 0 also prefill-cost's
 //   cost), or AIBrix's standalone rule when routing.blend.load_balance_weight is 0.
-// prefix-cache-wait and prefix-cache-blend are the two scorers under their own names, whatever the setting.
+// prefix-cache-wait and prefix-cache-blend are the two scorers under their own names, whatever the setting;
+// prefix-cache is an alias, built as the one the setting names (its settings included) under its own name.
 // Standard mode: the index records where the gateway routed each block. KV event mode: the engines' events say what
 // they hold (PrefixServices::match).
 #include "routing/prefix/prefix_strategy.h"
@@ -17,45 +18,28 @@
 namespace prefixgate::routing {
 namespace {
 
-enum class Scorer { kConfigured, kWait, kBlend };
+enum class Scorer { kWait, kBlend };
 
-// prefix-cache-wait's settings are its own (routing.strategies.prefix-cache-wait, checked by the registry under that
-// name); prefix-cache with scorer wait reads the same.
-template <Scorer>
-struct SettingsOf {};
-template <>
-struct SettingsOf<Scorer::kWait> {
-  using Settings = WaitSettings;
-};
-
-template <Scorer kScorer>
-class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScorer> {
+// One strategy for the three names: the scorer and the name are the instance's.
+class PrefixCacheStrategy final : public PrefixStrategy {
  public:
-  static constexpr std::string_view kName = kScorer == Scorer::kWait    ? WaitSettings::kStrategyName
-                                            : kScorer == Scorer::kBlend ? std::string_view("prefix-cache-blend")
-                                                                        : std::string_view("prefix-cache");
-  PrefixCacheStrategy(const config::Config& config, PrefixServices& services, const PrefillCostSettings& prefill,
-                      const WaitSettings& wait)
+  PrefixCacheStrategy(const config::Config& config, PrefixServices& services, std::string_view name, Scorer scorer,
+                      const PrefillCostSettings& prefill, const WaitSettings& wait)
       : PrefixStrategy(config, services),
+        name_(name),
         prefill_(prefill),
         wait_settings_(wait),
-        wait_(kScorer == Scorer::kWait || (kScorer == Scorer::kConfigured && config.routing.prefix_cache.scorer == "wait")),
+        wait_(scorer == Scorer::kWait),
         windows_(wait.window_ms) {}
-  // The blend's prefill term weighs blocks as prefill-cost does, the wait scorer's settings are prefix-cache-wait's
-  // (each checked under its own name).
-  static std::unique_ptr<Strategy> create(const StrategyDeps& deps, const WaitSettings& wait) {
+  // The blend's prefill term weighs blocks as prefill-cost does (its settings read under its name, and checked there).
+  static std::unique_ptr<Strategy> create(const StrategyDeps& deps, std::string_view name, Scorer scorer,
+                                          const WaitSettings& wait) {
     PrefillCostSettings prefill;
     std::vector<std::string> ignored;
     readStrategySettings(deps.config, std::string(PrefillCostSettings::kStrategyName), prefill, ignored);
-    return createPrefixStrategy<PrefixCacheStrategy>(deps, prefill, wait);
+    return createPrefixStrategy<PrefixCacheStrategy>(deps, name, scorer, prefill, wait);
   }
-  static std::unique_ptr<Strategy> create(const StrategyDeps& deps) {
-    WaitSettings wait;
-    std::vector<std::string> ignored;
-    readStrategySettings(deps.config, std::string(WaitSettings::kStrategyName), wait, ignored);
-    return create(deps, wait);
-  }
-  std::string_view name() const override { return kName; }
+  std::string_view name() const override { return name_; }
 
   void score(RoutingInput& input) override {
     const PromptMatch& m = matchOf(input);
@@ -113,15 +97,41 @@ class PrefixCacheStrategy final : public PrefixStrategy, public SettingsOf<kScor
     if (balanceNewWork(input.candidates, best, load, wait_settings_.rebalance_ratio)) input.outcome = kPrebleRebalance;
   }
 
+  const std::string_view name_;
   PrefillCostSettings prefill_;
   WaitSettings wait_settings_;
   const bool wait_;
   WindowLoads windows_;  // the wait scorer's requests sent per pod over wait_settings_.window_ms
 };
 
-using PrefixCache = PrefixCacheStrategy<Scorer::kConfigured>;
-using PrefixCacheWait = PrefixCacheStrategy<Scorer::kWait>;
-using PrefixCacheBlend = PrefixCacheStrategy<Scorer::kBlend>;
+// The registrations: each name's factory (the registry builds one instance per name).
+// prefix-cache-wait: its settings are routing.strategies.prefix-cache-wait, checked by the registry under that name.
+struct PrefixCacheWait {
+  static constexpr std::string_view kName = WaitSettings::kStrategyName;
+  using Settings = WaitSettings;
+  static std::unique_ptr<Strategy> create(const StrategyDeps& deps, const Settings& wait,
+                                          std::string_view name = kName) {
+    return PrefixCacheStrategy::create(deps, name, Scorer::kWait, wait);
+  }
+};
+struct PrefixCacheBlend {
+  static constexpr std::string_view kName = "prefix-cache-blend";
+  static std::unique_ptr<Strategy> create(const StrategyDeps& deps, std::string_view name = kName) {
+    return PrefixCacheStrategy::create(deps, name, Scorer::kBlend, WaitSettings{});
+  }
+};
+// prefix-cache: the strategy routing.prefix_cache.scorer names, built as that one is but as an instance of its own
+// answering to "prefix-cache" (the routing-strategy header, metrics; the wait scorer's window loads are its own).
+struct PrefixCache {
+  static constexpr std::string_view kName = "prefix-cache";
+  static std::unique_ptr<Strategy> create(const StrategyDeps& deps) {
+    if (deps.config.routing.prefix_cache.scorer != "wait") return PrefixCacheBlend::create(deps, kName);
+    PrefixCacheWait::Settings wait;
+    std::vector<std::string> ignored;  // checked under prefix-cache-wait's name
+    readStrategySettings(deps.config, std::string(PrefixCacheWait::kName), wait, ignored);
+    return PrefixCacheWait::create(deps, wait, kName);
+  }
+};
 
 }  // namespace
 }  // namespace prefixgate::routing

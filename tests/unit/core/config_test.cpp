@@ -282,6 +282,24 @@ TEST(Config, JsonDepthRange) {
   }
 }
 
+// Keys that were settings and are now fixed in code are refused like unknown keys (so --check fails), each named
+// with the file and why: no longer a setting, at what value it is fixed, remove it.
+TEST(Config, RetiredKeysAreRefusedNamingFileKeyAndValue) {
+  Problems problems;
+  parseYaml("discovery: {file: p.yaml}\n"
+            "routing: {prefix_cache: {kv_event_replay_hold_mb: 128, kv_event_poll_round_kb: 64}}\n"
+            "state_sync: {stream_max_entries: 100}\n",
+            "/etc/pg/gw.yaml", problems);
+  ASSERT_EQ(problems.size(), 3u);
+  EXPECT_EQ(problems[0], "/etc/pg/gw.yaml: routing.prefix_cache.kv_event_replay_hold_mb: no longer a setting "
+                         "(fixed at 64 MiB per publisher); remove it");
+  EXPECT_EQ(problems[1], "/etc/pg/gw.yaml: routing.prefix_cache.kv_event_poll_round_kb: no longer a setting "
+                         "(fixed at 1024 KiB per publisher and round); remove it");
+  EXPECT_EQ(problems[2], "/etc/pg/gw.yaml: state_sync.stream_max_entries: no longer a setting (fixed at 4096 "
+                         "entries); remove it");
+  EXPECT_EQ(knownKeys().count("state_sync.stream_max_entries"), 0u);
+}
+
 // A configuration without any discovery source is rejected.
 TEST(Config, DiscoveryIsRequired) {
   Problems problems;
