@@ -1,6 +1,7 @@
 #pragma once
 // The seam every routing strategy plugs into. The Router owns filtering (ready pods serving the model) and
 // picking (highest score; ties to fewer in-flight requests, then at random); a strategy only scores.
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -11,7 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include "config/config.h"
 #include "prefixgate/types.h"
 
 namespace prefixgate::discovery {
@@ -22,6 +22,24 @@ struct RequestView;
 }
 
 namespace prefixgate::routing {
+
+// A scorer's explanation of one candidate's score, shown by /debug/route under `name`: up to kMax named numbers
+// (e.g. "wait": total_ms, base_ms, ...). Names are string literals. Fixed capacity: filling it allocates nothing.
+struct Explanation {
+  static constexpr size_t kMax = 8;
+  std::string_view name;  // "" = none
+  std::array<std::pair<std::string_view, double>, kMax> items{};
+  size_t size = 0;
+  void add(std::string_view key, double value) {
+    if (size < kMax) items[size++] = {key, value};
+  }
+  // The value of `key`; NaN when absent.
+  double get(std::string_view key) const {
+    for (size_t i = 0; i < size; ++i)
+      if (items[i].first == key) return items[i].second;
+    return NAN;
+  }
+};
 
 // One candidate pod: what a strategy may read (numbers the Router read once when the decision starts, and the pod
 // itself read-only: its name, spec, latency estimate, KV sync state) and what it fills in (score, match_percent,
@@ -46,25 +64,15 @@ struct Candidate {
   double kv_usage = NAN;       // KV cache usage 0..1; NaN = unknown
   double capacity = 0;         // measured output tokens/s; 0 = not measured (scored as the mean of the others)
   bool excluded = false;       // set by the Router on pods it filtered out (listed by /debug/route, never scored)
-  // Filled by the wait scorer (explanations): the request's estimated time to first token here and its parts, in
-  // seconds; NaN = not computed.
-  struct Wait {
-    double total = NAN;  // the sum of the parts
-    double base = NAN;     // the pod's learned fixed cost per request
-    double prefill = NAN;  // its own uncached tokens at the pod's learned prefill rate
-    double queue = NAN;    // the prefill work ahead of it (this gateway's and the engine's other waiting requests)
-    double decode = NAN;   // the requests decoding there, at the pod's learned cost per request
-    // Not part of the wait, added to the score: the prefill this choice adds to the fleet's beyond the least any
-    // candidate would (WaitSettings::fleet_work_weight).
-    double work = NAN;
-  };
-  Wait wait{};
+  // Filled by a scorer that explains its score (/debug/route): e.g. the wait scorer's estimated time to first token
+  // and its parts.
+  Explanation explanation{};
 };
 
 // Per-request settings resolved from the model's config profile.
 struct RequestSettings {
   double standard_deviation_factor = 0;
-  config::LoadBalanceConfig load_balance;  // routing.load_balance with the model's and profile's overrides
+  LoadBalanceSettings load_balance;  // routing.load_balance with the model's and profile's overrides
 };
 
 // Something routing holds for one request until its engine has started answering (the first response body
@@ -97,11 +105,11 @@ struct RoutingInput {
 // What a request's engine did with it, told to the strategy that chose the pod (RoutingFeedback below).
 struct Completion;
 
+// A strategy's name is written once, as its class's kName: the registry names the instance with it (and the Router
+// reports the name it resolved), so the class has no name() to keep in step.
 class Strategy {
  public:
   virtual ~Strategy() = default;
-  // The stable name used in `routing-strategy` headers and config.
-  virtual std::string_view name() const = 0;
   // Whether score() reads the prompt's match (RoutingInput::match): then the Router hashes and matches the prompt
   // before score() and, after the pick, records it for the chosen pod (the prefix index, the KV event hold, the
   // prediction and the prefix metrics); with the remote tokenizer on, the session first fetches the engine's token

@@ -26,6 +26,13 @@ struct EngineBlockHash {
   friend bool operator==(EngineBlockHash, EngineBlockHash) = default;
 };
 
+// The capacity-aware load score's settings (routing.load_balance, with a model's and profile's overrides).
+struct LoadBalanceSettings {
+  double lambda = 0;
+  double alpha = 2.0;
+  double kv_critical = 0.10;
+};
+
 using SteadyTime = std::chrono::steady_clock::time_point;
 
 // An injectable monotonic clock, so pure cores (index expiry, EWMAs) are tested without sleeps.

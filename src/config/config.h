@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "prefixgate/types.h"
+
 namespace prefixgate::config {
 
 struct PrefixCacheConfig {
@@ -69,11 +71,7 @@ struct BlendConfig {
   double prefill_cost_weight = 0;
 };
 
-struct LoadBalanceConfig {
-  double lambda = 0;
-  double alpha = 2.0;
-  double kv_critical = 0.10;
-};
+using LoadBalanceConfig = LoadBalanceSettings;  // prefixgate/types.h: strategies read it without the config
 
 // A model's or profile's overrides of routing.load_balance (`routing_config.load_balance`); unset = inherited.
 struct LoadBalanceOverrides {

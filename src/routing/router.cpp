@@ -157,6 +157,7 @@ RoutePlan Router::plan(const RouteQuery& query) const {
 
   if (auto it = strategies_.find(name); it != strategies_.end()) {
     plan.strategy = it->second.get();
+    plan.name = it->first;
     return plan;
   }
   plan.message = "unknown routing strategy '" + openai::printable(name, 64) + "' (valid: ";
@@ -187,7 +188,7 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
     d.message = plan.message;
     return d;
   }
-  d.strategy = strategy->name();
+  d.strategy = plan.name;
 
   auto snapshot = pods_.snapshot();
   const std::vector<discovery::PodPtr>* serving = snapshot->podsFor(query.request.model);

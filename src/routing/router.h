@@ -37,9 +37,9 @@ struct RouteQuery {
 // choose() applies. A value; a failed-over request keeps its plan.
 struct RoutePlan {
   Strategy* strategy = nullptr;  // null: the name resolved to is unknown (message says so; choose() answers 400)
+  std::string_view name;         // the strategy's registered name ("" when unknown)
   RequestSettings settings;
   std::string message;
-  std::string_view name() const { return strategy ? strategy->name() : std::string_view(); }
   // The strategy matches the prompt (Strategy::wantsPromptMatch): the remote tokenizer is asked first.
   bool wantsPromptTokens() const { return strategy && strategy->wantsPromptMatch(); }
 };

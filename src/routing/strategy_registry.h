@@ -4,7 +4,7 @@
 //
 // Adding a strategy = one file in src/routing/strategies/ (docs/architecture.md, "Adding a strategy"; copy
 // strategies/power_of_two.cpp). The file declares the strategy's class, whose name is its `static constexpr
-// std::string_view kName` (what name() returns), and registers it on one line at the end, outside any namespace:
+// std::string_view kName` (the name the registry gives its instance), and registers it on one line at the end, outside any namespace:
 //   PREFIXGATE_STRATEGY(power_of_two, PowerOfTwoStrategy)
 // The build collects those lines from every file of the folder (CMakeLists.txt generates the list that
 // StrategyRegistry::builtin() registers), so no other file changes. A strategy with settings gives its class a

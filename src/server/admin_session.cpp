@@ -154,17 +154,6 @@ json ratesJson(const discovery::PodState& pod) {
           {"prefill_tokens", pod.prefillTokens()}};
 }
 
-// A candidate's estimated wait and its parts in milliseconds (the wait scorer's); null when it did not run.
-json waitJson(const routing::Candidate& c) {
-  if (std::isnan(c.wait.total)) return nullptr;
-  return {{"total_ms", c.wait.total * 1000},
-          {"base_ms", c.wait.base * 1000},
-          {"prefill_ms", c.wait.prefill * 1000},
-          {"queue_ms", c.wait.queue * 1000},
-          {"decode_ms", c.wait.decode * 1000},
-          {"fleet_work_ms", c.wait.work * 1000}};
-}
-
 // The remote tokenizer's breaker for the pod (tokenize/tokenize_breaker.h); null when the remote tokenizer is off.
 json tokenizerBreakerJson(Gateway& g, const discovery::PodState& pod) {
   const tokenize::RemoteTokenizer* tokenizer = g.remoteTokenizer();
@@ -252,9 +241,14 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
                     {"capacity_tokens_per_s", c.capacity},
                     {"prefill_requests", c.prefill_requests},
                     {"prefill_tokens", c.prefill_tokens},
-                    {"wait", waitJson(c)},
                     // Filtered out before scoring (KV cache nearly full): never picked while another pod is not.
                     {"excluded", c.excluded}});
+    // The scorer's explanation under its name (the wait scorer's "wait": its estimate and parts in ms).
+    if (!c.explanation.name.empty()) {
+      json parts = json::object();
+      for (size_t i = 0; i < c.explanation.size; ++i) parts[std::string(c.explanation.items[i].first)] = c.explanation.items[i].second;
+      pods.back()[std::string(c.explanation.name)] = std::move(parts);
+    }
   }
   json out{{"strategy", d.strategy}, {"pod", d.pod->name()}, {"pods", pods}};
   out["match_percent"] = d.match_percent < 0 ? json(nullptr) : json(d.match_percent);

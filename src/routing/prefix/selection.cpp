@@ -204,16 +204,25 @@ void waitScores(std::span<Candidate> candidates, std::span<const double> uncache
   for (size_t i = 0; i < candidates.size(); ++i) {
     Candidate& c = candidates[i];
     const discovery::ServiceRates::Rates& r = rates[i];
-    Candidate::Wait& w = c.wait;
     const double uncached = std::max(0.0, uncached_tokens[i]);
-    w.base = r.base_s;
-    w.prefill = uncached * r.prefill_s_per_token;
-    w.queue = (std::max(0.0, c.prefill_tokens) + queuedElsewhere(c, prompt_tokens)) * r.queue_s_per_token;
-    w.decode = std::max(0, c.in_flight - c.prefill_requests) * r.decode_s_per_request;
-    w.total = w.base + w.prefill + w.queue + w.decode;
-    w.work = fleet_work_weight * (uncached - least_uncached) * r.prefill_s_per_token;
-    c.load_score = w.total;
-    c.score = -(w.total + w.work);
+    const double base = r.base_s;
+    const double prefill = uncached * r.prefill_s_per_token;
+    const double queue = (std::max(0.0, c.prefill_tokens) + queuedElsewhere(c, prompt_tokens)) * r.queue_s_per_token;
+    const double decode = std::max(0, c.in_flight - c.prefill_requests) * r.decode_s_per_request;
+    const double total = base + prefill + queue + decode;
+    const double work = fleet_work_weight * (uncached - least_uncached) * r.prefill_s_per_token;
+    c.load_score = total;
+    c.score = -(total + work);
+    // The estimate and its parts, in milliseconds (/debug/route's "wait").
+    Explanation& e = c.explanation;
+    e = {};
+    e.name = kWaitExplanation;
+    e.add("total_ms", total * 1000);
+    e.add("base_ms", base * 1000);
+    e.add("prefill_ms", prefill * 1000);
+    e.add("queue_ms", queue * 1000);
+    e.add("decode_ms", decode * 1000);
+    e.add("fleet_work_ms", work * 1000);
   }
 }
 

@@ -107,6 +107,8 @@ struct WaitSettings {
   void read(config::YamlReader& r);
 };
 inline constexpr double kWaitReferenceTokens = 1000;
+// The name the wait scorer's explanation goes by (/debug/route: each pod's "wait").
+inline constexpr std::string_view kWaitExplanation = "wait";
 // Each candidate's rates (candidates[i].pod's, with the fleet's as above) into `out`.
 void candidateRates(std::span<const Candidate> candidates, const WaitSettings& settings,
                     std::span<discovery::ServiceRates::Rates> out);

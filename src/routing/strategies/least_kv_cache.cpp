@@ -13,7 +13,6 @@ namespace {
 class LeastKvCacheStrategy final : public Strategy {
  public:
   static constexpr std::string_view kName = "least-kv-cache";
-  std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
     double sum = 0;
     size_t known = 0;

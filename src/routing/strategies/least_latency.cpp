@@ -22,7 +22,6 @@ class LeastLatencyStrategy final : public Strategy {
     }
   };
   LeastLatencyStrategy(const StrategyDeps&, const Settings& settings) : settings_(settings) {}
-  std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
     const int64_t now = input.now_ms;
     for (Candidate& c : input.candidates) {

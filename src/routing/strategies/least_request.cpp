@@ -8,7 +8,6 @@ namespace {
 class LeastRequestStrategy final : public Strategy {
  public:
   static constexpr std::string_view kName = "least-request";
-  std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
     for (Candidate& c : input.candidates) c.score = -static_cast<double>(c.in_flight);
   }

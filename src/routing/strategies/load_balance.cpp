@@ -12,7 +12,6 @@ namespace {
 class LoadBalanceStrategy final : public Strategy {
  public:
   static constexpr std::string_view kName = "load-balance";
-  std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
     ensureLoadScores(input.candidates, input.settings.load_balance);
     // Infinite (KV nearly full; only when every pod is) gives -inf to all: the Router then prefers fewer in flight.

@@ -15,7 +15,6 @@ namespace {
 class PowerOfTwoStrategy final : public Strategy {
  public:
   static constexpr std::string_view kName = "power-of-two";
-  std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
     std::span<Candidate> c = input.candidates;
     for (Candidate& each : c) each.score = std::numeric_limits<double>::lowest();  // not drawn: never picked

@@ -20,7 +20,6 @@ class PrefillCostStrategy final : public PrefixStrategy {
   static std::unique_ptr<Strategy> create(const StrategyDeps& deps, const Settings& settings) {
     return createPrefixStrategy<PrefillCostStrategy>(deps, settings);
   }
-  std::string_view name() const override { return kName; }
 
   void score(RoutingInput& input) override {
     const PromptMatch& m = matchOf(input);

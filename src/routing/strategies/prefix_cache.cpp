@@ -20,26 +20,23 @@ namespace {
 
 enum class Scorer { kWait, kBlend };
 
-// One strategy for the three names: the scorer and the name are the instance's.
+// One strategy for the three names: the scorer is the instance's (the registry names each instance).
 class PrefixCacheStrategy final : public PrefixStrategy {
  public:
-  PrefixCacheStrategy(const config::Config& config, PrefixServices& services, std::string_view name, Scorer scorer,
+  PrefixCacheStrategy(const config::Config& config, PrefixServices& services, Scorer scorer,
                       const PrefillCostSettings& prefill, const WaitSettings& wait)
       : PrefixStrategy(config, services),
-        name_(name),
         prefill_(prefill),
         wait_settings_(wait),
         wait_(scorer == Scorer::kWait),
         windows_(wait.window_ms) {}
   // The blend's prefill term weighs blocks as prefill-cost does (its settings read under its name, and checked there).
-  static std::unique_ptr<Strategy> create(const StrategyDeps& deps, std::string_view name, Scorer scorer,
-                                          const WaitSettings& wait) {
+  static std::unique_ptr<Strategy> create(const StrategyDeps& deps, Scorer scorer, const WaitSettings& wait) {
     PrefillCostSettings prefill;
     std::vector<std::string> ignored;
     readStrategySettings(deps.config, std::string(PrefillCostSettings::kStrategyName), prefill, ignored);
-    return createPrefixStrategy<PrefixCacheStrategy>(deps, name, scorer, prefill, wait);
+    return createPrefixStrategy<PrefixCacheStrategy>(deps, scorer, prefill, wait);
   }
-  std::string_view name() const override { return name_; }
 
   void score(RoutingInput& input) override {
     const PromptMatch& m = matchOf(input);
@@ -97,7 +94,6 @@ class PrefixCacheStrategy final : public PrefixStrategy {
     if (balanceNewWork(input.candidates, best, load, wait_settings_.rebalance_ratio)) input.outcome = kPrebleRebalance;
   }
 
-  const std::string_view name_;
   PrefillCostSettings prefill_;
   WaitSettings wait_settings_;
   const bool wait_;
@@ -109,15 +105,14 @@ class PrefixCacheStrategy final : public PrefixStrategy {
 struct PrefixCacheWait {
   static constexpr std::string_view kName = WaitSettings::kStrategyName;
   using Settings = WaitSettings;
-  static std::unique_ptr<Strategy> create(const StrategyDeps& deps, const Settings& wait,
-                                          std::string_view name = kName) {
-    return PrefixCacheStrategy::create(deps, name, Scorer::kWait, wait);
+  static std::unique_ptr<Strategy> create(const StrategyDeps& deps, const Settings& wait) {
+    return PrefixCacheStrategy::create(deps, Scorer::kWait, wait);
   }
 };
 struct PrefixCacheBlend {
   static constexpr std::string_view kName = "prefix-cache-blend";
-  static std::unique_ptr<Strategy> create(const StrategyDeps& deps, std::string_view name = kName) {
-    return PrefixCacheStrategy::create(deps, name, Scorer::kBlend, WaitSettings{});
+  static std::unique_ptr<Strategy> create(const StrategyDeps& deps) {
+    return PrefixCacheStrategy::create(deps, Scorer::kBlend, WaitSettings{});
   }
 };
 // prefix-cache: the strategy routing.prefix_cache.scorer names, built as that one is but as an instance of its own
@@ -125,11 +120,11 @@ struct PrefixCacheBlend {
 struct PrefixCache {
   static constexpr std::string_view kName = "prefix-cache";
   static std::unique_ptr<Strategy> create(const StrategyDeps& deps) {
-    if (deps.config.routing.prefix_cache.scorer != "wait") return PrefixCacheBlend::create(deps, kName);
+    if (deps.config.routing.prefix_cache.scorer != "wait") return PrefixCacheBlend::create(deps);
     PrefixCacheWait::Settings wait;
     std::vector<std::string> ignored;  // checked under prefix-cache-wait's name
     readStrategySettings(deps.config, std::string(PrefixCacheWait::kName), wait, ignored);
-    return PrefixCacheWait::create(deps, wait, kName);
+    return PrefixCacheWait::create(deps, wait);
   }
 };
 

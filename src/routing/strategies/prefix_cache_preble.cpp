@@ -55,7 +55,6 @@ class PrefixCachePrebleStrategy final : public PrefixStrategy {
   static std::unique_ptr<Strategy> create(const StrategyDeps& deps, const Settings& settings) {
     return createPrefixStrategy<PrefixCachePrebleStrategy>(deps, settings);
   }
-  std::string_view name() const override { return kName; }
 
   void score(RoutingInput& input) override {
     const PromptMatch& m = matchOf(input);

@@ -7,7 +7,6 @@ namespace {
 class RandomStrategy final : public Strategy {
  public:
   static constexpr std::string_view kName = "random";
-  std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
     std::uniform_real_distribution<double> dist(0.0, 1.0);
     for (Candidate& c : input.candidates) c.score = dist(input.rng);

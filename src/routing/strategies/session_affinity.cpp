@@ -24,7 +24,6 @@ class SessionAffinityStrategy final : public Strategy {
   SessionAffinityStrategy(const StrategyDeps& deps, const Settings& settings)
       : own_(deps.sessions ? nullptr : std::make_unique<SessionTable>(settings)),
         table_(deps.sessions ? *deps.sessions : *own_) {}
-  std::string_view name() const override { return kName; }
 
   void score(RoutingInput& input) override {
     for (Candidate& c : input.candidates) c.score = -static_cast<double>(c.in_flight);

@@ -12,7 +12,6 @@ namespace {
 class ThroughputStrategy final : public Strategy {
  public:
   static constexpr std::string_view kName = "throughput";
-  std::string_view name() const override { return kName; }
   void score(RoutingInput& input) override {
     const double fallback = fallbackCapacity(input.candidates);
     for (Candidate& c : input.candidates)

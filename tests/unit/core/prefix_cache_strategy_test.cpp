@@ -304,8 +304,8 @@ TEST_F(PrefixRulesTest, WaitFollowsTheCacheUntilItsQueueCostsMore) {
   EXPECT_DOUBLE_EQ(warm.ticket.facts().sent.own_tokens, 1);  // only the new block to compute
   for (const Candidate& c : warm.candidates)
     if (c.pod->name() != holder) {
-      EXPECT_GT(c.wait.prefill, 0);
-      EXPECT_DOUBLE_EQ(c.wait.queue, 0);
+      EXPECT_GT(c.explanation.get("prefill_ms") / 1000, 0);
+      EXPECT_DOUBLE_EQ(c.explanation.get("queue_ms") / 1000, 0);
     }
   warm = Decision{};
 
@@ -321,7 +321,7 @@ TEST_F(PrefixRulesTest, WaitFollowsTheCacheUntilItsQueueCostsMore) {
   for (const Candidate& c : moved.candidates)
     if (c.pod->name() == holder) {
       EXPECT_DOUBLE_EQ(c.prefill_tokens, 18);
-      EXPECT_GT(c.wait.queue, 0);
+      EXPECT_GT(c.explanation.get("queue_ms") / 1000, 0);
     }
 }
 
@@ -335,7 +335,7 @@ TEST_F(PrefixRulesTest, ScorerSettingChoosesPrefixCachesRule) {
     RouteQuery q{r, header, "", {}, true};
     Decision d = router_->choose(q, rng_);
     int filled = 0;
-    for (const Candidate& c : d.candidates) filled += !std::isnan(c.wait.total);
+    for (const Candidate& c : d.candidates) filled += !std::isnan(c.explanation.get("total_ms"));
     return filled;
   };
   config_.routing.prefix_cache.scorer = "blend";

@@ -744,13 +744,13 @@ TEST(RemoteTokenizerRouting, RouterSaysWhetherTheStrategyHashesPrompts) {
   openai::RequestView request;
   request.model = "m";
   routing::RouteQuery by_default{request, "", "", {}, false};
-  EXPECT_EQ(router.plan(by_default).name(), "prefix-cache");
+  EXPECT_EQ(router.plan(by_default).name, "prefix-cache");
   EXPECT_TRUE(router.plan(by_default).wantsPromptTokens());
   routing::RouteQuery least{request, "least-request", "", {}, false};
-  EXPECT_EQ(router.plan(least).name(), "least-request");
+  EXPECT_EQ(router.plan(least).name, "least-request");
   EXPECT_FALSE(router.plan(least).wantsPromptTokens());
   routing::RouteQuery unknown{request, "nope", "", {}, false};
-  EXPECT_EQ(router.plan(unknown).name(), "");
+  EXPECT_EQ(router.plan(unknown).name, "");
   EXPECT_FALSE(router.plan(unknown).wantsPromptTokens());
 }
 

@@ -59,7 +59,6 @@ class SpyStrategy final : public routing::Strategy {
  public:
   SpyStrategy(std::string name, bool wants_tokens, Seen& seen)
       : name_(std::move(name)), wants_tokens_(wants_tokens), seen_(seen) {}
-  std::string_view name() const override { return name_; }
   bool wantsPromptMatch() const override { return wants_tokens_; }
   void score(routing::RoutingInput& input) override {
     ++seen_.scored;
