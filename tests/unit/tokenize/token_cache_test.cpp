@@ -1,5 +1,5 @@
 // The token cache's bounds: entries and bytes (token ids plus each entry's bookkeeping), least recently used first
-// out. Lookups, the entry bound and threads: tests/unit/core/remote_tokenizer_test.cpp.
+// out. Lookups, the entry bound and threads: tests/unit/core/tokenize/remote_tokenizer_test.cpp.
 #include "tokenize/token_cache.h"
 
 #include <gtest/gtest.h>

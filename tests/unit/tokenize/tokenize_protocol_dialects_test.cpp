@@ -1,7 +1,7 @@
 // The tokenize protocol per engine dialect (tokenize/tokenize_protocol.h), without sockets: which dialect can
 // tokenize which request, the bodies built for vLLM, SGLang and llama.cpp, llama.cpp's /apply-template answer (a
 // strict JSON string, checked against nlohmann's parser), each dialect's /tokenize answer, and the pod order that
-// puts the pods able to answer first. The client end to end is in tests/unit/core/remote_tokenizer_test.cpp.
+// puts the pods able to answer first. The client end to end is in tests/unit/core/tokenize/remote_tokenizer_test.cpp.
 #include <gtest/gtest.h>
 
 #include <map>
