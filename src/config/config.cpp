@@ -36,9 +36,9 @@ void readPrefixCache(YamlReader r, PrefixCacheConfig& c) {
   r.read("kv_event_max_pod_adapters", c.kv_event_max_pod_adapters);
   r.read("kv_event_max_adapter_name_bytes", c.kv_event_max_adapter_name_bytes);
   r.retired("kv_event_replay_hold_mb",
-            "fixed at " + std::to_string(PrefixCacheConfig::kv_event_replay_hold_mb) + " MiB per publisher");
+            "fixed at " + std::to_string(PrefixCacheConfig::kKvEventReplayHoldMb) + " MiB per publisher");
   r.retired("kv_event_poll_round_kb",
-            "fixed at " + std::to_string(PrefixCacheConfig::kv_event_poll_round_kb) + " KiB per publisher and round");
+            "fixed at " + std::to_string(PrefixCacheConfig::kKvEventPollRoundKb) + " KiB per publisher and round");
   r.read("tiktoken_file", c.tiktoken_file);
   r.read("tokenizer_cache_mb", c.tokenizer_cache_mb);
   r.read("scorer", c.scorer);
@@ -160,7 +160,7 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   ss.read("replica_ttl_ms", c.state_sync.replica_ttl_ms);
   ss.read("snapshot_interval_ms", c.state_sync.snapshot_interval_ms);
   ss.read("snapshot_max_records", c.state_sync.snapshot_max_records);
-  ss.retired("stream_max_entries", "fixed at " + std::to_string(StateSyncConfig::stream_max_entries) + " entries");
+  ss.retired("stream_max_entries", "fixed at " + std::to_string(StateSyncConfig::kStreamMaxEntries) + " entries");
   ss.read("max_blocks_per_record", c.state_sync.max_blocks_per_record);
   ss.read("max_send_bytes_per_second", c.state_sync.max_send_bytes_per_second);
   ss.read("max_pending_bytes", c.state_sync.max_pending_bytes);

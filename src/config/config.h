@@ -51,10 +51,9 @@ struct PrefixCacheConfig {
   uint32_t kv_event_max_pod_adapters = 64;          // LoRA adapters it holds blocks of at once
   uint32_t kv_event_max_adapter_name_bytes = 256;   // a longer adapter name is refused
   // Fixed, no longer settings (nobody needed another value; a file that sets one is refused, naming it): the live
-  // messages held per publisher while a replay runs, and what one polling round reads from one publisher. Named as
-  // the keys were, so their reader (routing/prefix/prefix_services.cpp) reads them unchanged.
-  static constexpr uint32_t kv_event_replay_hold_mb = 64;
-  static constexpr uint32_t kv_event_poll_round_kb = 1024;
+  // messages held per publisher while a replay runs, and what one polling round reads from one publisher.
+  static constexpr uint32_t kKvEventReplayHoldMb = 64;
+  static constexpr uint32_t kKvEventPollRoundKb = 1024;
   std::string tiktoken_file;          // cl100k_base.json; empty = the copy fetched by scripts/setup.sh
   // How prefix-cache weighs a pod's match against its load: "wait" (the estimated time to first token from each
   // pod's learned rates; prefix-cache-wait) or "blend" (AIBrix's weighted blend, or its standalone rule when
@@ -155,9 +154,9 @@ struct StateSyncConfig {
   uint32_t replica_ttl_ms = 1500;                // a replica's counts expire this long after its last heartbeat
   uint32_t snapshot_interval_ms = 500;           // the snapshot (for late joiners) is updated this often
   uint32_t snapshot_max_records = 100000;        // records kept in the snapshot (oldest dropped first)
-  // Fixed, no longer a setting (as kv_event_replay_hold_mb): batches kept in the stream (approximate trim); a
+  // Fixed, no longer a setting (as kKvEventReplayHoldMb): batches kept in the stream (approximate trim); a
   // replica further behind loads the snapshot.
-  static constexpr uint32_t stream_max_entries = 4096;
+  static constexpr uint32_t kStreamMaxEntries = 4096;
   uint32_t max_blocks_per_record = 512;          // a record's leading blocks shared; the rest stay local
   uint64_t max_send_bytes_per_second = 16ull << 20;  // records beyond it are not shared (counted)
   uint64_t max_pending_bytes = 8ull << 20;       // records waiting for Redis; beyond it the oldest wait is dropped

@@ -228,7 +228,7 @@ asio::awaitable<void> StateSync::writerLoop() {
 }
 
 void StateSync::appendStreamEntry(std::string& commands, const Outbox::Taken& batch) const {
-  const std::string max_entries = std::to_string(config_.stream_max_entries);
+  const std::string max_entries = std::to_string(config::StateSyncConfig::kStreamMaxEntries);
   std::vector<std::string_view> xadd = {"XADD", keys_.records, "MAXLEN", "~", max_entries, "*", "r", replica_id_};
   std::string batch_bytes, session_bytes;
   if (batch.count > 0) {

@@ -62,8 +62,8 @@ std::unique_ptr<PrefixServices> PrefixServices::create(const config::Config& con
     kv.bounds.max_pod_blocks = pc.kv_event_max_pod_blocks;
     kv.bounds.max_pod_adapters = pc.kv_event_max_pod_adapters;
     kv.bounds.max_adapter_name_bytes = pc.kv_event_max_adapter_name_bytes;
-    kv.bounds.replay_hold_bytes = size_t{pc.kv_event_replay_hold_mb} << 20;
-    kv.bounds.poll_round_bytes = size_t{pc.kv_event_poll_round_kb} << 10;
+    kv.bounds.replay_hold_bytes = size_t{config::PrefixCacheConfig::kKvEventReplayHoldMb} << 20;
+    kv.bounds.poll_round_bytes = size_t{config::PrefixCacheConfig::kKvEventPollRoundKb} << 10;
     services->enableKvEvents(std::make_unique<KvEventIndex>(kv, services->clock()),
                              KvModeOptions{std::chrono::milliseconds(pc.speculative_ttl_ms),
                                            static_cast<int64_t>(pc.silent_publisher_ms)});
