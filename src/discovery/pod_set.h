@@ -1,14 +1,12 @@
 #pragma once
 // The pods the gateway can route to: an immutable snapshot swapped atomically by discovery, and per-pod live
-// state (in-flight count, health) that outlives snapshots so counters survive a pods-file reload.
+// state that outlives snapshots so it survives a pods-file reload. Discovery owns a pod's identity, address and
+// readiness (health, ejection); routing's per-pod signals (routing/pod_signals.h) live here for the pod's life.
 #include <atomic>
-#include <cmath>
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,9 +14,9 @@
 #include "config/config.h"
 #include "discovery/kv_sync_state.h"
 #include "discovery/passive_ejection.h"
-#include "discovery/service_rates.h"
 #include "engine/engine_load.h"
 #include "prefixgate/types.h"
+#include "routing/pod_signals.h"
 
 namespace prefixgate::discovery {
 
@@ -41,80 +39,6 @@ struct PodSpec {
 // The fields (by their config key) in which two specs of one pod differ, e.g. "models, kv_capacity_tokens".
 std::string changedFields(const PodSpec& before, const PodSpec& after);
 
-// The prediction audit of one pod (routing/prediction_audit.h): what prefix strategies predicted it held in its KV
-// cache against what its engine reported, summed over the audited responses. Request threads add, /debug/pods
-// reads; each sum is its own atomic, so a read during an add may see part of it (never a torn number).
-class PredictionTotals {
- public:
-  struct Sums {
-    uint64_t responses = 0;
-    uint64_t predicted_tokens = 0;
-    uint64_t engine_cached_tokens = 0;
-    uint64_t over_predicted_tokens = 0;   // sum of max(predicted - engine, 0)
-    uint64_t under_predicted_tokens = 0;  // sum of max(engine - predicted, 0)
-    // 1 - sum|predicted - engine| / sum max(predicted, engine); empty before any audited response; 1 when both
-    // sides were always 0. (sum max(p, e) = engine + over.)
-    std::optional<double> accuracy() const {
-      if (responses == 0) return std::nullopt;
-      const double base = static_cast<double>(engine_cached_tokens + over_predicted_tokens);
-      if (base == 0) return 1.0;
-      return 1.0 - static_cast<double>(over_predicted_tokens + under_predicted_tokens) / base;
-    }
-  };
-  void add(uint64_t predicted_tokens, uint64_t engine_cached_tokens) {
-    responses_.fetch_add(1, std::memory_order_relaxed);
-    predicted_.fetch_add(predicted_tokens, std::memory_order_relaxed);
-    engine_.fetch_add(engine_cached_tokens, std::memory_order_relaxed);
-    if (predicted_tokens > engine_cached_tokens)
-      over_.fetch_add(predicted_tokens - engine_cached_tokens, std::memory_order_relaxed);
-    else
-      under_.fetch_add(engine_cached_tokens - predicted_tokens, std::memory_order_relaxed);
-  }
-  Sums sums() const {
-    return {responses_.load(std::memory_order_relaxed), predicted_.load(std::memory_order_relaxed),
-            engine_.load(std::memory_order_relaxed), over_.load(std::memory_order_relaxed),
-            under_.load(std::memory_order_relaxed)};
-  }
-
- private:
-  std::atomic<uint64_t> responses_{0};
-  std::atomic<uint64_t> predicted_{0};
-  std::atomic<uint64_t> engine_{0};
-  std::atomic<uint64_t> over_{0};
-  std::atomic<uint64_t> under_{0};
-};
-
-// Time to first byte of one pod as the gateway measured it (request start to the engine's first response byte),
-// for least-latency: an EWMA (each sample weighs kWeight against the past), with the time of the last sample.
-// Every response adds one sample, whatever the strategy, so it takes no lock: the EWMA is updated by compare and
-// swap (concurrent samples each land once), and a reader that sees samples > 0 sees the EWMA they were folded into.
-class LatencyEstimate {
- public:
-  struct Sample {
-    double seconds = 0;     // the EWMA; meaningless when samples == 0
-    int64_t last_ms = 0;    // steady clock, when the last sample was added
-    uint64_t samples = 0;
-  };
-  static constexpr double kWeight = 0.2;  // the last ~5 responses dominate
-  void add(double seconds, int64_t now_ms) {
-    double old = seconds_.load(std::memory_order_relaxed);
-    while (!seconds_.compare_exchange_weak(old, std::isnan(old) ? seconds : kWeight * seconds + (1 - kWeight) * old,
-                                           std::memory_order_relaxed)) {
-    }
-    last_ms_.store(now_ms, std::memory_order_relaxed);
-    samples_.fetch_add(1, std::memory_order_release);
-  }
-  Sample read() const {
-    const uint64_t samples = samples_.load(std::memory_order_acquire);
-    return {seconds_.load(std::memory_order_relaxed), last_ms_.load(std::memory_order_relaxed), samples};
-  }
-
- private:
-  std::atomic<double> seconds_{std::numeric_limits<double>::quiet_NaN()};  // NaN until the first sample
-  std::atomic<int64_t> last_ms_{0};
-  std::atomic<uint64_t> samples_{0};
-};
-
 // Live state of one pod. Shared (by shared_ptr) between the snapshots that list it and the requests in flight
 // to it, so a request always decrements the object it incremented, even after the pod left the set.
 class PodState {
@@ -130,53 +54,6 @@ class PodState {
   // that the versions kept for readers stay bounded. Called by PodRegistry::update only (serialized).
   bool updateSpec(PodSpec spec);
   static constexpr size_t kMaxSpecVersions = 64;
-
-  int32_t inFlight() const { return in_flight_.load(std::memory_order_relaxed); }
-  // `tokens`: the request's prompt tokens (its context), summed in inFlightTokens while it is in flight.
-  void addInFlight(int64_t tokens = 0) {
-    in_flight_.fetch_add(1, std::memory_order_relaxed);
-    routed_.fetch_add(1, std::memory_order_relaxed);
-    if (tokens != 0) in_flight_tokens_.fetch_add(tokens, std::memory_order_relaxed);
-  }
-  void releaseInFlight(int64_t tokens = 0) {
-    in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    if (tokens != 0) in_flight_tokens_.fetch_sub(tokens, std::memory_order_relaxed);
-  }
-  // The prompt tokens of this gateway's requests in flight to the pod (prefill-cost's decode term).
-  int64_t inFlightTokens() const { return in_flight_tokens_.load(std::memory_order_relaxed); }
-  // This gateway's requests sent to the pod whose first response byte has not come yet (the engine is queueing or
-  // prefilling them), and the prompt tokens they were predicted to miss in its cache: the prefill work ahead of
-  // the next request (PrefillGuard counts them).
-  int32_t prefillRequests() const { return prefill_requests_.load(std::memory_order_relaxed); }
-  int64_t prefillTokens() const { return prefill_tokens_.load(std::memory_order_relaxed); }
-  void addPrefill(int64_t tokens) {
-    prefill_requests_.fetch_add(1, std::memory_order_relaxed);
-    prefill_tokens_.fetch_add(tokens, std::memory_order_relaxed);
-  }
-  void releasePrefill(int64_t tokens) {
-    prefill_requests_.fetch_sub(1, std::memory_order_relaxed);
-    prefill_tokens_.fetch_sub(tokens, std::memory_order_relaxed);
-  }
-  // With state sync: the other live replicas' in-flight requests to this pod as last read from Redis (0 when sync
-  // is off, or Redis has not answered for longer than a replica's heartbeat lives), and how many other replicas
-  // there were. The read is up to one load interval old; setRemoteInFlight notes this gateway's routed count then.
-  int32_t remoteInFlight() const { return remote_in_flight_.load(std::memory_order_relaxed); }
-  void setRemoteInFlight(int32_t n, int32_t other_replicas) {
-    routed_at_read_.store(routed_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    other_replicas_.store(other_replicas, std::memory_order_relaxed);
-    remote_in_flight_.store(n, std::memory_order_relaxed);
-  }
-  // What routing weighs: this gateway's count (exact, counted at the moment of choice) plus the others' as last
-  // read, plus, for each other replica, as many requests as this one has sent the pod since that read. Replicas
-  // deciding on the same old view tend to make the same choices (and pile onto the pod that looked idle to all):
-  // assuming each did what this one did since the read spreads them as if the view were current (symmetric
-  // replicas behind one Service get alike traffic). Without sync it is the local count.
-  int32_t inFlightAllReplicas() const {
-    const int32_t others = other_replicas_.load(std::memory_order_relaxed);
-    const auto since = static_cast<int32_t>(routed_.load(std::memory_order_relaxed) -
-                                            routed_at_read_.load(std::memory_order_relaxed));
-    return inFlight() + remoteInFlight() + others * since;
-  }
 
   // Ready = the last active health checks passed and no passive ejection is in force now.
   bool ready(int64_t now_ms) const {
@@ -217,28 +94,15 @@ class PodState {
   // KV event sync's view of the pod's publisher (subscriber and relays write, routing reads).
   KvSyncState& kvSync() { return kv_sync_; }
   const KvSyncState& kvSync() const { return kv_sync_; }
-  // Time to first byte as measured by the gateway (least-latency reads it).
-  LatencyEstimate& latency() { return latency_; }
-  const LatencyEstimate& latency() const { return latency_; }
-  // Prefill and decode rates learned from its responses (the wait scorer's inputs; RequestOutcome adds).
-  ServiceRates& rates() { return rates_; }
-  const ServiceRates& rates() const { return rates_; }
-  // The prediction audit's sums for this pod (kept across pods-file reloads, like the in-flight count).
-  PredictionTotals& prediction() { return prediction_; }
-  const PredictionTotals& prediction() const { return prediction_; }
+  // Routing's signals about the pod (in-flight counts, latency, service rates, prediction audit): allocated with
+  // the pod, so they survive a reload that keeps it; routing (routing/pod_signals.h) does every read and write.
+  routing::PodSignals& signals() { return signals_; }
+  const routing::PodSignals& signals() const { return signals_; }
 
  private:
   const PodId id_;
   std::vector<std::unique_ptr<const PodSpec>> spec_versions_;  // every version, the current last (updateSpec)
   std::atomic<const PodSpec*> spec_;                            // the current version
-  std::atomic<int32_t> in_flight_{0};
-  std::atomic<int64_t> in_flight_tokens_{0};
-  std::atomic<int32_t> prefill_requests_{0};
-  std::atomic<int64_t> prefill_tokens_{0};
-  std::atomic<int32_t> remote_in_flight_{0};
-  std::atomic<uint32_t> routed_{0};          // requests ever routed here by this gateway (wraps)
-  std::atomic<uint32_t> routed_at_read_{0};  // routed_ when the other replicas' counts were last read
-  std::atomic<int32_t> other_replicas_{0};
   std::atomic<bool> healthy_{false};
   std::atomic<bool> checked_{false};
   std::atomic<bool> removed_{false};
@@ -250,48 +114,10 @@ class PodState {
   std::atomic<bool> passive_clean_{true};  // passive_.clean(), readable without the lock
   engine::EngineLoad engine_;
   KvSyncState kv_sync_;
-  PredictionTotals prediction_;
-  LatencyEstimate latency_;
-  ServiceRates rates_;
+  routing::PodSignals signals_;
 };
 
 using PodPtr = std::shared_ptr<PodState>;
-
-// Counts a request against a pod (Add on construction, Release with the same tokens when reset or destroyed,
-// whatever happened); movable, not copyable.
-template <void (PodState::*Add)(int64_t), void (PodState::*Release)(int64_t)>
-class PodCountGuard {
- public:
-  PodCountGuard() = default;
-  explicit PodCountGuard(PodPtr pod, int64_t tokens = 0) : pod_(std::move(pod)), tokens_(tokens) {
-    if (pod_) ((*pod_).*Add)(tokens_);
-  }
-  PodCountGuard(PodCountGuard&& o) noexcept : pod_(std::move(o.pod_)), tokens_(o.tokens_) {}
-  PodCountGuard& operator=(PodCountGuard&& o) noexcept {
-    if (this != &o) {
-      reset();
-      pod_ = std::move(o.pod_);
-      tokens_ = o.tokens_;
-    }
-    return *this;
-  }
-  ~PodCountGuard() { reset(); }
-  void reset() {
-    if (pod_) ((*pod_).*Release)(tokens_);
-    pod_.reset();
-  }
-  const PodPtr& pod() const { return pod_; }
-
- private:
-  PodPtr pod_;
-  int64_t tokens_ = 0;
-};
-
-// A request (and its prompt tokens) in flight to a pod, from the moment it is chosen until the guard dies.
-using InFlightGuard = PodCountGuard<&PodState::addInFlight, &PodState::releaseInFlight>;
-// A request's predicted prefill tokens queued on a pod, from the moment it is chosen until its first response body
-// byte (the relay resets it then) or its end.
-using PrefillGuard = PodCountGuard<&PodState::addPrefill, &PodState::releasePrefill>;
 
 // An immutable view of the pod set. Never modified after publication.
 class PodSet {

@@ -306,7 +306,7 @@ std::string GatewayMetrics::serialize(const discovery::PodSet& pods, int64_t now
   for (const discovery::PodPtr& pod : pods.pods()) {
     bool r = pod->ready(now_ms);
     (r ? ready : not_ready) += 1;
-    pod_in_flight_.Add({{"pod", pod->name()}}).Set(pod->inFlight());
+    pod_in_flight_.Add({{"pod", pod->name()}}).Set(pod->signals().inFlight());
     pod_ready_.Add({{"pod", pod->name()}}).Set(r ? 1 : 0);
     // Kept by each pod's EngineLoad; a counter only goes up: each series takes the increase since the last scrape.
     for (size_t i = 0; i < static_cast<size_t>(engine::ScrapeError::kCount); ++i) {

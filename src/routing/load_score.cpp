@@ -75,7 +75,7 @@ bool applyImbalanceGate(std::vector<Candidate>& candidates, const config::LoadIm
   return true;
 }
 
-double estimatedSeconds(const discovery::LatencyEstimate::Sample& s, int64_t now_ms, uint32_t half_life_ms) {
+double estimatedSeconds(const LatencyEstimate::Sample& s, int64_t now_ms, uint32_t half_life_ms) {
   if (s.samples == 0) return 0;
   const double idle = static_cast<double>(std::max<int64_t>(0, now_ms - s.last_ms));
   return s.seconds * std::exp2(-idle / static_cast<double>(half_life_ms));

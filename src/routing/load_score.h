@@ -45,7 +45,7 @@ bool applyImbalanceGate(std::vector<Candidate>& candidates, const config::LoadIm
 
 // least-latency's estimate of a pod's time to first byte now: its EWMA halved every `half_life_ms` since its last
 // answer (a pod avoided since it was slow is tried again); 0 when never measured.
-double estimatedSeconds(const discovery::LatencyEstimate::Sample& sample, int64_t now_ms, uint32_t half_life_ms);
+double estimatedSeconds(const LatencyEstimate::Sample& sample, int64_t now_ms, uint32_t half_life_ms);
 
 // The Router's pick (public for tests and /debug): the highest score; among equal scores the fewest in flight;
 // among those, each equally likely (reservoir sampling with `rng`). `candidates` must not be empty.

@@ -30,10 +30,11 @@ Candidate candidateFor(const discovery::PodState& pod, int64_t now_ms, int64_t m
   Candidate c;
   c.pod = &pod;
   c.pod_id = pod.id();
-  c.in_flight = pod.inFlightAllReplicas();
-  c.in_flight_tokens = static_cast<double>(std::max<int64_t>(0, pod.inFlightTokens()));
-  c.prefill_requests = std::max(0, pod.prefillRequests());
-  c.prefill_tokens = static_cast<double>(std::max<int64_t>(0, pod.prefillTokens()));
+  const PodSignals& signals = pod.signals();
+  c.in_flight = signals.inFlightAllReplicas();
+  c.in_flight_tokens = static_cast<double>(std::max<int64_t>(0, signals.inFlightTokens()));
+  c.prefill_requests = std::max(0, signals.prefillRequests());
+  c.prefill_tokens = static_cast<double>(std::max<int64_t>(0, signals.prefillTokens()));
   const engine::EngineLoadView view = pod.engine().view();
   if (view.fresh(now_ms, max_engine_age_ms)) {
     c.waiting = std::isnan(view.waiting) ? 0 : view.waiting;
@@ -48,12 +49,13 @@ Candidate candidateFor(const discovery::PodState& pod, int64_t now_ms, int64_t m
 void addOtherReplicasTokens(std::span<const discovery::PodPtr> serving, std::vector<Candidate>& candidates) {
   int64_t tokens = 0, requests = 0;
   for (const discovery::PodPtr& pod : serving) {
-    tokens += std::max<int64_t>(0, pod->inFlightTokens());
-    requests += std::max(0, pod->inFlight());
+    tokens += std::max<int64_t>(0, pod->signals().inFlightTokens());
+    requests += std::max(0, pod->signals().inFlight());
   }
   if (requests == 0) return;
   const double per_request = static_cast<double>(tokens) / static_cast<double>(requests);
-  for (Candidate& c : candidates) c.in_flight_tokens += std::max(0, c.in_flight - c.pod->inFlight()) * per_request;
+  for (Candidate& c : candidates)
+    c.in_flight_tokens += std::max(0, c.in_flight - c.pod->signals().inFlight()) * per_request;
 }
 
 }  // namespace
@@ -67,12 +69,12 @@ FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, 
     if (!(panic ? pod->healthy() && !pod->removed() : pod->ready(filter.now_ms))) continue;
     if (std::find(filter.exclude.begin(), filter.exclude.end(), pod->id()) != filter.exclude.end()) continue;
     // The per-pod queue bound (limits.max_in_flight_per_pod): a full pod takes no more.
-    if (filter.max_in_flight_per_pod > 0 && pod->inFlightAllReplicas() >= filter.max_in_flight_per_pod) {
+    if (filter.max_in_flight_per_pod > 0 && pod->signals().inFlightAllReplicas() >= filter.max_in_flight_per_pod) {
       ++out.full;
       continue;
     }
     out.candidates.push_back(candidateFor(*pod, filter.now_ms, filter.max_engine_age_ms));
-    other_replicas |= out.candidates.back().in_flight > pod->inFlight();
+    other_replicas |= out.candidates.back().in_flight > pod->signals().inFlight();
   }
   if (out.candidates.empty()) return out;
   if (other_replicas) addOtherReplicasTokens(serving, out.candidates);
@@ -272,8 +274,8 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
     t.pod_ = d.pod;
     t.strategy_ = strategy;
     t.now_ms_ = &now_ms_;
-    t.in_flight_ = discovery::InFlightGuard(d.pod, tokens);
-    t.prefill_ = discovery::PrefillGuard(d.pod, to_prefill);
+    t.in_flight_ = InFlightGuard(d.pod, tokens);
+    t.prefill_ = PrefillGuard(d.pod, to_prefill);
   }
   d.match_percent = pick.match_percent;
   d.details = std::move(input.details);

@@ -33,9 +33,10 @@ void Ticket::attemptFailed(AttemptFailure kind) {
 std::optional<PredictionAudit> Ticket::completed(const Completion& c) {
   if (!pod_) return std::nullopt;
   discovery::PodState& pod = *pod_;
+  PodSignals& signals = pod.signals();
   const int64_t now = (*now_ms_)();
   // The pod's time to first byte, for least-latency: answers the engine gave (not a failure's 5xx).
-  if (c.first_byte_seconds >= 0 && c.status > 0 && c.status < 500) pod.latency().add(c.first_byte_seconds, now);
+  if (c.first_byte_seconds >= 0 && c.status > 0 && c.status < 500) signals.latency().add(c.first_byte_seconds, now);
   std::optional<PredictionAudit> audit;
   if (c.status == 200) {
     // The pod's service rates (the wait scorer's): a streamed answer's first token (its first body byte; a
@@ -45,7 +46,7 @@ std::optional<PredictionAudit> Ticket::completed(const Completion& c) {
       double own = facts_.sent.own_tokens;
       if (c.prompt_tokens && c.cached_tokens && *c.cached_tokens <= *c.prompt_tokens)
         own = static_cast<double>(*c.prompt_tokens - *c.cached_tokens);
-      pod.rates().add(own, facts_.sent.prefill_ahead_tokens, facts_.sent.decoding, c.first_body_seconds);
+      signals.rates().add(own, facts_.sent.prefill_ahead_tokens, facts_.sent.decoding, c.first_body_seconds);
     }
     // The pod's measured capacity (output tokens/s) counts every token it produced for a successful response.
     if (c.output_tokens > 0) pod.engine().addOutputTokens(c.output_tokens, now);
@@ -60,7 +61,7 @@ std::optional<PredictionAudit> Ticket::completed(const Completion& c) {
     }
     // Only a 200 whose usage gave both numbers, for a decision that carried a prediction (prefix strategies).
     audit = PredictionAudit::compare(facts_.predicted_cached_fraction, c.prompt_tokens, c.cached_tokens);
-    if (audit) pod.prediction().add(audit->predicted_tokens, audit->engine_cached_tokens);
+    if (audit) signals.prediction().add(audit->predicted_tokens, audit->engine_cached_tokens);
   }
   if (strategy_) strategy_->onCompleted(pod, c);
   return audit;

@@ -21,6 +21,7 @@
 
 #include "discovery/pod_set.h"
 #include "prefixgate/strategy.h"
+#include "routing/load_guards.h"
 #include "routing/prediction_audit.h"
 
 namespace prefixgate::routing {
@@ -90,8 +91,8 @@ class Ticket {
   std::shared_ptr<const PromptMatch> prompt_;
   const std::function<int64_t()>* now_ms_ = nullptr;  // the Router's clock
   Facts facts_;
-  discovery::InFlightGuard in_flight_;  // from the moment of choice to the ticket's end
-  discovery::PrefillGuard prefill_;     // until the first byte (or a failure)
+  InFlightGuard in_flight_;  // from the moment of choice to the ticket's end
+  PrefillGuard prefill_;     // until the first byte (or a failure)
   std::unique_ptr<PendingRequest> pending_;         // KV event mode's hold on the blocks, until the first byte
   std::unique_ptr<PendingRequest> held_until_end_;  // a slot engine's slot, busy with the request
 };

@@ -99,7 +99,7 @@ json scrapeErrorJson(const discovery::PodState& pod) {
 
 // The prediction audit's sums for the pod (routing/prediction_audit.h); accuracy null until a response was audited.
 json predictionJson(const discovery::PodState& pod) {
-  const discovery::PredictionTotals::Sums s = pod.prediction().sums();
+  const routing::PredictionTotals::Sums s = pod.signals().prediction().sums();
   const std::optional<double> accuracy = s.accuracy();
   return {{"responses", s.responses},
           {"predicted_tokens", s.predicted_tokens},
@@ -125,7 +125,7 @@ json replicaLoadsJson(Gateway& g, const discovery::PodState& pod) {
   sync::StateSync* sync = g.stateSync();
   if (!sync) return nullptr;
   json out = json::object();
-  out[sync->replicaId()] = pod.inFlight();
+  out[sync->replicaId()] = pod.signals().inFlight();
   for (const auto& [replica, n] : sync->replicaLoads(pod.spec().address)) out[replica] = n;
   return out;
 }
@@ -142,16 +142,16 @@ json stateSyncJson(Gateway& g) {
           {"stream_position", s.stream_position}};
 }
 
-// The pod's learned service rates (discovery::ServiceRates; the defaults until its first sample).
+// The pod's learned service rates (routing::ServiceRates; the defaults until its first sample).
 json ratesJson(const discovery::PodState& pod) {
-  const discovery::ServiceRates::Rates r = pod.rates().read();
+  const routing::ServiceRates::Rates r = pod.signals().rates().read();
   return {{"samples", r.samples},
           {"base_ms", r.base_s * 1000},
           {"prefill_tokens_per_s", 1 / r.prefill_s_per_token},
           {"queue_ms_per_1k_tokens", r.queue_s_per_token * 1e6},
           {"decode_ms_per_request", r.decode_s_per_request * 1000},
-          {"prefill_requests", pod.prefillRequests()},
-          {"prefill_tokens", pod.prefillTokens()}};
+          {"prefill_requests", pod.signals().prefillRequests()},
+          {"prefill_tokens", pod.signals().prefillTokens()}};
 }
 
 // The remote tokenizer's breaker for the pod (tokenize/tokenize_breaker.h); null when the remote tokenizer is off.
@@ -182,8 +182,8 @@ json podsJson(Gateway& g) {
                     {"healthy", pod->healthy()},
                     {"health_checked", pod->checked()},
                     {"ejected_for_ms", std::max<int64_t>(0, pod->ejectedUntilMs() - now)},
-                    {"in_flight", pod->inFlight()},
-                    {"in_flight_all_replicas", pod->inFlightAllReplicas()},
+                    {"in_flight", pod->signals().inFlight()},
+                    {"in_flight_all_replicas", pod->signals().inFlightAllReplicas()},
                     {"in_flight_by_replica", replicaLoadsJson(g, *pod)},
                     {"kv_events", pod->spec().kv_events},
                     {"kv_replay", pod->spec().kv_replay},

@@ -73,7 +73,7 @@ std::unique_ptr<tokenize::RemoteTokenizer> Gateway::makeRemoteTokenizer() {
         const int64_t now = routing::steadyNowMs();
         for (const discovery::PodPtr& pod : *serving)
           if (pod->ready(now))
-            out.push_back({pod->id().value, pod->name(), pod->spec().host, pod->spec().port, pod->inFlight(),
+            out.push_back({pod->id().value, pod->name(), pod->spec().host, pod->spec().port, pod->signals().inFlight(),
                            pod->engineKind()});
       });
 }

@@ -16,7 +16,7 @@ LoadChannel::LoadChannel(const config::StateSyncConfig& config, const SyncKeys& 
 void LoadChannel::appendPublish(std::string& commands) const {
   std::vector<std::pair<std::string, int32_t>> loads;
   for (const discovery::PodPtr& pod : pods_.snapshot()->pods())
-    loads.emplace_back(pod->spec().address, pod->inFlight());
+    loads.emplace_back(pod->spec().address, pod->signals().inFlight());
   appendCommand(commands, {"SET", keys_.load(replica_id_), encodeLoads(loads), "PX", std::to_string(replica_ttl_ms_)});
   appendCommand(commands, {"SADD", keys_.replicas, replica_id_});
   appendCommand(commands, {"SMEMBERS", keys_.replicas});
@@ -80,7 +80,7 @@ void LoadChannel::setRemoteLoads(ByPod by_pod, size_t other_replicas) {
   for (const discovery::PodPtr& pod : pods_.snapshot()->pods()) {
     auto it = by_pod.find(pod->spec().address);
     const int32_t sum = it == by_pod.end() ? 0 : sumLoads(it->second);
-    pod->setRemoteInFlight(sum, static_cast<int32_t>(std::min<size_t>(other_replicas, kMaxOtherReplicas)));
+    pod->signals().setRemoteInFlight(sum, static_cast<int32_t>(std::min<size_t>(other_replicas, kMaxOtherReplicas)));
   }
   std::lock_guard lock(view_mutex_);
   if (other_replicas == 0) live_replicas_.clear();

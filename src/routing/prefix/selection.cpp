@@ -159,8 +159,8 @@ bool balanceNewWork(std::span<Candidate> candidates, double best_cached_fraction
 }
 
 void candidateRates(std::span<const Candidate> candidates, const WaitSettings& settings,
-                    std::span<discovery::ServiceRates::Rates> out) {
-  using Rates = discovery::ServiceRates::Rates;
+                    std::span<ServiceRates::Rates> out) {
+  using Rates = ServiceRates::Rates;
   auto learned = [&](const Rates& r) { return r.samples > 0 && r.samples >= settings.min_samples; };
   // The fleet's rates: each rate's median over the pods that learned theirs (one odd pod does not move it).
   thread_local std::vector<double> base, prefill, queue, decode;
@@ -169,7 +169,7 @@ void candidateRates(std::span<const Candidate> candidates, const WaitSettings& s
   queue.clear();
   decode.clear();
   for (size_t i = 0; i < candidates.size(); ++i) {
-    out[i] = candidates[i].pod ? candidates[i].pod->rates().read() : discovery::ServiceRates::kDefaults;
+    out[i] = candidates[i].pod ? candidates[i].pod->signals().rates().read() : ServiceRates::kDefaults;
     if (!learned(out[i])) continue;
     base.push_back(out[i].base_s);
     prefill.push_back(out[i].prefill_s_per_token);
@@ -181,7 +181,7 @@ void candidateRates(std::span<const Candidate> candidates, const WaitSettings& s
     std::nth_element(v.begin(), mid, v.end());
     return v.size() % 2 ? *mid : (*std::max_element(v.begin(), mid) + *mid) / 2;
   };
-  Rates fleet = discovery::ServiceRates::kDefaults;
+  Rates fleet = ServiceRates::kDefaults;
   if (!base.empty()) fleet = {median(base), median(prefill), median(queue), median(decode), 0};
   // A pod keeps its own rates only when it is measurably faster or slower than the fleet: its predicted time to
   // first token for a reference request beyond speed_tolerance of the fleet's.
@@ -198,12 +198,12 @@ void candidateRates(std::span<const Candidate> candidates, const WaitSettings& s
 }
 
 void waitScores(std::span<Candidate> candidates, std::span<const double> uncached_tokens, double prompt_tokens,
-                std::span<const discovery::ServiceRates::Rates> rates, double fleet_work_weight) {
+                std::span<const ServiceRates::Rates> rates, double fleet_work_weight) {
   double least_uncached = INFINITY;
   for (size_t i = 0; i < candidates.size(); ++i) least_uncached = std::min(least_uncached, std::max(0.0, uncached_tokens[i]));
   for (size_t i = 0; i < candidates.size(); ++i) {
     Candidate& c = candidates[i];
-    const discovery::ServiceRates::Rates& r = rates[i];
+    const ServiceRates::Rates& r = rates[i];
     const double uncached = std::max(0.0, uncached_tokens[i]);
     const double base = r.base_s;
     const double prefill = uncached * r.prefill_s_per_token;

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "config/config.h"
-#include "discovery/service_rates.h"
+#include "routing/service_rates.h"
 #include "prefixgate/strategy.h"
 
 namespace prefixgate::config {
@@ -79,7 +79,7 @@ std::string_view prebleScores(std::span<Candidate> candidates, std::span<const d
                               const PrebleParams& params);
 
 // The wait scorer (prefix-cache-wait): each candidate is scored by the request's estimated time to first token
-// there, from the pod's learned rates (discovery::ServiceRates):
+// there, from the pod's learned rates (ServiceRates):
 //   wait = base + its own uncached tokens x prefill s/token + the prefill tokens queued ahead of it x queue s/token
 //          + decoding requests x decode s/request
 // plus the prefill the choice makes the fleet do beyond the least any candidate would (fleet_work_weight x the
@@ -111,7 +111,7 @@ inline constexpr double kWaitReferenceTokens = 1000;
 inline constexpr std::string_view kWaitExplanation = "wait";
 // Each candidate's rates (candidates[i].pod's, with the fleet's as above) into `out`.
 void candidateRates(std::span<const Candidate> candidates, const WaitSettings& settings,
-                    std::span<discovery::ServiceRates::Rates> out);
+                    std::span<ServiceRates::Rates> out);
 // The wait scorer's balance of new work: a request whose best candidate holds less than half of it is mostly new
 // work, and where it goes its follow-ups will follow (they extend it, and stay with their cache): when the
 // candidates' window loads (requests sent over the window) are skewed (max > ratio x min), only the least loaded
@@ -124,6 +124,6 @@ bool balanceNewWork(std::span<Candidate> candidates, double best_cached_fraction
 // `uncached_tokens[i]` (prompt tokens candidate i is predicted to miss), its prefill queue (Candidate::prefill_tokens
 // + queuedElsewhere) and its decoding requests (in_flight - prefill_requests).
 void waitScores(std::span<Candidate> candidates, std::span<const double> uncached_tokens, double prompt_tokens,
-                std::span<const discovery::ServiceRates::Rates> rates, double fleet_work_weight);
+                std::span<const ServiceRates::Rates> rates, double fleet_work_weight);
 
 }  // namespace prefixgate::routing

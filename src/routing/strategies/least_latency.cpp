@@ -1,5 +1,5 @@
 // least-latency: the pod whose recent time to first byte, as the gateway measured it (request start to the
-// engine's first response byte; an EWMA over its answers, discovery::LatencyEstimate), is lowest. A pod's estimate
+// engine's first response byte; an EWMA over its answers, LatencyEstimate), is lowest. A pod's estimate
 // fades by half every routing.strategies.least-latency.decay_half_life_ms since its last answer, so a pod that was
 // slow once (a long prompt, a hiccup) and was avoided since is tried again instead of starved forever; a pod never
 // measured counts as 0 and is tried first. Ties (all unmeasured) go to fewer in flight.
@@ -25,7 +25,7 @@ class LeastLatencyStrategy final : public Strategy {
   void score(RoutingInput& input) override {
     const int64_t now = input.now_ms;
     for (Candidate& c : input.candidates) {
-      const discovery::LatencyEstimate::Sample s = c.pod->latency().read();
+      const LatencyEstimate::Sample s = c.pod->signals().latency().read();
       c.score = -estimatedSeconds(s, now, settings_.decay_half_life_ms);
       c.load_score = -c.score;  // shown by /debug/route
     }

@@ -70,7 +70,7 @@ class PrefixCacheStrategy final : public PrefixStrategy {
   void scoreWait(RoutingInput& input, const PromptMatch& m) {
     const size_t n = input.candidates.size();
     thread_local std::vector<double> uncached;
-    thread_local std::vector<discovery::ServiceRates::Rates> rates;
+    thread_local std::vector<ServiceRates::Rates> rates;
     uncached.resize(n);
     rates.resize(n);
     // An unusable prompt (no hashes) is predicted to miss everywhere: its estimated size.

@@ -10,12 +10,13 @@
 
 #include "discovery/pod_set.h"
 #include "metrics/gateway_metrics.h"
+#include "routing/load_guards.h"
 #include "unit/core/pod_specs.h"
 
 namespace prefixgate {
 namespace {
 
-using discovery::InFlightGuard;
+using routing::InFlightGuard;
 using discovery::PodRegistry;
 using discovery::PodSpec;
 using prefixgate::testing::podSpec;
@@ -73,7 +74,7 @@ TEST(PodRegistryConcurrency, ConcurrentUpdatesAndReaders) {
   EXPECT_EQ(inconsistent.load(), 0);
   EXPECT_EQ(registry.snapshot()->pods().size(), 3u);
   for (const auto& pods : seen)
-    for (const auto& pod : pods) EXPECT_EQ(pod->inFlight(), 0) << pod->name();
+    for (const auto& pod : pods) EXPECT_EQ(pod->signals().inFlight(), 0) << pod->name();
 }
 
 // Sums the values of `name`'s samples in Prometheus text.
@@ -152,12 +153,12 @@ namespace {
 // (each lands exactly once in the EWMA and the count), and that a reader that sees a sample count never sees the
 // estimate before its first sample.
 TEST(LatencyEstimateConcurrency, ConcurrentSamplesAndReaders) {
-  discovery::LatencyEstimate estimate;
+  routing::LatencyEstimate estimate;
   std::atomic<bool> done{false};
   std::atomic<int> torn{0};
   std::thread reader([&] {
     while (!done.load()) {
-      const discovery::LatencyEstimate::Sample s = estimate.read();
+      const routing::LatencyEstimate::Sample s = estimate.read();
       if (s.samples > 0 && !(s.seconds > 0)) torn.fetch_add(1);
     }
   });
@@ -169,7 +170,7 @@ TEST(LatencyEstimateConcurrency, ConcurrentSamplesAndReaders) {
   for (auto& w : writers) w.join();
   done = true;
   reader.join();
-  const discovery::LatencyEstimate::Sample s = estimate.read();
+  const routing::LatencyEstimate::Sample s = estimate.read();
   EXPECT_EQ(s.samples, uint64_t{kRecorders} * kRecordsPerThread);
   EXPECT_NEAR(s.seconds, 0.5, 1e-9);
   EXPECT_EQ(torn.load(), 0);
@@ -178,13 +179,13 @@ TEST(LatencyEstimateConcurrency, ConcurrentSamplesAndReaders) {
 // Ensures the learned service rates take concurrent responses (one sample each, none lost) while decisions read
 // them without a lock, and a reader never sees a rate outside the fit's clamps.
 TEST(ServiceRatesConcurrency, ConcurrentSamplesAndReaders) {
-  discovery::ServiceRates rates;
+  routing::ServiceRates rates;
   std::atomic<bool> done{false};
   std::atomic<int> insane{0};
   std::thread reader([&] {
     while (!done.load()) {
-      const discovery::ServiceRates::Rates r = rates.read();
-      if (!(r.prefill_s_per_token >= discovery::ServiceRates::kMinPrefillSPerToken) || !(r.base_s >= 0) ||
+      const routing::ServiceRates::Rates r = rates.read();
+      if (!(r.prefill_s_per_token >= routing::ServiceRates::kMinPrefillSPerToken) || !(r.base_s >= 0) ||
           !(r.queue_s_per_token >= 0) || !(r.decode_s_per_request >= 0))
         insane.fetch_add(1);
     }
@@ -200,7 +201,7 @@ TEST(ServiceRatesConcurrency, ConcurrentSamplesAndReaders) {
   for (auto& w : writers) w.join();
   done = true;
   reader.join();
-  const discovery::ServiceRates::Rates r = rates.read();
+  const routing::ServiceRates::Rates r = rates.read();
   EXPECT_EQ(r.samples, uint64_t{kRecorders} * kRecordsPerThread);
   EXPECT_NEAR(1 / r.prefill_s_per_token, 20000, 1000);
   EXPECT_EQ(insane.load(), 0);

@@ -6,10 +6,13 @@
 #include <thread>
 
 #include "discovery/file/pods_file.h"
+#include "routing/load_guards.h"
 #include "unit/core/pod_specs.h"
 
 namespace prefixgate::discovery {
 namespace {
+
+using routing::InFlightGuard;
 
 PodSpec spec(const std::string& name, uint16_t port, std::vector<std::string> models = {"m"}) {
   return testing::podSpec(name, port, std::move(models));
@@ -23,7 +26,7 @@ TEST(PodRegistry, ReloadKeepsUnchangedPods) {
   InFlightGuard g(a);
   r.update({spec("a", 1), spec("b", 3)});
   EXPECT_EQ(r.snapshot()->find("a"), a);
-  EXPECT_EQ(r.snapshot()->find("a")->inFlight(), 1);
+  EXPECT_EQ(r.snapshot()->find("a")->signals().inFlight(), 1);
   EXPECT_NE(r.snapshot()->find("b")->spec().port, 2);
 }
 
@@ -50,7 +53,7 @@ TEST(PodRegistry, EditedPodKeepsItsIdentityAndState) {
   EXPECT_EQ(r.snapshot()->find("a"), a);
   EXPECT_TRUE(a->ready(0));
   EXPECT_FALSE(a->removed());
-  EXPECT_EQ(a->inFlight(), 1);
+  EXPECT_EQ(a->signals().inFlight(), 1);
   EXPECT_EQ(a->spec().kv_capacity_tokens, 4096u);
   EXPECT_EQ(a->engineKind(), engine::EngineKind::kLlamaCpp);
   ASSERT_NE(r.snapshot()->podsFor("m2"), nullptr);
@@ -101,9 +104,9 @@ TEST(PodRegistry, RemovedAndReAddedPodsHaveSeparateCounters) {
     PodPtr fresh = r.snapshot()->find("a");
     EXPECT_NE(fresh, old);
     EXPECT_NE(fresh->id(), old->id());
-    EXPECT_EQ(fresh->inFlight(), 0);
+    EXPECT_EQ(fresh->signals().inFlight(), 0);
   }
-  EXPECT_EQ(old->inFlight(), 0);
+  EXPECT_EQ(old->signals().inFlight(), 0);
 }
 
 // Models map to the pods that serve them.
@@ -171,21 +174,21 @@ TEST(PodState, HealthThresholdsAndEjection) {
 // (no other replicas) exactly the local count.
 TEST(PodState, LoadOfAllReplicasExtrapolatesSinceTheLastRead) {
   PodState p(PodId{1}, spec("a", 1));
-  p.addInFlight();
-  p.addInFlight();
-  EXPECT_EQ(p.inFlightAllReplicas(), 2);  // sync off: nothing else
-  p.setRemoteInFlight(5, 2);              // two other replicas, 5 in flight between them
-  EXPECT_EQ(p.remoteInFlight(), 5);
-  EXPECT_EQ(p.inFlightAllReplicas(), 2 + 5);
-  p.addInFlight();  // routed since the read: each other replica is assumed to have done the same
-  EXPECT_EQ(p.inFlightAllReplicas(), 3 + 5 + 2 * 1);
-  p.releaseInFlight();  // a request ending changes the local count only
-  EXPECT_EQ(p.inFlightAllReplicas(), 2 + 5 + 2 * 1);
-  p.setRemoteInFlight(7, 2);  // the next read already contains what the others did
-  EXPECT_EQ(p.inFlightAllReplicas(), 2 + 7);
-  p.setRemoteInFlight(0, 0);  // Redis away for longer than a heartbeat: local only
-  p.addInFlight();
-  EXPECT_EQ(p.inFlightAllReplicas(), 3);
+  p.signals().addInFlight();
+  p.signals().addInFlight();
+  EXPECT_EQ(p.signals().inFlightAllReplicas(), 2);  // sync off: nothing else
+  p.signals().setRemoteInFlight(5, 2);              // two other replicas, 5 in flight between them
+  EXPECT_EQ(p.signals().remoteInFlight(), 5);
+  EXPECT_EQ(p.signals().inFlightAllReplicas(), 2 + 5);
+  p.signals().addInFlight();  // routed since the read: each other replica is assumed to have done the same
+  EXPECT_EQ(p.signals().inFlightAllReplicas(), 3 + 5 + 2 * 1);
+  p.signals().releaseInFlight();  // a request ending changes the local count only
+  EXPECT_EQ(p.signals().inFlightAllReplicas(), 2 + 5 + 2 * 1);
+  p.signals().setRemoteInFlight(7, 2);  // the next read already contains what the others did
+  EXPECT_EQ(p.signals().inFlightAllReplicas(), 2 + 7);
+  p.signals().setRemoteInFlight(0, 0);  // Redis away for longer than a heartbeat: local only
+  p.signals().addInFlight();
+  EXPECT_EQ(p.signals().inFlightAllReplicas(), 3);
 }
 
 // Passive ejection through PodState: a pod failure past passive_failure_threshold asks for an ejection, which

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "openai/request.h"
+#include "routing/load_guards.h"
 #include "routing/load_score.h"
 #include "routing/prefix/selection.h"
 #include "routing/router.h"
@@ -34,7 +35,7 @@ class FilterTest : public ::testing::Test {
 // per-pod bound.
 TEST_F(FilterTest, ReadyNotExcludedUnderTheBound) {
   pod("b")->recordHealth(false, 1, 1);
-  discovery::InFlightGuard g1(pod("c")), g2(pod("c"));
+  InFlightGuard g1(pod("c")), g2(pod("c"));
   const PodId excluded[] = {pod("d")->id()};
   CandidateFilter f;
   f.exclude = excluded;
@@ -63,7 +64,7 @@ TEST_F(FilterTest, KvCriticalAndImbalanceGate) {
   ASSERT_EQ(out.excluded.size(), 1u);
   EXPECT_EQ(out.excluded[0].pod->name(), "b");
   EXPECT_TRUE(out.excluded[0].excluded);
-  std::vector<discovery::InFlightGuard> held;
+  std::vector<InFlightGuard> held;
   for (int i = 0; i < 20; ++i) held.emplace_back(pod("a"));
   held.emplace_back(pod("c"));
   EXPECT_EQ(names(filter(f).candidates), (std::vector<std::string>{"d"}));  // a: 20 against c: 1, d: 0
@@ -73,19 +74,19 @@ TEST_F(FilterTest, KvCriticalAndImbalanceGate) {
 // and that with state sync the other replicas' requests count at this gateway's mean context per request.
 TEST_F(FilterTest, InFlightTokensFollowTheGuards) {
   {
-    discovery::InFlightGuard g1(pod("a"), 300), g2(pod("a"), 100), g3(pod("b"), 200);
-    EXPECT_EQ(pod("a")->inFlightTokens(), 400);
+    InFlightGuard g1(pod("a"), 300), g2(pod("a"), 100), g3(pod("b"), 200);
+    EXPECT_EQ(pod("a")->signals().inFlightTokens(), 400);
     FilteredCandidates out = filter({});
     EXPECT_DOUBLE_EQ(out.candidates[0].in_flight_tokens, 400);
     EXPECT_DOUBLE_EQ(out.candidates[1].in_flight_tokens, 200);
-    pod("c")->setRemoteInFlight(3, 1);  // another replica has 3 requests on c: 3 x (600 / 3)
+    pod("c")->signals().setRemoteInFlight(3, 1);  // another replica has 3 requests on c: 3 x (600 / 3)
     out = filter({});
     EXPECT_DOUBLE_EQ(out.candidates[2].in_flight_tokens, 600);
-    discovery::InFlightGuard moved = std::move(g1);
-    EXPECT_EQ(pod("a")->inFlightTokens(), 400);  // a moved guard releases once
+    InFlightGuard moved = std::move(g1);
+    EXPECT_EQ(pod("a")->signals().inFlightTokens(), 400);  // a moved guard releases once
   }
-  EXPECT_EQ(pod("a")->inFlightTokens(), 0);
-  EXPECT_EQ(pod("b")->inFlightTokens(), 0);
+  EXPECT_EQ(pod("a")->signals().inFlightTokens(), 0);
+  EXPECT_EQ(pod("b")->signals().inFlightTokens(), 0);
 }
 
 // Ensures the prompt-size estimate uses token ids when there are any, else ~4 bytes of text per token.

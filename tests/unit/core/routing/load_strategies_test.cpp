@@ -6,6 +6,7 @@
 #include <map>
 
 #include "openai/request.h"
+#include "routing/load_guards.h"
 #include "routing/load_score.h"
 #include "routing/prefix/selection.h"
 #include "routing/router.h"
@@ -277,9 +278,9 @@ TEST_F(RouterLoadTest, PerModelLambdaWeighsWaiting) {
   engine("c", 0.1, 50);
   auto b = pods_.snapshot()->find("b");
   auto c = pods_.snapshot()->find("c");
-  discovery::InFlightGuard hold_b(b), hold_c(c);  // a has more in flight than b and c
+  InFlightGuard hold_b(b), hold_c(c);  // a has more in flight than b and c
   auto a = pods_.snapshot()->find("a");
-  discovery::InFlightGuard h1(a), h2(a), h3(a);
+  InFlightGuard h1(a), h2(a), h3(a);
   EXPECT_EQ(choose("m").pod->name(), "a");  // 3 < 1 + 50
   EXPECT_NE(choose("n").pod->name(), "a");  // lambda 0: 3 > 1
 }

@@ -50,7 +50,7 @@ TEST(PredictionAudit, NothingToCompare) {
 
 // Per-pod sums and accuracy = 1 - sum|p - e| / sum max(p, e): null before any audit, 1 when both sides are 0.
 TEST(PredictionTotals, SumsAndAccuracy) {
-  discovery::PredictionTotals t;
+  routing::PredictionTotals t;
   EXPECT_FALSE(t.sums().accuracy());
   t.add(0, 0);
   EXPECT_EQ(t.sums().accuracy(), 1.0);
@@ -87,10 +87,10 @@ TEST(PredictionTotals, SlotCacheEvidence) {
 TEST(PredictionTotals, SurviveAReloadOfAnUnchangedPod) {
   discovery::PodRegistry pods;
   pods.update({testing::podSpec("a", 1), testing::podSpec("b", 2)});
-  pods.snapshot()->find("a")->prediction().add(10, 8);
+  pods.snapshot()->find("a")->signals().prediction().add(10, 8);
   pods.update({testing::podSpec("a", 1)});
-  EXPECT_EQ(pods.snapshot()->find("a")->prediction().sums().responses, 1u);
-  EXPECT_EQ(pods.snapshot()->find("a")->prediction().sums().over_predicted_tokens, 2u);
+  EXPECT_EQ(pods.snapshot()->find("a")->signals().prediction().sums().responses, 1u);
+  EXPECT_EQ(pods.snapshot()->find("a")->signals().prediction().sums().over_predicted_tokens, 2u);
 }
 
 // The fraction is matched blocks x block size over the tokenized prompt's bytes, in the unit the prompt was cut

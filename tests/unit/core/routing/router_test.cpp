@@ -49,10 +49,10 @@ TEST_F(RouterTest, LeastRequestCountsAtTheMomentOfChoice) {
   }
   EXPECT_EQ(per_pod["a"], 5);
   EXPECT_EQ(per_pod["b"], 5);
-  EXPECT_EQ(pods_.snapshot()->find("a")->inFlight(), 5);
+  EXPECT_EQ(pods_.snapshot()->find("a")->signals().inFlight(), 5);
   held.clear();  // every guard releases its count
-  EXPECT_EQ(pods_.snapshot()->find("a")->inFlight(), 0);
-  EXPECT_EQ(pods_.snapshot()->find("b")->inFlight(), 0);
+  EXPECT_EQ(pods_.snapshot()->find("a")->signals().inFlight(), 0);
+  EXPECT_EQ(pods_.snapshot()->find("b")->signals().inFlight(), 0);
 }
 
 // Unknown model -> 404; no ready pod -> 503; unknown strategy -> 400 naming the valid ones.
@@ -150,7 +150,7 @@ TEST_F(RouterTest, StrategyPrecedence) {
 TEST_F(RouterTest, DryRunCountsNothing) {
   Decision d = choose("", "", true);
   ASSERT_TRUE(d.pod);
-  EXPECT_EQ(d.pod->inFlight(), 0);
+  EXPECT_EQ(d.pod->signals().inFlight(), 0);
   EXPECT_EQ(d.candidates.size(), 2u);
 }
 

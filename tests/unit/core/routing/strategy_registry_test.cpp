@@ -133,15 +133,15 @@ TEST(PowerOfTwoStrategy, FewerInFlightOfTwoRandomCandidates) {
 
 // Ensures the latency estimate halves per half-life since the pod's last answer and is 0 before any.
 TEST(LeastLatency, EstimateFadesWithIdleTime) {
-  discovery::LatencyEstimate::Sample s{0.8, 1000, 3};
+  LatencyEstimate::Sample s{0.8, 1000, 3};
   EXPECT_DOUBLE_EQ(estimatedSeconds(s, 1000, 500), 0.8);
   EXPECT_DOUBLE_EQ(estimatedSeconds(s, 1500, 500), 0.4);
   EXPECT_DOUBLE_EQ(estimatedSeconds(s, 2000, 500), 0.2);
-  EXPECT_DOUBLE_EQ(estimatedSeconds(discovery::LatencyEstimate::Sample{}, 5000, 500), 0.0);
-  discovery::LatencyEstimate e;
+  EXPECT_DOUBLE_EQ(estimatedSeconds(LatencyEstimate::Sample{}, 5000, 500), 0.0);
+  LatencyEstimate e;
   e.add(1.0, 10);
   e.add(2.0, 20);
-  EXPECT_DOUBLE_EQ(e.read().seconds, 1.0 + discovery::LatencyEstimate::kWeight * (2.0 - 1.0));
+  EXPECT_DOUBLE_EQ(e.read().seconds, 1.0 + LatencyEstimate::kWeight * (2.0 - 1.0));
   EXPECT_EQ(e.read().samples, 2u);
 }
 
@@ -163,16 +163,16 @@ TEST(LeastLatencyStrategy, LowestRecentTimeToFirstByte) {
       "discovery: {file: p.yaml}\nrouting: {strategies: {least-latency: {decay_half_life_ms: 60000}}}\n", "gw.yaml",
       problems));
   const int64_t now = steadyNowMs();
-  p[0]->latency().add(0.9, now);
-  p[1]->latency().add(0.2, now);
+  p[0]->signals().latency().add(0.9, now);
+  p[1]->signals().latency().add(0.2, now);
   auto c = candidatesNow();
   EXPECT_EQ(runner.choose("least-latency", c), 2u);  // c never measured: tried first
-  p[2]->latency().add(0.5, now);
+  p[2]->signals().latency().add(0.5, now);
   c = candidatesNow();
   EXPECT_EQ(runner.choose("least-latency", c), 1u);
   EXPECT_NEAR(c[0].load_score, 0.9, 0.001);  // its estimate, shown by /debug/route (a few ms of fading at most)
   // A long idle time fades a's estimate; with a short half-life it would already be tried again.
-  discovery::LatencyEstimate::Sample old{0.9, now - 600000, 1};
+  LatencyEstimate::Sample old{0.9, now - 600000, 1};
   EXPECT_LT(estimatedSeconds(old, now, 60000), 0.2);
 }
 

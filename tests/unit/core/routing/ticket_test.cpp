@@ -129,13 +129,13 @@ TEST_F(TicketTest, ARetriedRequestTrainsOnlyThePodThatServedIt) {
 
   second.ticket.firstByte();
   const auto audit = second.ticket.completed(streamed(0.2));
-  EXPECT_EQ(second.pod->rates().read().samples, 1u);
-  EXPECT_EQ(second.pod->latency().read().samples, 1u);
-  EXPECT_EQ(failed->rates().read().samples, 0u);
-  EXPECT_EQ(failed->latency().read().samples, 0u);
-  EXPECT_EQ(failed->prediction().sums().responses, 0u);
+  EXPECT_EQ(second.pod->signals().rates().read().samples, 1u);
+  EXPECT_EQ(second.pod->signals().latency().read().samples, 1u);
+  EXPECT_EQ(failed->signals().rates().read().samples, 0u);
+  EXPECT_EQ(failed->signals().latency().read().samples, 0u);
+  EXPECT_EQ(failed->signals().prediction().sums().responses, 0u);
   ASSERT_TRUE(audit);  // predicted 0 of 8 (nothing held it), the engine said 0
-  EXPECT_EQ(second.pod->prediction().sums().responses, 1u);
+  EXPECT_EQ(second.pod->signals().prediction().sums().responses, 1u);
   EXPECT_EQ(matchOf(kPrompt, second.pod->name()), 100);
   EXPECT_EQ(matchOf(kPrompt, failed->name()), 0);
 }
@@ -145,15 +145,15 @@ TEST_F(TicketTest, ARetriedRequestTrainsOnlyThePodThatServedIt) {
 TEST_F(TicketTest, FirstByteEndsThePrefillCountAndTheTicketTheInFlightCount) {
   Decision d = route(kPrompt);
   const discovery::PodPtr p = d.pod;
-  EXPECT_EQ(p->prefillRequests(), 1);
-  EXPECT_EQ(p->inFlight(), 1);
+  EXPECT_EQ(p->signals().prefillRequests(), 1);
+  EXPECT_EQ(p->signals().inFlight(), 1);
   EXPECT_TRUE(d.ticket.prefilling());
   d.ticket.firstByte();
-  EXPECT_EQ(p->prefillRequests(), 0);
+  EXPECT_EQ(p->signals().prefillRequests(), 0);
   EXPECT_FALSE(d.ticket.prefilling());
-  EXPECT_EQ(p->inFlight(), 1);
+  EXPECT_EQ(p->signals().inFlight(), 1);
   d = Decision{};
-  EXPECT_EQ(p->inFlight(), 0);
+  EXPECT_EQ(p->signals().inFlight(), 0);
 }
 
 // Ensures a completed 200 feeds the pod's measured capacity at the Router's clock; a failed one trains nothing.
@@ -174,18 +174,18 @@ TEST_F(TicketTest, ACompletedResponseFeedsCapacityAtTheRoutersClock) {
   failed.status = 502;
   failed.first_byte_seconds = 0.5;
   EXPECT_FALSE(bad.ticket.completed(failed));
-  EXPECT_EQ(bad.pod->latency().read().samples, bad.pod == p ? 1u : 0u);
+  EXPECT_EQ(bad.pod->signals().latency().read().samples, bad.pod == p ? 1u : 0u);
 }
 
 // Ensures a dry run (/debug/route) hands out an empty ticket: nothing counted, nothing recorded, nothing trained.
 TEST_F(TicketTest, ADryRunTicketDoesNothing) {
   Decision d = route(kPrompt, true);
   ASSERT_TRUE(d.pod);
-  EXPECT_EQ(d.pod->inFlight(), 0);
+  EXPECT_EQ(d.pod->signals().inFlight(), 0);
   EXPECT_FALSE(d.ticket.prefilling());
   d.ticket.firstByte();
   EXPECT_FALSE(d.ticket.completed(streamed(0.1)));
-  EXPECT_EQ(d.pod->rates().read().samples, 0u);
+  EXPECT_EQ(d.pod->signals().rates().read().samples, 0u);
   EXPECT_EQ(matchOf(kPrompt, d.pod->name()), 0);
 }
 

@@ -1,4 +1,4 @@
-// The wait scorer's parts: the per-pod service rates learned from responses (discovery::ServiceRates), the prefill
+// The wait scorer's parts: the per-pod service rates learned from responses (ServiceRates), the prefill
 // queue the Router counts per pod until the first byte (PrefillGuard, Decision::sent), and the scores
 // (candidateRates, waitScores) on hand-made candidates and through the Router on the real index.
 #include <gtest/gtest.h>
@@ -7,7 +7,8 @@
 #include <random>
 
 #include "discovery/pod_set.h"
-#include "discovery/service_rates.h"
+#include "routing/load_guards.h"
+#include "routing/service_rates.h"
 #include "routing/prefix/selection.h"
 #include "routing/prefix/window_loads.h"
 #include "routing/load_score.h"
@@ -17,7 +18,6 @@
 namespace prefixgate::routing {
 namespace {
 
-using discovery::ServiceRates;
 
 // Ensures a pod without samples reads the documented defaults.
 TEST(ServiceRates, DefaultsUntilTheFirstSample) {
@@ -199,10 +199,10 @@ TEST(WaitScores, FewSamplesBorrowTheFleetsRates) {
   for (const auto& r : out) EXPECT_DOUBLE_EQ(r.prefill_s_per_token, ServiceRates::kDefaults.prefill_s_per_token);
   for (int i = 0; i < 40; ++i) {
     const double own = 100 + 50 * i;
-    a->rates().add(own, 0, 0, 0.01 + own / 10000);
-    b->rates().add(own, 0, 0, 0.01 + own / 2500);
+    a->signals().rates().add(own, 0, 0, 0.01 + own / 10000);
+    b->signals().rates().add(own, 0, 0, 0.01 + own / 2500);
   }
-  for (int i = 0; i < 3; ++i) c->rates().add(1000, 0, 0, 5);  // 3 samples: not enough
+  for (int i = 0; i < 3; ++i) c->signals().rates().add(1000, 0, 0, 5);  // 3 samples: not enough
   candidateRates(cs, settings, out);
   EXPECT_NEAR(1 / out[0].prefill_s_per_token, 10000, 800);
   EXPECT_NEAR(1 / out[1].prefill_s_per_token, 2500, 200);
@@ -222,7 +222,7 @@ TEST(WaitScores, PodsWithinTheToleranceShareTheFleetsRates) {
     cs[i].pod = pod.get();
     for (int k = 0; k < 60; ++k) {
       const double own = 100 + 40 * k;
-      pod->rates().add(own, 0, 0, 0.005 + own / rate[i]);
+      pod->signals().rates().add(own, 0, 0, 0.005 + own / rate[i]);
     }
   }
   std::vector<ServiceRates::Rates> out(3);
@@ -267,17 +267,17 @@ TEST(PrefillGuard, CountsUntilReset) {
   pods.update({testing::podSpec("a", 1)});
   auto a = pods.snapshot()->find("a");
   {
-    discovery::PrefillGuard g1(a, 300);
-    discovery::PrefillGuard g2(a, 200);
-    EXPECT_EQ(a->prefillRequests(), 2);
-    EXPECT_EQ(a->prefillTokens(), 500);
+    PrefillGuard g1(a, 300);
+    PrefillGuard g2(a, 200);
+    EXPECT_EQ(a->signals().prefillRequests(), 2);
+    EXPECT_EQ(a->signals().prefillTokens(), 500);
     g1.reset();
-    EXPECT_EQ(a->prefillTokens(), 200);
-    discovery::PrefillGuard moved = std::move(g2);
-    EXPECT_EQ(a->prefillRequests(), 1);
+    EXPECT_EQ(a->signals().prefillTokens(), 200);
+    PrefillGuard moved = std::move(g2);
+    EXPECT_EQ(a->signals().prefillRequests(), 1);
   }
-  EXPECT_EQ(a->prefillRequests(), 0);
-  EXPECT_EQ(a->prefillTokens(), 0);
+  EXPECT_EQ(a->signals().prefillRequests(), 0);
+  EXPECT_EQ(a->signals().prefillTokens(), 0);
 }
 
 }  // namespace

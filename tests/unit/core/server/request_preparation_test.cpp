@@ -159,7 +159,9 @@ class RequestPreparationTest : public ::testing::Test {
   }
 
   std::string metricsText() { return metrics_.serialize(*pods_.snapshot(), 1000); }
-  int64_t inFlight() const { return pods_.snapshot()->find("a")->inFlight() + pods_.snapshot()->find("b")->inFlight(); }
+  int64_t inFlight() const {
+    return pods_.snapshot()->find("a")->signals().inFlight() + pods_.snapshot()->find("b")->signals().inFlight();
+  }
 
   config::Config config_;
   discovery::PodRegistry pods_;

@@ -95,8 +95,8 @@ TEST(LoadChannel, SumsTheLiveReplicasOnKnownPodsOnly) {
   EXPECT_EQ(parse(commands), (std::vector<Args>{{"SREM", "pg:replicas", "r2"}}));
 
   c.loads.apply(std::move(read), 1000);
-  EXPECT_EQ(c.pod(0).remoteInFlight(), 5);
-  EXPECT_EQ(c.pod(1).remoteInFlight(), 1);
+  EXPECT_EQ(c.pod(0).signals().remoteInFlight(), 5);
+  EXPECT_EQ(c.pod(1).signals().remoteInFlight(), 1);
   EXPECT_EQ(c.loads.liveReplicas(), (std::vector<std::string>{"r1", "r3"}));
   using Loads = std::vector<std::pair<std::string, int32_t>>;
   EXPECT_EQ(c.loads.replicaLoads("127.0.0.1:1"), (Loads{{"r1", 3}, {"r3", 2}}));
@@ -108,9 +108,9 @@ TEST(LoadChannel, ForgetsTheOthersWhenNoReadCameWithinTheReplicaTtl) {
   Channels c;
   c.loads.apply(c.loads.decode({"r1"}, array({bulk("127.0.0.1:1 4\n")})), 1000);
   c.loads.expireIfStale(1000 + 1500);
-  EXPECT_EQ(c.pod(0).remoteInFlight(), 4);
+  EXPECT_EQ(c.pod(0).signals().remoteInFlight(), 4);
   c.loads.expireIfStale(1000 + 1501);
-  EXPECT_EQ(c.pod(0).remoteInFlight(), 0);
+  EXPECT_EQ(c.pod(0).signals().remoteInFlight(), 0);
   EXPECT_TRUE(c.loads.liveReplicas().empty());
   EXPECT_TRUE(c.loads.replicaLoads("127.0.0.1:1").empty());
 }

@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "routing/load_guards.h"
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
 #include "routing/router.h"
@@ -188,7 +189,7 @@ TEST_F(PrefixRulesTest, PrefillCostWeighsSavedBlocksAgainstContextInFlight) {
   EXPECT_EQ(warm.match_percent, 88);  // 8 of 9 full blocks
   // Context in flight on the holder: 200 engine tokens (200 blocks), more than the 16 x 8 it would save.
   warm = Decision{};
-  discovery::InFlightGuard busy(pod(holder), 200);
+  InFlightGuard busy(pod(holder), 200);
   Decision moved = route(prompt + "zzzz");
   EXPECT_NE(moved.pod->name(), holder);
   for (const Candidate& c : moved.candidates)
@@ -208,10 +209,10 @@ TEST_F(PrefixRulesTest, BlendPrefillTermCountsContextInFlight) {
   const std::string holder = first.pod->name();
   first = Decision{};
   // The holder has 2 requests in flight with little context; another pod 1 request with a lot.
-  discovery::InFlightGuard h1(pod(holder), 1), h2(pod(holder), 1);
+  InFlightGuard h1(pod(holder), 1), h2(pod(holder), 1);
   const std::string other = holder == "a" ? "b" : "a";
   const std::string third = holder == "c" ? "b" : "c";
-  discovery::InFlightGuard o1(pod(other), 400), o2(pod(third), 400), o3(pod(third), 1);
+  InFlightGuard o1(pod(other), 400), o2(pod(third), 400), o3(pod(third), 1);
   EXPECT_EQ(route(prompt, true).pod->name(), other);  // the load term decides: the fewest in flight
   config_.routing.blend.prefill_cost_weight = 100;  // read per decision
   EXPECT_EQ(route(prompt, true).pod->name(), holder);  // no blocks to compute, least context in flight
@@ -291,11 +292,11 @@ TEST_F(PrefixRulesTest, WaitFollowsTheCacheUntilItsQueueCostsMore) {
   Decision first = route(prompt);
   const std::string holder = first.pod->name();
   EXPECT_EQ(first.strategy, "prefix-cache-wait");
-  EXPECT_EQ(pod(holder)->prefillTokens(), 8);  // nothing cached anywhere: the whole prompt to prefill
+  EXPECT_EQ(pod(holder)->signals().prefillTokens(), 8);  // nothing cached anywhere: the whole prompt to prefill
   EXPECT_DOUBLE_EQ(first.ticket.facts().sent.own_tokens, 8);
   EXPECT_DOUBLE_EQ(first.ticket.facts().sent.prefill_ahead_tokens, 0);
   first.ticket.firstByte();
-  EXPECT_EQ(pod(holder)->prefillTokens(), 0);
+  EXPECT_EQ(pod(holder)->signals().prefillTokens(), 0);
   first = Decision{};
 
   Decision warm = route(prompt + "zzzz");
@@ -312,10 +313,10 @@ TEST_F(PrefixRulesTest, WaitFollowsTheCacheUntilItsQueueCostsMore) {
   // Another client's uncached tokens queued on the holder: 15 cost less than what a move costs (the 8 tokens the
   // holder saves, and the fleet's 8 extra: fleet_work_weight 1), 18 cost more.
   {
-    discovery::PrefillGuard queued(pod(holder), 15);
+    PrefillGuard queued(pod(holder), 15);
     EXPECT_EQ(route(prompt + "yyyy", true).pod->name(), holder);
   }
-  discovery::PrefillGuard queued(pod(holder), 18);
+  PrefillGuard queued(pod(holder), 18);
   Decision moved = route(prompt + "xxxx", true);
   EXPECT_NE(moved.pod->name(), holder);
   for (const Candidate& c : moved.candidates)

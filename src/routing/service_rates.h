@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <mutex>
 
-namespace prefixgate::discovery {
+namespace prefixgate::routing {
 
 class ServiceRates {
  public:
@@ -63,4 +63,4 @@ class ServiceRates {
   std::atomic<uint64_t> samples_{0};
 };
 
-}  // namespace prefixgate::discovery
+}  // namespace prefixgate::routing

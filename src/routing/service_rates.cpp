@@ -1,10 +1,10 @@
-#include "discovery/service_rates.h"
+#include "routing/service_rates.h"
 
 #include <algorithm>
 #include <cmath>
 #include <utility>
 
-namespace prefixgate::discovery {
+namespace prefixgate::routing {
 namespace {
 // Features are scaled so that a typical sample's are near 1: the prior's strength (kPrior samples' worth on each)
 // then means the same on every rate.
@@ -62,4 +62,4 @@ void ServiceRates::add(double own_tokens, double queued_tokens, double decoding_
   samples_.fetch_add(1, std::memory_order_release);
 }
 
-}  // namespace prefixgate::discovery
+}  // namespace prefixgate::routing
