@@ -6,16 +6,11 @@
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
 #include "routing/router.h"
+#include "unit/core/kv_fixtures.h"
 #include "unit/core/pod_specs.h"
 
 namespace prefixgate::routing {
 namespace {
-
-class FakeClock : public Clock {
- public:
-  SteadyTime now() const override { return now_; }
-  SteadyTime now_{std::chrono::hours(1)};
-};
 
 // A Router with prefix-cache on the real index and the character tokenizer (4 characters a block), over pods a, b, c.
 class TicketTest : public ::testing::Test {
@@ -67,7 +62,7 @@ class TicketTest : public ::testing::Test {
   }
 
   config::Config config_;
-  FakeClock clock_;
+  testing::FixedClock clock_;
   int64_t now_ms_ = 1'000'000;
   prometheus::Registry registry_;
   std::unique_ptr<PrefixServices> services_;
