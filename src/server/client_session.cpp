@@ -15,10 +15,9 @@
 #include "proxy/pod_health.h"
 #include "proxy/relay.h"
 #include "server/client_auth.h"
-#include "server/gateway.h"
 #include "server/request_body.h"
-#include "server/request_outcome.h"
 #include "server/request_preparation.h"
+#include "server/request_outcome.h"
 #include "server/responses.h"
 #include "server/worker.h"
 #include "util/log.h"
@@ -112,9 +111,9 @@ class ClientSession {
  public:
   ClientSession(Worker& worker, asio::ip::tcp::socket socket)
       : worker_(worker),
-        gateway_(worker.gateway),
-        preparation_(worker.preparation),
-        limits_(gateway_.config().limits),
+        services_(worker.services),
+        preparation_(services_.preparation),
+        limits_(services_.config.limits),
         stream_(std::move(socket)),
         head_timer_(stream_.get_executor()),
         buffer_(std::max<size_t>(limits_.max_header_bytes, kFirstReadBytes) + kBufferSlackBytes) {
@@ -138,7 +137,7 @@ class ClientSession {
   // Waits (up to client_idle_timeout_ms) for the first bytes of the next request.
   asio::awaitable<bool> waitForRequest() {
     if (buffer_.size() > 0) co_return true;
-    if (gateway_.draining()) co_return false;
+    if (services_.draining.load(std::memory_order_acquire)) co_return false;
     waiting_ = true;
     stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
     error_code ec;
@@ -151,10 +150,10 @@ class ClientSession {
 
   // Serves one request; returns whether the connection stays open for another.
   asio::awaitable<bool> serveOne() {
-    RequestOutcome outcome(gateway_);
+    RequestOutcome outcome(services_.outcomes);
     long_extension_ = false;
     // Declared before the parser, which holds the body: the body is freed before its charge is released.
-    BodyCharge body_charge(gateway_.bodyBudget(), openai::paddingBytes());
+    BodyCharge body_charge(services_.body_budget, openai::paddingBytes());
     // The parser keeps a reference to its chunk callback: declared first, it outlives the parser.
     auto check_chunk = [this](uint64_t, std::string_view extensions, error_code& ec) {
       if (extensions.size() > kMaxChunkExtensionBytes) {
@@ -181,7 +180,7 @@ class ClientSession {
                       false);
       co_return false;
     }
-    bool keep_alive = head.keep_alive() && !gateway_.draining();
+    bool keep_alive = head.keep_alive() && !services_.draining.load(std::memory_order_acquire);
     if (parser.chunked()) head_fields_ = std::distance(head.begin(), head.end());  // trailers come after these
     Route route = routeOf(head.method(), head.target());
     ClientAuth auth = preparation_.clientAuth();
@@ -419,7 +418,7 @@ class ClientSession {
     if (route.kind == Route::kModels) {
       outcome.succeed(200);
       co_return co_await writeResponse(stream_, 200, "application/json",
-                                       modelsBody(*gateway_.pods().snapshot(), routing::steadyNowMs(), auth), keep_alive,
+                                       modelsBody(*services_.pods.snapshot(), routing::steadyNowMs(), auth), keep_alive,
                                        outcome.headers(), framing_) && keep_alive;
     }
     if (route.kind == Route::kMethodNotAllowed) {
@@ -448,8 +447,8 @@ class ClientSession {
     if (prepared.refusal) co_return co_await refusePrepared(outcome, *prepared.refusal, keep_alive);
     routing::Decision& decision = prepared.decision;
     auth.stripCredentials(head);
-    proxy::PodHealth health{gateway_.pods(), gateway_.config().health_check, routing::steadyNowMs};
-    proxy::RelayRequest relay_request{stream_, worker_.pool, gateway_.config().upstream, health, head, head.body(),
+    proxy::PodHealth health{services_.pods, services_.config.health_check, routing::steadyNowMs};
+    proxy::RelayRequest relay_request{stream_, worker_.pool, services_.config.upstream, health, head, head.body(),
                                       outcome.requestId(), relay_heads_, keep_alive,
                                       [&](routing::Decision& failed, std::span<const PodId> exclude) {
                                         return preparation_.chooseAgain(prepared, failed, exclude, worker_.rng);
@@ -467,7 +466,7 @@ class ClientSession {
   }
 
   Worker& worker_;
-  Gateway& gateway_;
+  const SessionServices& services_;
   RequestPreparation& preparation_;
   const config::LimitsConfig& limits_;
   beast::tcp_stream stream_;
@@ -509,20 +508,21 @@ void startAccepting(Worker& worker) {
     }
     worker.accept_backoff = std::chrono::milliseconds(0);
     if (!ec) {
-      Gateway& g = worker.gateway;
-      if (g.openConnections().load() >= static_cast<int64_t>(g.config().limits.max_connections)) {
-        log::warn("refusing a client connection: limits.max_connections ({}) reached", g.config().limits.max_connections);
+      const SessionServices& services = worker.services;
+      if (services.open_connections.load() >= static_cast<int64_t>(services.config.limits.max_connections)) {
+        log::warn("refusing a client connection: limits.max_connections ({}) reached",
+                  services.config.limits.max_connections);
         socket.close(ec);
       } else {
         socket.set_option(asio::ip::tcp::no_delay(true), ec);
-        g.openConnections().fetch_add(1);
+        services.open_connections.fetch_add(1);
         asio::co_spawn(
             worker.io,
             [&worker, s = std::move(socket)]() mutable -> asio::awaitable<void> {
               struct Count {
-                Gateway& g;
-                ~Count() { g.openConnections().fetch_sub(1); }
-              } count{worker.gateway};
+                std::atomic<int64_t>& open;
+                ~Count() { open.fetch_sub(1); }
+              } count{worker.services.open_connections};
               ClientSession session(worker, std::move(s));
               co_await session.run();
             },

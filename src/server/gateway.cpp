@@ -169,6 +169,15 @@ bool Gateway::start(std::string& error) {
       .tokenizer = remote_tokenizer_.get(),
   });
   control_->preparation = preparation_.get();
+  session_services_ = std::make_unique<SessionServices>(SessionServices{
+      .config = config_,
+      .draining = draining_,
+      .open_connections = open_connections_,
+      .body_budget = body_budget_,
+      .pods = pods_,
+      .preparation = *preparation_,
+      .outcomes = {metrics_, pods_, active_requests_},
+  });
   // A pod that leaves stops matching in the index at once (its PodId is never reused), and its tokenize breaker goes.
   pods_.onRemoved([this](PodId id) {
     prefix_->removePod(id);
@@ -202,7 +211,7 @@ bool Gateway::start(std::string& error) {
     for (unsigned i = 0; i < threads; ++i) {
       // Thread i's streams are the same in every run with the same random_seed (random when it is 0).
       const uint64_t seed = config_.random_seed;
-      auto w = std::make_unique<Worker>(*this, *preparation_,
+      auto w = std::make_unique<Worker>(*session_services_,
                                         std::chrono::milliseconds(config_.upstream.pool_idle_ms),
                                         config::streamSeed(seed, config::SeedPurpose::kRouting, i),
                                         config::streamSeed(seed, config::SeedPurpose::kRequestId, i));

@@ -35,6 +35,7 @@ class StateSync;
 namespace prefixgate::server {
 
 struct Worker;
+struct SessionServices;
 class ControlPlane;
 class RequestPreparation;
 
@@ -99,6 +100,7 @@ class Gateway {
   BodyBudget body_budget_{config_.limits.max_buffered_body_bytes};
   // The steps before the relay, shared by the workers and /debug/route: after what it uses, before workers_.
   std::unique_ptr<RequestPreparation> preparation_;
+  std::unique_ptr<SessionServices> session_services_;  // what the workers' sessions use (built after preparation_)
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<ControlPlane> control_;
   std::atomic<bool> draining_{false};

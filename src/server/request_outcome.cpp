@@ -7,7 +7,6 @@
 
 #include "config/random_seed.h"
 #include "routing/prefix/prefix_services.h"
-#include "server/gateway.h"
 #include "util/log.h"
 
 namespace prefixgate::server {
@@ -44,7 +43,7 @@ void RequestOutcome::begin(const proxy::ClientHead& head) {
   request_id_ = usableId(given) ? std::string(given) : newRequestId();
   method_ = std::string(head.method_string());
   path_ = std::string(head.target().substr(0, head.target().find('?')));
-  gateway_.activeRequests().fetch_add(1);
+  sinks_.active_requests.fetch_add(1);
 }
 
 void RequestOutcome::setRequest(const openai::RequestView& request) {
@@ -83,20 +82,20 @@ RequestOutcome::~RequestOutcome() {
       log::info("request status={} reason={} error=\"{}\"", status_, reason_, openai::printable(message_));
     return;
   }
-  gateway_.activeRequests().fetch_sub(1);
+  sinks_.active_requests.fetch_sub(1);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   // Metric labels come only from bounded sets: a model label only for a model some pod serves (any other name a
   // client sends is "unknown", so made-up names cannot grow the series), strategies only from decisions (known
   // names), pods from discovery.
   static const std::string kUnknownModel = "unknown";
-  const bool served = !pod_.empty() || (!model_.empty() && gateway_.pods().snapshot()->podsFor(model_) != nullptr);
+  const bool served = !pod_.empty() || (!model_.empty() && sinks_.pods.snapshot()->podsFor(model_) != nullptr);
   const std::string& model = model_.empty() ? model_ : (served ? model_ : kUnknownModel);
-  gateway_.metrics().requestDone(model, pod_, status_, strategy_, seconds);
-  if (first_byte_seconds_ >= 0) gateway_.metrics().firstByte(model, first_byte_seconds_);
-  if (!reason_.empty() && !pod_.empty() && status_ >= 500) gateway_.metrics().upstreamError(pod_, reason_);
-  if (retries_ > 0) gateway_.metrics().retried(reason_.empty() ? "recovered" : reason_);
+  sinks_.metrics.requestDone(model, pod_, status_, strategy_, seconds);
+  if (first_byte_seconds_ >= 0) sinks_.metrics.firstByte(model, first_byte_seconds_);
+  if (!reason_.empty() && !pod_.empty() && status_ >= 500) sinks_.metrics.upstreamError(pod_, reason_);
+  if (retries_ > 0) sinks_.metrics.retried(reason_.empty() ? "recovered" : reason_);
   if (audit_)
-    gateway_.metrics().predictionAudited(pod_, audit_->predicted_tokens, audit_->engine_cached_tokens,
+    sinks_.metrics.predictionAudited(pod_, audit_->predicted_tokens, audit_->engine_cached_tokens,
                                          audit_->error_ratio);
   if (!log::enabled(status_ >= 500 && status_ != 499 ? log::Level::kWarn : log::Level::kInfo)) return;
   // Client-given text (method, path, model, messages quoting them) is cut and escaped: one request, one line.

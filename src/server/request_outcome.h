@@ -3,10 +3,13 @@
 // gone): it counts the request as active while it lives, and on destruction writes the log line and the metrics.
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/message.hpp>
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
 
+#include "discovery/pod_set.h"
+#include "metrics/gateway_metrics.h"
 #include "openai/errors.h"
 #include "openai/request.h"
 #include "proxy/relay.h"
@@ -15,11 +18,17 @@
 
 namespace prefixgate::server {
 
-class Gateway;
+// Where every request's outcome is counted: the metrics, which models pods serve (a metric's model label), and the
+// requests in flight (draining and limits.max_in_flight read them). Each outlives the outcomes.
+struct OutcomeSinks {
+  metrics::GatewayMetrics& metrics;
+  const discovery::PodRegistry& pods;
+  std::atomic<int64_t>& active_requests;
+};
 
 class RequestOutcome {
  public:
-  explicit RequestOutcome(Gateway& gateway) : gateway_(gateway) {}
+  explicit RequestOutcome(const OutcomeSinks& sinks) : sinks_(sinks) {}
   ~RequestOutcome();
   RequestOutcome(const RequestOutcome&) = delete;
   RequestOutcome& operator=(const RequestOutcome&) = delete;
@@ -41,7 +50,7 @@ class RequestOutcome {
   HeaderList headers() const { return {{"request-id", request_id_}}; }
 
  private:
-  Gateway& gateway_;
+  const OutcomeSinks& sinks_;
   bool begun_ = false;
   std::chrono::steady_clock::time_point start_;
   std::string request_id_;

@@ -5,17 +5,33 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <atomic>
 #include <random>
 #include <thread>
 #include <unordered_map>
 
+#include "config/config.h"
+#include "discovery/pod_set.h"
 #include "proxy/upstream_pool.h"
+#include "server/request_outcome.h"
 #include "tokenize/remote_tokenizer.h"
 
 namespace prefixgate::server {
 
-class Gateway;
+class BodyBudget;
 class RequestPreparation;
+
+// What a client connection uses, built once by the gateway and shared by every thread: the request path reaches
+// nothing else (no Gateway&). Each outlives the workers.
+struct SessionServices {
+  const config::Config& config;
+  const std::atomic<bool>& draining;         // new requests are refused and idle connections closed
+  std::atomic<int64_t>& open_connections;    // limits.max_connections
+  BodyBudget& body_budget;                   // limits.max_buffered_body_bytes
+  const discovery::PodRegistry& pods;        // /v1/models, pod health
+  RequestPreparation& preparation;           // a request's steps from its body to its pod
+  OutcomeSinks outcomes;                     // the log line and metrics of each request
+};
 
 // The remote tokenizer's view of a thread's upstream pool: tokenize calls and relays share keep-alive connections.
 class TokenizerConnections final : public tokenize::ConnectionPool {
@@ -32,12 +48,11 @@ class TokenizerConnections final : public tokenize::ConnectionPool {
 
 struct Worker {
   // `routing_seed` and `request_id_seed` come from config::streamSeed (reproducible under random_seed).
-  Worker(Gateway& gateway, RequestPreparation& preparation, std::chrono::milliseconds pool_idle, uint64_t routing_seed,
+  Worker(const SessionServices& services, std::chrono::milliseconds pool_idle, uint64_t routing_seed,
          uint64_t request_id_seed)
-      : gateway(gateway), preparation(preparation), io(1), acceptor(io), pool(io, pool_idle), rng(routing_seed),
+      : services(services), io(1), acceptor(io), pool(io, pool_idle), rng(routing_seed),
         request_id_seed(request_id_seed) {}
-  Gateway& gateway;
-  RequestPreparation& preparation;  // a request's steps from its body to its pod (shared by all threads)
+  const SessionServices& services;
   // Client connections, each with its flag "waiting for its next request" (those are closed at once when the
   // gateway drains). A connection registers once, not per request. Declared before `io`: a session still in the
   // io_context when it is destroyed unregisters from a live map.
