@@ -23,20 +23,26 @@ struct RequestView;
 
 namespace prefixgate::routing {
 
-// A scorer's explanation of one candidate's score, shown by /debug/route under `name`: up to kMax named numbers
-// (e.g. "wait": total_ms, base_ms, ...). Names are string literals. Fixed capacity: filling it allocates nothing.
-struct Explanation {
-  static constexpr size_t kMax = 8;
-  std::string_view name;  // "" = none
-  std::array<std::pair<std::string_view, double>, kMax> items{};
+// What a scorer's explanations are called (static: one per scorer): their name, shown by /debug/route, and the names
+// of their numbers (string literals).
+struct ExplanationKeys {
+  std::string_view name;
+  std::array<std::string_view, 6> keys;
   size_t size = 0;
-  void add(std::string_view key, double value) {
-    if (size < kMax) items[size++] = {key, value};
-  }
-  // The value of `key`; NaN when absent.
+};
+
+// A scorer's explanation of one candidate's score, shown by /debug/route under keys->name: up to kMax numbers named by
+// the scorer's static ExplanationKeys (e.g. "wait": total_ms, base_ms, ...). Small and fixed (a pointer and six
+// doubles), so candidates stay cheap to fill and copy with many pods.
+struct Explanation {
+  static constexpr size_t kMax = 6;
+  const ExplanationKeys* keys = nullptr;  // null = none
+  std::array<double, kMax> values{};
+  // The value named `key`; NaN when absent.
   double get(std::string_view key) const {
-    for (size_t i = 0; i < size; ++i)
-      if (items[i].first == key) return items[i].second;
+    if (keys)
+      for (size_t i = 0; i < keys->size && i < kMax; ++i)
+        if (keys->keys[i] == key) return values[i];
     return NAN;
   }
 };

@@ -103,6 +103,8 @@ class PodState {
   const PodId id_;
   std::vector<std::unique_ptr<const PodSpec>> spec_versions_;  // every version, the current last (updateSpec)
   std::atomic<const PodSpec*> spec_;                            // the current version
+  // Routing's signals next to the spec and health: a decision reads all three for every candidate (cache lines).
+  routing::PodSignals signals_;
   std::atomic<bool> healthy_{false};
   std::atomic<bool> checked_{false};
   std::atomic<bool> removed_{false};
@@ -114,7 +116,6 @@ class PodState {
   std::atomic<bool> passive_clean_{true};  // passive_.clean(), readable without the lock
   engine::EngineLoad engine_;
   KvSyncState kv_sync_;
-  routing::PodSignals signals_;
 };
 
 using PodPtr = std::shared_ptr<PodState>;

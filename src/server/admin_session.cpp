@@ -244,10 +244,11 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
                     // Filtered out before scoring (KV cache nearly full): never picked while another pod is not.
                     {"excluded", c.excluded}});
     // The scorer's explanation under its name (the wait scorer's "wait": its estimate and parts in ms).
-    if (!c.explanation.name.empty()) {
+    if (const routing::ExplanationKeys* keys = c.explanation.keys) {
       json parts = json::object();
-      for (size_t i = 0; i < c.explanation.size; ++i) parts[std::string(c.explanation.items[i].first)] = c.explanation.items[i].second;
-      pods.back()[std::string(c.explanation.name)] = std::move(parts);
+      for (size_t i = 0; i < keys->size && i < routing::Explanation::kMax; ++i)
+        parts[std::string(keys->keys[i])] = c.explanation.values[i];
+      pods.back()[std::string(keys->name)] = std::move(parts);
     }
   }
   json out{{"strategy", d.strategy}, {"pod", d.pod->name()}, {"pods", pods}};

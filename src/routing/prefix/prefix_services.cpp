@@ -227,6 +227,7 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
                            std::span<const Candidate> candidates, std::vector<PodId>& pods,
                            std::span<uint32_t> matched) const {
   pods.clear();
+  pods.reserve(candidates.size());
   for (const Candidate& c : candidates) pods.push_back(c.pod_id);
   if (!kv_) {
     index_->match(model, hashes, pods, matched);
@@ -258,6 +259,7 @@ void PrefixServices::match(std::string_view model, const PromptBlocks& prompt, s
     return;
   }
   pods.clear();
+  pods.reserve(candidates.size());
   for (const Candidate& c : candidates) pods.push_back(c.pod_id);
   thread_local std::vector<KvPromptHashes> prompts;
   prompts.clear();

@@ -214,15 +214,8 @@ void waitScores(std::span<Candidate> candidates, std::span<const double> uncache
     c.load_score = total;
     c.score = -(total + work);
     // The estimate and its parts, in milliseconds (/debug/route's "wait").
-    Explanation& e = c.explanation;
-    e = {};
-    e.name = kWaitExplanation;
-    e.add("total_ms", total * 1000);
-    e.add("base_ms", base * 1000);
-    e.add("prefill_ms", prefill * 1000);
-    e.add("queue_ms", queue * 1000);
-    e.add("decode_ms", decode * 1000);
-    e.add("fleet_work_ms", work * 1000);
+    c.explanation.keys = &kWaitExplanation;
+    c.explanation.values = {total * 1000, base * 1000, prefill * 1000, queue * 1000, decode * 1000, work * 1000};
   }
 }
 

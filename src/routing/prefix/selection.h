@@ -107,8 +107,9 @@ struct WaitSettings {
   void read(config::YamlReader& r);
 };
 inline constexpr double kWaitReferenceTokens = 1000;
-// The name the wait scorer's explanation goes by (/debug/route: each pod's "wait").
-inline constexpr std::string_view kWaitExplanation = "wait";
+// The wait scorer's explanation (/debug/route: each pod's "wait"), its numbers in this order.
+inline constexpr ExplanationKeys kWaitExplanation{
+    "wait", {"total_ms", "base_ms", "prefill_ms", "queue_ms", "decode_ms", "fleet_work_ms"}, 6};
 // Each candidate's rates (candidates[i].pod's, with the fleet's as above) into `out`.
 void candidateRates(std::span<const Candidate> candidates, const WaitSettings& settings,
                     std::span<ServiceRates::Rates> out);
