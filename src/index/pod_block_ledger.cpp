@@ -52,6 +52,20 @@ void PodBlockLedger::touch(PodId pod, std::string_view model, std::span<const Bl
   appendEvicted(dropped, evicted);
 }
 
+void PodBlockLedger::forget(PodId pod, std::string_view model, std::span<const BlockHash> hashes) {
+  const std::shared_ptr<PodBlocks> entry = findPod(pod);
+  if (!entry || hashes.empty()) return;
+  const uint32_t model_id = modelId(model);
+  PodBlocks& blocks = *entry;
+  std::lock_guard lock(blocks.mutex);
+  for (const BlockHash& hash : hashes) {
+    const auto it = blocks.where.find(Key{hash.value, model_id});
+    if (it == blocks.where.end()) continue;
+    blocks.order.erase(it->second);
+    blocks.where.erase(it);
+  }
+}
+
 void PodBlockLedger::appendEvicted(std::span<const Key> dropped, std::vector<Evicted>& evicted) {
   if (dropped.empty()) return;
   std::lock_guard lock(pods_mutex_);

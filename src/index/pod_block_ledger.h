@@ -62,6 +62,9 @@ class PodBlockLedger {
   // nullopt when the pod's slots are not modelled (nothing routed to it yet).
   std::optional<SlotPrefixes> slotPrefix(PodId pod, std::string_view model, std::span<const BlockHash> hashes,
                                          size_t slots) const;
+  // Forgets `hashes` of `model` on `pod` (paged engines: blocks touch noted that the engine never computed, as its
+  // request failed first), so that they no longer count against its capacity.
+  void forget(PodId pod, std::string_view model, std::span<const BlockHash> hashes);
   // Forgets the pod (it left the set).
   void removePod(PodId pod);
   // Blocks the ledger holds for `pod` now.

@@ -20,11 +20,8 @@ void Ticket::attemptFailed(AttemptFailure kind) {
   prefill_.reset();
   if (kind == AttemptFailure::kNotComputed) {
     // The pod never computed the prompt: what this decision recorded for it beyond the blocks it was predicted to
-    // hold already is not there. (Records already shared with other replicas by state sync expire there.)
-    if (prefix_ && prompt_ && facts_.held_blocks < prompt_->prompt.hashes.size()) {
-      const std::span<const BlockHash> hashes(prompt_->prompt.hashes);
-      prefix_->withdrawRouted(facts_.model, hashes.subspan(facts_.held_blocks), *pod_);
-    }
+    // hold already is not there, here nor on the other replicas state sync shared the record with.
+    if (prefix_ && prompt_) prefix_->withdrawRouted(facts_.model, prompt_->prompt.hashes, facts_.held_blocks, *pod_);
     held_until_end_.reset();
   }
   if (strategy_) strategy_->onAttemptFailed(*pod_);

@@ -18,7 +18,7 @@ Outbox::Added Outbox::admit(std::string& queue, size_t before, size_t& count, in
   }
   const auto size = static_cast<double>(queue.size() - before);
   const Added verdict = tokens_ < size ? Added::kOverRate
-                        : pending_.records.size() + pending_.sessions.size() > max_pending_bytes_ ? Added::kFull
+                        : pending_.bytes() > max_pending_bytes_ ? Added::kFull
                                                                                                    : Added::kQueued;
   if (verdict != Added::kQueued) {
     queue.resize(before);
@@ -43,6 +43,15 @@ Outbox::Added Outbox::addSession(int64_t steady_ms, const SessionPin& pin) {
   const size_t before = pending_.sessions.size();
   appendSession(pending_.sessions, pin);
   return admit(pending_.sessions, before, pending_.session_count, steady_ms);
+}
+
+Outbox::Added Outbox::addWithdrawal(int64_t wall_ms, int64_t steady_ms, std::string_view model, std::string_view pod,
+                                    std::span<const BlockHash> hashes, uint64_t keep) {
+  hashes = hashes.first(std::min<size_t>(hashes.size(), max_blocks_));
+  std::lock_guard lock(mutex_);
+  const size_t before = pending_.withdrawals.size();
+  appendWithdrawal(pending_.withdrawals, wall_ms, keep, model, pod, hashes);
+  return admit(pending_.withdrawals, before, pending_.withdrawal_count, steady_ms);
 }
 
 Outbox::Taken Outbox::take() {
@@ -74,21 +83,26 @@ size_t keepFitting(std::string_view taken, size_t room, std::string& kept, Read 
 Outbox::Dropped Outbox::putBack(Taken taken) {
   std::lock_guard lock(mutex_);
   // Keep the older entries first, one by one, while they fit beside what was queued since.
-  const size_t queued = pending_.records.size() + pending_.sessions.size();
-  const size_t room = max_pending_bytes_ > queued ? max_pending_bytes_ - queued : 0;
-  std::string records, sessions;
+  const size_t queued = pending_.bytes();
+  size_t room = max_pending_bytes_ > queued ? max_pending_bytes_ - queued : 0;
+  std::string records, sessions, withdrawals;
   const size_t kept = keepFitting<Record>(taken.records, room, records, readRecord);
-  const size_t kept_sessions = keepFitting<SessionPin>(taken.sessions, room - records.size(), sessions, readSession);
+  room -= records.size();
+  const size_t kept_sessions = keepFitting<SessionPin>(taken.sessions, room, sessions, readSession);
+  room -= sessions.size();
+  const size_t kept_withdrawals = keepFitting<Withdrawal>(taken.withdrawals, room, withdrawals, readWithdrawal);
   pending_.records.insert(0, records);
   pending_.count += kept;
   pending_.sessions.insert(0, sessions);
   pending_.session_count += kept_sessions;
-  return {taken.count - kept, taken.session_count - kept_sessions};
+  pending_.withdrawals.insert(0, withdrawals);
+  pending_.withdrawal_count += kept_withdrawals;
+  return {taken.count - kept, taken.session_count - kept_sessions, taken.withdrawal_count - kept_withdrawals};
 }
 
 size_t Outbox::pendingBytes() const {
   std::lock_guard lock(mutex_);
-  return pending_.records.size() + pending_.sessions.size();
+  return pending_.bytes();
 }
 
 }  // namespace prefixgate::sync

@@ -11,8 +11,8 @@
 
 namespace prefixgate::sync {
 
-// Records and session pins waiting to be sent: appended by request threads, taken by the sync thread. Bounded
-// twice, both kinds together: in bytes waiting (state_sync.max_pending_bytes: Redis away for long) and in bytes per
+// Records, session pins and withdrawals waiting to be sent: appended by request threads, taken by the sync thread. Bounded
+// twice, all kinds together: in bytes waiting (state_sync.max_pending_bytes: Redis away for long) and in bytes per
 // second (max_send_bytes_per_second: a token bucket with one second of burst). Thread-safe.
 class Outbox {
  public:
@@ -22,10 +22,15 @@ class Outbox {
     size_t count = 0;
     std::string sessions;  // appendSession's encoding, back to back
     size_t session_count = 0;
+    std::string withdrawals;  // appendWithdrawal's encoding, back to back
+    size_t withdrawal_count = 0;
+    bool empty() const { return count == 0 && session_count == 0 && withdrawal_count == 0; }
+    size_t bytes() const { return records.size() + sessions.size() + withdrawals.size(); }
   };
   struct Dropped {
     size_t records = 0;
     size_t sessions = 0;
+    size_t withdrawals = 0;
   };
   Outbox(uint64_t max_pending_bytes, uint64_t bytes_per_second, uint32_t max_blocks_per_record);
   // Queues a record of the first max_blocks_per_record blocks of `hashes`. `steady_ms` drives the rate limit.
@@ -33,6 +38,10 @@ class Outbox {
             std::span<const BlockHash> hashes);
   // Queues a session pin.
   Added addSession(int64_t steady_ms, const SessionPin& pin);
+  // Queues a withdrawal of a record `add` queued (the same first max_blocks_per_record blocks of `hashes`): the pod
+  // holds no more than `keep` of them.
+  Added addWithdrawal(int64_t wall_ms, int64_t steady_ms, std::string_view model, std::string_view pod,
+                      std::span<const BlockHash> hashes, uint64_t keep);
   Taken take();
   // Puts back a batch that could not be sent (ahead of what was queued since), as far as the byte bound allows;
   // returns how many records and pins did not fit and were dropped.

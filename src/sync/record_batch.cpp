@@ -110,6 +110,16 @@ struct BatchKind<SessionPin> {
   static bool read(std::string_view& in, SessionPin& out, std::string& error) { return readSession(in, out, error); }
 };
 
+template <>
+struct BatchKind<Withdrawal> {
+  static constexpr char kKind = 'W';
+  static constexpr uint8_t kVersion = kWithdrawalBatchVersion;
+  static constexpr const char* kWhat = "withdrawal";
+  static bool read(std::string_view& in, Withdrawal& out, std::string& error) {
+    return readWithdrawal(in, out, error);
+  }
+};
+
 }  // namespace
 
 void appendRecord(std::string& out, int64_t wall_ms, std::string_view model, std::string_view pod,
@@ -132,6 +142,17 @@ void appendSession(std::string& out, const SessionPin& pin) {
 
 std::string makeSessionBatch(std::string_view sessions, size_t count) {
   return batchHeader(BatchKind<SessionPin>::kKind, kSessionBatchVersion, count).append(sessions);
+}
+
+void appendWithdrawal(std::string& out, int64_t wall_ms, uint64_t keep, std::string_view model, std::string_view pod,
+                      std::span<const BlockHash> hashes) {
+  putVarint(out, static_cast<uint64_t>(wall_ms < 0 ? 0 : wall_ms));
+  putVarint(out, std::min<uint64_t>(keep, hashes.size()));
+  putKey(out, model, pod, hashes);
+}
+
+std::string makeWithdrawalBatch(std::string_view withdrawals, size_t count) {
+  return batchHeader(BatchKind<Withdrawal>::kKind, kWithdrawalBatchVersion, count).append(withdrawals);
 }
 
 bool readRecord(std::string_view& in, Record& out, std::string& error) {
@@ -157,6 +178,22 @@ bool readSession(std::string_view& in, SessionPin& out, std::string& error) {
   out.wall_ms = static_cast<int64_t>(ms);
   out.pinned_ms = static_cast<int64_t>(ms - pinned_for);
   return getSessionKey(in, out, error);
+}
+
+bool readWithdrawal(std::string_view& in, Withdrawal& out, std::string& error) {
+  uint64_t ms = 0;
+  if (!getVarint(in, ms) || ms > static_cast<uint64_t>(INT64_MAX) || !getVarint(in, out.keep)) {
+    error = "truncated withdrawal";
+    return false;
+  }
+  out.record.wall_ms = static_cast<int64_t>(ms);
+  if (!getKey(in, out.record, error)) return false;
+  if (out.keep > out.record.hashes.size()) {
+    error = "withdrawal keeps " + std::to_string(out.keep) + " of its " + std::to_string(out.record.hashes.size()) +
+            " blocks";
+    return false;
+  }
+  return true;
 }
 
 template <class Entry>
@@ -189,6 +226,7 @@ bool BatchReaderOf<Entry>::next(Entry& out) {
 
 template class BatchReaderOf<Record>;
 template class BatchReaderOf<SessionPin>;
+template class BatchReaderOf<Withdrawal>;
 
 std::string encodeKey(std::string_view model, std::string_view pod, std::span<const BlockHash> hashes) {
   std::string out;

@@ -11,9 +11,14 @@
 //   session  := wall_ms:varint pinned_for_ms:varint id:str pod:str   (T0 = wall_ms - pinned_for_ms)
 //   session key := id:str pod:str pinned_ms:varint          (a member of the sessions snapshot: the pin without its
 //                                                             use time)
+//   withdrawals := "PW" version:u8 count:varint withdrawal*  (a stream entry's field w)
+//   withdrawal  := wall_ms:varint keep:varint key   ("pod P never computed the prompt H beyond its first `keep`
+//                                                    blocks": a record taken back after its request failed there;
+//                                                    H is the record as it was shared, keep <= its blocks)
 //   str      := length:varint bytes
 // Pure functions, no allocation beyond the output; decoding bounds every length by the bytes left, and a session
 // id by SessionTable::kMaxIdBytes.
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -26,6 +31,7 @@ namespace prefixgate::sync {
 
 inline constexpr uint8_t kRecordBatchVersion = 1;
 inline constexpr uint8_t kSessionBatchVersion = 1;
+inline constexpr uint8_t kWithdrawalBatchVersion = 1;
 struct Record {
   int64_t wall_ms = 0;
   std::string_view model;  // views into the decoded bytes
@@ -40,6 +46,16 @@ struct SessionPin {
   std::string_view pod;
 };
 
+// A record taken back (see above): `record.wall_ms` is when; the pod holds no more than `keep` blocks of it.
+struct Withdrawal {
+  Record record;
+  uint64_t keep = 0;
+  // The blocks the pod is no longer predicted to hold.
+  std::span<const BlockHash> withdrawn() const {
+    return std::span<const BlockHash>(record.hashes).subspan(std::min<size_t>(keep, record.hashes.size()));
+  }
+};
+
 // Appends one record (its time and key) to `out`: the body of a batch, without the batch's header.
 void appendRecord(std::string& out, int64_t wall_ms, std::string_view model, std::string_view pod,
                   std::span<const BlockHash> hashes);
@@ -49,6 +65,11 @@ std::string makeBatch(std::string_view records, size_t count);
 // A batch of session pins: the header for `count` pins followed by `sessions` (appendSession's output).
 void appendSession(std::string& out, const SessionPin& pin);
 std::string makeSessionBatch(std::string_view sessions, size_t count);
+
+// A batch of withdrawals: the header for `count` withdrawals followed by `withdrawals` (appendWithdrawal's output).
+void appendWithdrawal(std::string& out, int64_t wall_ms, uint64_t keep, std::string_view model, std::string_view pod,
+                      std::span<const BlockHash> hashes);
+std::string makeWithdrawalBatch(std::string_view withdrawals, size_t count);
 
 // Reads a batch (of records, or of session pins) entry by entry. Any malformed byte (a length past the end, a bad
 // header or version, a count that does not match, a session id over its bound) ends the reading with error() set;
@@ -68,14 +89,16 @@ class BatchReaderOf {
 };
 using BatchReader = BatchReaderOf<Record>;
 using SessionBatchReader = BatchReaderOf<SessionPin>;
+using WithdrawalBatchReader = BatchReaderOf<Withdrawal>;
 
 // A record's key (see above) and its inverse; `decodeKey` also fails on trailing bytes.
 std::string encodeKey(std::string_view model, std::string_view pod, std::span<const BlockHash> hashes);
 bool decodeKey(std::string_view key, Record& out, std::string& error);
 // Reads one record (time and key) from the front of `in`, advancing it; used by BatchReader and the outbox.
 bool readRecord(std::string_view& in, Record& out, std::string& error);
-// The same for one session pin.
+// The same for one session pin, and for one withdrawal (which also fails when `keep` exceeds its blocks).
 bool readSession(std::string_view& in, SessionPin& out, std::string& error);
+bool readWithdrawal(std::string_view& in, Withdrawal& out, std::string& error);
 // A session pin's snapshot member (see above; wall_ms is the member's score) and its inverse, which also fails on
 // trailing bytes.
 std::string encodeSessionKey(const SessionPin& pin);

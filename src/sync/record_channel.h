@@ -28,8 +28,16 @@ class RecordChannel {
   // Applies one record, unless this replica does not route its model to its pod (counted as unknown_pod).
   // `from_snapshot`: the record is no fresh routing decision, so it says nothing of the lag.
   void apply(const Record& record, int64_t now_wall_ms, bool from_snapshot);
+  // Applies each withdrawal of one stream entry's batch (field w): the blocks another replica's request never got
+  // computed on a pod leave this replica's index for that pod too (PrefixServices::withdrawRouted).
+  void applyWithdrawals(std::string_view batch);
 
  private:
+  // The pod of `r`, when this replica routes `r`'s model to it; else counts it as unknown_pod and returns null.
+  discovery::PodState* servingPod(const Record& r);
+  // Counts and warns about (at most once a second) a malformed batch.
+  void warnMalformed(std::string_view what, const std::string& error);
+
   routing::PrefixServices& prefix_;
   PodLookup& pods_;
   StateSyncMetrics& metrics_;

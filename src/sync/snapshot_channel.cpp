@@ -29,8 +29,23 @@ void SnapshotChannel::learn(const Outbox::Taken& batch) {
   std::string error;
   while (!in.empty() && readRecord(in, r, error)) {
     if (records_pending_.size() >= config_.snapshot_max_records) break;
-    int64_t& newest = records_pending_[encodeKey(r.model, r.pod, r.hashes)];
+    std::string member = encodeKey(r.model, r.pod, r.hashes);
+    withdrawn_pending_.erase(member);
+    int64_t& newest = records_pending_[std::move(member)];
     newest = std::max(newest, r.wall_ms);
+  }
+  // A withdrawn record leaves the snapshot (a replica that loads it later must not learn it), and what the pod still
+  // holds of it goes in instead.
+  in = batch.withdrawals;
+  Withdrawal w;
+  while (!in.empty() && readWithdrawal(in, w, error)) {
+    std::string member = encodeKey(w.record.model, w.record.pod, w.record.hashes);
+    records_pending_.erase(member);
+    if (withdrawn_pending_.size() < config_.snapshot_max_records) withdrawn_pending_.insert(std::move(member));
+    if (w.keep == 0 || records_pending_.size() >= config_.snapshot_max_records) continue;
+    const std::span<const BlockHash> kept = std::span<const BlockHash>(w.record.hashes).first(w.keep);
+    int64_t& newest = records_pending_[encodeKey(w.record.model, w.record.pod, kept)];
+    newest = std::max(newest, w.record.wall_ms);
   }
   in = batch.sessions;
   SessionPin pin;
@@ -44,6 +59,12 @@ void SnapshotChannel::learn(const Outbox::Taken& batch) {
 size_t SnapshotChannel::appendUpdate(std::string& commands, int64_t wall_ms) const {
   size_t count =
       appendAdd(commands, keys_.snapshot, records_pending_, wall_ms, expiry_.count(), config_.snapshot_max_records);
+  if (!withdrawn_pending_.empty()) {
+    std::vector<std::string_view> args = {"ZREM", keys_.snapshot};
+    args.insert(args.end(), withdrawn_pending_.begin(), withdrawn_pending_.end());
+    appendCommand(commands, args);
+    ++count;
+  }
   if (sessions_)
     count += appendAdd(commands, keys_.sessions, sessions_pending_, wall_ms, sessions_->settings().ttl_ms,
                        sessions_->settings().max_sessions);
@@ -73,6 +94,7 @@ size_t SnapshotChannel::appendAdd(std::string& commands, const std::string& key,
 
 void SnapshotChannel::clearPending() {
   records_pending_.clear();
+  withdrawn_pending_.clear();
   sessions_pending_.clear();
 }
 

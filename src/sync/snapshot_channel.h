@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 
@@ -35,11 +36,14 @@ class SnapshotChannel {
   SnapshotChannel(const config::StateSyncConfig& config, std::chrono::milliseconds record_expiry, const SyncKeys& keys,
                   RecordChannel* records, SessionChannel* sessions, StateSyncMetrics& metrics);
 
-  // Learns the records and pins of a batch just sent (the newest time per member), for the next update; what is
+  // Learns the records, pins and withdrawals of a batch just sent (the newest time per member), for the next update; what is
   // learned beyond the snapshots' bounds is left out.
   void learn(const Outbox::Taken& batch);
-  bool hasPending() const { return !records_pending_.empty() || !sessions_pending_.empty(); }
-  // ZADD of what was learned, then each snapshot's trims, as of `wall_ms`. Returns the number of commands.
+  bool hasPending() const {
+    return !records_pending_.empty() || !sessions_pending_.empty() || !withdrawn_pending_.empty();
+  }
+  // ZADD of what was learned, then each snapshot's trims, then a ZREM of the records withdrawn, as of `wall_ms`.
+  // Returns the number of commands.
   size_t appendUpdate(std::string& commands, int64_t wall_ms) const;
   // Forgets what was learned (the update was sent).
   void clearPending();
@@ -68,6 +72,7 @@ class SnapshotChannel {
   StateSyncMetrics& metrics_;
   Pending records_pending_;
   Pending sessions_pending_;
+  std::set<std::string, std::less<>> withdrawn_pending_;  // records members to remove
 };
 
 }  // namespace prefixgate::sync

@@ -125,6 +125,16 @@ void StateSync::recordWritten(std::string_view model, std::span<const BlockHash>
   }
 }
 
+void StateSync::recordWithdrawn(std::string_view model, std::span<const BlockHash> hashes, size_t keep,
+                                const discovery::PodState& pod) {
+  if (!records_) return;
+  switch (outbox_.addWithdrawal(wallNowMs(), routing::steadyNowMs(), model, pod.spec().address, hashes, keep)) {
+    case Outbox::Added::kQueued: break;
+    case Outbox::Added::kOverRate: metrics_->over_rate.Increment(); break;
+    case Outbox::Added::kFull: metrics_->pending_full.Increment(); break;
+  }
+}
+
 void StateSync::sessionPinned(std::string_view id, const discovery::PodState& pod, int64_t pinned_ago_ms) {
   const int64_t wall = wallNowMs();
   switch (outbox_.addSession(routing::steadyNowMs(), SessionPin{wall, wall - pinned_ago_ms, id, pod.spec().address})) {
@@ -161,7 +171,7 @@ asio::awaitable<void> StateSync::writerLoop() {
     std::string commands;
     size_t count = 0;
     Outbox::Taken batch = outbox_.take();
-    const bool do_send = batch.count > 0 || batch.session_count > 0;
+    const bool do_send = !batch.empty();
     if (do_send) {
       // The snapshots learn the batch's records and pins (newest time per member) at their next update.
       snapshots_.learn(batch);
@@ -188,7 +198,7 @@ asio::awaitable<void> StateSync::writerLoop() {
       failing = true;
       if (do_send) {
         const Outbox::Dropped dropped = outbox_.putBack(std::move(batch));
-        metrics_->pending_full.Increment(static_cast<double>(dropped.records));
+        metrics_->pending_full.Increment(static_cast<double>(dropped.records + dropped.withdrawals));
         metrics_->sessions_pending_full.Increment(static_cast<double>(dropped.sessions));
       }
       co_await pause(backoff);
@@ -212,6 +222,7 @@ asio::awaitable<void> StateSync::writerLoop() {
       if (!result.replies[at].isError()) {
         metrics_->sent.Increment(static_cast<double>(batch.count));
         metrics_->sessions_sent.Increment(static_cast<double>(batch.session_count));
+        metrics_->withdrawals_sent.Increment(static_cast<double>(batch.withdrawal_count));
       }
       ++at;
     }
@@ -230,7 +241,7 @@ asio::awaitable<void> StateSync::writerLoop() {
 void StateSync::appendStreamEntry(std::string& commands, const Outbox::Taken& batch) const {
   const std::string max_entries = std::to_string(config::StateSyncConfig::kStreamMaxEntries);
   std::vector<std::string_view> xadd = {"XADD", keys_.records, "MAXLEN", "~", max_entries, "*", "r", replica_id_};
-  std::string batch_bytes, session_bytes;
+  std::string batch_bytes, session_bytes, withdrawal_bytes;
   if (batch.count > 0) {
     batch_bytes = makeBatch(batch.records, batch.count);
     xadd.insert(xadd.end(), {"d", batch_bytes});
@@ -238,6 +249,10 @@ void StateSync::appendStreamEntry(std::string& commands, const Outbox::Taken& ba
   if (batch.session_count > 0) {
     session_bytes = makeSessionBatch(batch.sessions, batch.session_count);
     xadd.insert(xadd.end(), {"s", session_bytes});
+  }
+  if (batch.withdrawal_count > 0) {
+    withdrawal_bytes = makeWithdrawalBatch(batch.withdrawals, batch.withdrawal_count);
+    xadd.insert(xadd.end(), {"w", withdrawal_bytes});
   }
   appendCommand(commands, xadd);
 }
@@ -378,6 +393,9 @@ void StateSync::applyStreamEntries(const RedisReply& reply, int64_t now_wall_ms)
       if (!from || from->str == replica_id_) continue;
       const RedisReply* data = field(fields, "d");
       if (data && records_) records_->applyBatch(data->str, now_wall_ms);
+      // After the entry's records: a record and its withdrawal may travel in one entry.
+      const RedisReply* withdrawn = field(fields, "w");
+      if (withdrawn && records_) records_->applyWithdrawals(withdrawn->str);
       const RedisReply* pins = field(fields, "s");
       if (pins && sessions_) sessions_->applyBatch(pins->str, now_wall_ms);
     }

@@ -76,9 +76,11 @@ class StateSync final : public routing::RecordSink, public routing::SessionSink 
   void start();
   void stop();
 
-  // RecordSink: called by request threads for each record their index wrote.
+  // RecordSink: called by request threads for each record their index wrote, and each they took back.
   void recordWritten(std::string_view model, std::span<const BlockHash> hashes,
                      const discovery::PodState& pod) override;
+  void recordWithdrawn(std::string_view model, std::span<const BlockHash> hashes, size_t keep,
+                       const discovery::PodState& pod) override;
   // SessionSink: called by request threads for each pin their session table made or refreshed.
   void sessionPinned(std::string_view id, const discovery::PodState& pod, int64_t pinned_ago_ms) override;
 

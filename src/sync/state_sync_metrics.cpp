@@ -10,10 +10,16 @@ StateSyncMetrics::StateSyncMetrics(prometheus::Registry& registry)
                   .Register(registry)),
       dropped(prometheus::BuildCounter()
                   .Name("prefixgate_state_sync_records_dropped_total")
-                  .Help("Prefix records not shared or not applied: over_rate (state_sync.max_send_bytes_per_second), "
-                        "pending_full (state_sync.max_pending_bytes while Redis is away), unknown_pod (a pod this "
-                        "replica does not route to), malformed (a batch it cannot read)")
+                  .Help("Prefix records and withdrawals not shared or not applied: over_rate "
+                        "(state_sync.max_send_bytes_per_second), pending_full (state_sync.max_pending_bytes while "
+                        "Redis is away), unknown_pod (a pod this replica does not route to), malformed (a batch it "
+                        "cannot read)")
                   .Register(registry)),
+      withdrawals(prometheus::BuildCounter()
+                      .Name("prefixgate_state_sync_withdrawals_total")
+                      .Help("Prefix records taken back because their request failed on the pod before it computed "
+                            "the prompt: shared with the other replicas (sent) and applied from them (received)")
+                      .Register(registry)),
       sessions(prometheus::BuildCounter()
                    .Name("prefixgate_state_sync_sessions_total")
                    .Help("Session pins (session-affinity) shared with the other replicas through Redis (sent: new "
@@ -59,6 +65,8 @@ StateSyncMetrics::StateSyncMetrics(prometheus::Registry& registry)
       pending_full(dropped.Add({{"reason", "pending_full"}})),
       unknown_pod(dropped.Add({{"reason", "unknown_pod"}})),
       malformed(dropped.Add({{"reason", "malformed"}})),
+      withdrawals_sent(withdrawals.Add({{"direction", "sent"}})),
+      withdrawals_received(withdrawals.Add({{"direction", "received"}})),
       sessions_sent(sessions.Add({{"direction", "sent"}})),
       sessions_received(sessions.Add({{"direction", "received"}})),
       sessions_over_rate(sessions_dropped.Add({{"reason", "over_rate"}})),

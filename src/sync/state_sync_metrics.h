@@ -15,6 +15,7 @@ struct StateSyncMetrics {
 
   prometheus::Family<prometheus::Counter>& records;
   prometheus::Family<prometheus::Counter>& dropped;
+  prometheus::Family<prometheus::Counter>& withdrawals;
   prometheus::Family<prometheus::Counter>& sessions;
   prometheus::Family<prometheus::Counter>& sessions_dropped;
   prometheus::Family<prometheus::Counter>& bytes;
@@ -30,6 +31,8 @@ struct StateSyncMetrics {
   prometheus::Counter& pending_full;
   prometheus::Counter& unknown_pod;
   prometheus::Counter& malformed;
+  prometheus::Counter& withdrawals_sent;
+  prometheus::Counter& withdrawals_received;
   prometheus::Counter& sessions_sent;
   prometheus::Counter& sessions_received;
   prometheus::Counter& sessions_over_rate;

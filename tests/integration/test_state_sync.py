@@ -399,3 +399,32 @@ def test_a_hostile_load_entry_cannot_wrap_a_pods_count_past_max_in_flight_per_po
         assert statuses.count(200) == 4 and statuses.count(429) == 12, statuses
     finally:
         sim.stop()
+
+
+def test_a_record_whose_request_failed_before_the_engine_computed_it_is_withdrawn_on_every_replica(
+        tmp_path, redis, replicas):
+    """Replica A routes a prompt to a pod that answers 500 (its engine never computed the prompt): A takes the record
+    back from its own index and shares the withdrawal, so replica B, which had learnt the record, forgets it too.
+    Without the shared withdrawal B keeps promising a full match on a pod that holds nothing."""
+    sim = Sim(tmp_path, "failing")
+    try:
+        a = replica(tmp_path, [sim], redis, "replica-a")
+        b = replica(tmp_path, [sim], redis, "replica-b")
+        replicas += [a, b]
+        content = prompt("withdrawn")
+        # First a prompt that succeeds, so B's index holds records of this pod (the check below is not vacuous).
+        send(a, prompt("kept"))
+        assert follows_within(b, prompt("kept"), "failing", 2) is not None
+        sim.fault(error_status=500)
+        status, _, raw = a.call("POST", "/v1/chat/completions", chat_body(content))
+        assert status == 500, raw
+        wait_until(lambda: b.metric("prefixgate_state_sync_withdrawals_total", direction="received") >= 1,
+                   timeout=3, what="B applied A's withdrawal")
+        assert a.metric("prefixgate_state_sync_withdrawals_total", direction="sent") >= 1
+        assert b.metric("prefixgate_state_sync_records_total", direction="received") >= 2  # the record came first
+        assert (route(a, content)["match_percent"] or 0) == 0
+        assert (route(b, content)["match_percent"] or 0) == 0
+        # The withdrawal took only the failed record: the kept prompt still matches fully on both replicas.
+        assert route(b, prompt("kept"))["match_percent"] >= 90
+    finally:
+        sim.stop()

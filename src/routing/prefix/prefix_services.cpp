@@ -153,9 +153,13 @@ bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockH
   return true;
 }
 
-void PrefixServices::withdrawRouted(std::string_view model, std::span<const BlockHash> hashes,
-                                    const discovery::PodState& pod) {
-  index_->remove(model, hashes, pod.id());
+void PrefixServices::withdrawRouted(std::string_view model, std::span<const BlockHash> hashes, size_t keep,
+                                    const discovery::PodState& pod, bool shared) {
+  const std::span<const BlockHash> gone = hashes.subspan(std::min(keep, hashes.size()));
+  if (gone.empty()) return;
+  index_->remove(model, gone, pod.id());
+  if (capacity_aware_ && modelledSlots(pod) == 0) ledger_.forget(pod.id(), model, gone);
+  if (shared && sink_) sink_->recordWithdrawn(model, hashes, keep, pod);
 }
 
 std::optional<size_t> PrefixServices::slotHeldBlocks(std::string_view model, std::span<const BlockHash> hashes,

@@ -77,6 +77,10 @@ class RecordSink {
   virtual ~RecordSink() = default;
   virtual void recordWritten(std::string_view model, std::span<const BlockHash> hashes,
                              const discovery::PodState& pod) = 0;
+  // A record of `hashes` (the whole prompt, as recordWritten had it) was taken back: the pod holds no more than its
+  // first `keep` blocks (its request failed there before the engine computed the prompt).
+  virtual void recordWithdrawn(std::string_view model, std::span<const BlockHash> hashes, size_t keep,
+                               const discovery::PodState& pod) = 0;
 };
 
 class PrefixServices {
@@ -130,9 +134,14 @@ class PrefixServices {
   // predicted to take another slot while it runs, as the engine makes it.
   bool recordRouted(std::string_view model, std::span<const BlockHash> hashes, const discovery::PodState& pod,
                     bool shared = true, std::unique_ptr<PendingRequest>* slot_hold = nullptr);
-  // Withdraws `hashes` (blocks recorded by recordRouted) from `pod` in the index: the request they were recorded
-  // for failed before its engine computed them (routing::Ticket::attemptFailed). Thread-safe.
-  void withdrawRouted(std::string_view model, std::span<const BlockHash> hashes, const discovery::PodState& pod);
+  // Withdraws the blocks of `hashes` (a prompt recorded by recordRouted) past its first `keep` from `pod`, in the
+  // index and in the capacity ledger of a paged engine: the request they were recorded for failed before its engine
+  // computed them (routing::Ticket::attemptFailed). `shared`: this gateway's own withdrawal, passed to the record
+  // sink (the other replicas had the record too); false for one another replica shared. Thread-safe.
+  void withdrawRouted(std::string_view model, std::span<const BlockHash> hashes, size_t keep,
+                      const discovery::PodState& pod, bool shared = true);
+  // The capacity ledger (capacity-aware standard mode), for views and tests.
+  const index::PodBlockLedger& ledger() const { return ledger_; }
   // Where this gateway's own records go besides the index (state sync); null = nowhere. Set before serving.
   void setRecordSink(RecordSink* sink) { sink_ = sink; }
   std::chrono::nanoseconds recordExpiry() const { return expiry_; }

@@ -28,6 +28,23 @@ TEST(PodBlockLedger, EvictsLeastRecentlyRoutedBeyondCapacity) {
   EXPECT_EQ(ledger.blocks(PodId{1}), 4u);
 }
 
+// Ensures forgotten blocks (their request failed before the engine computed them) stop counting against the pod's
+// capacity, so the blocks it does hold are not pushed out by them; other pods and models keep theirs.
+TEST(PodBlockLedger, ForgottenBlocksFreeTheirCapacity) {
+  PodBlockLedger ledger;
+  std::vector<PodBlockLedger::Evicted> evicted;
+  ledger.touch(PodId{1}, "m", chain({1, 2}), 4, evicted);
+  ledger.touch(PodId{1}, "m", chain({1, 2, 3, 4}), 4, evicted);
+  ledger.touch(PodId{2}, "m", chain({3, 4}), 4, evicted);
+  ledger.forget(PodId{1}, "m", chain({3, 4}));
+  ledger.forget(PodId{1}, "other", chain({1, 2}));  // another model's blocks of the same hashes: none
+  ledger.forget(PodId{9}, "m", chain({1}));         // a pod it never saw: nothing
+  EXPECT_EQ(ledger.blocks(PodId{1}), 2u);
+  EXPECT_EQ(ledger.blocks(PodId{2}), 2u);
+  ledger.touch(PodId{1}, "m", chain({7, 8}), 4, evicted);
+  EXPECT_TRUE(evicted.empty());  // without the forget, 1 and 2 would now be gone
+}
+
 // Ensures routing a block again makes it recent, so it outlives blocks routed in between.
 TEST(PodBlockLedger, RoutingAgainRefreshes) {
   PodBlockLedger ledger;

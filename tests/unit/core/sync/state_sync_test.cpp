@@ -333,12 +333,18 @@ class CountingSink : public routing::RecordSink {
   void recordWritten(std::string_view model, std::span<const BlockHash> h, const discovery::PodState& pod) override {
     calls.push_back({std::string(model), pod.name(), h.size()});
   }
+  void recordWithdrawn(std::string_view model, std::span<const BlockHash> h, size_t keep,
+                       const discovery::PodState& pod) override {
+    withdrawn.push_back({std::string(model), pod.name(), h.size(), keep});
+  }
   struct Call {
     std::string model, pod;
     size_t blocks;
+    size_t keep = 0;
     bool operator==(const Call&) const = default;
   };
   std::vector<Call> calls;
+  std::vector<Call> withdrawn;
 };
 
 // Ensures the prefix services pass a routed record to the sink only when the index wrote something (a prefix resent
@@ -370,6 +376,104 @@ TEST(StateSyncHooks, OnlyWrittenOwnRecordsReachTheSink) {
   std::vector<uint32_t> matched(1);
   const PodId ids[] = {b.id()};
   EXPECT_EQ(services.index().match("m", hashes({21}), ids, matched), 1u);
+}
+
+// Ensures a withdrawal takes the blocks past `keep` out of the index for that pod only, reaches the sink (with the
+// whole record and its keep) only when it is this gateway's own and withdrew anything, and frees the capacity the
+// blocks took in a paged pod's ledger (so they no longer push its other blocks out).
+TEST(StateSyncHooks, OwnWithdrawalsReachTheSinkAndFreeTheLedger) {
+  index::testing::ManualClock clock;
+  index::PrefixIndexOptions options;
+  options.block_capacity = 1000;
+  options.expiry = std::chrono::minutes(20);
+  routing::PrefixServices services(std::make_unique<tokenize::CharacterTokenizer>(), 4, 0, options, &clock);
+  services.setCapacityAware(true);
+  CountingSink sink;
+  services.setRecordSink(&sink);
+  discovery::PodRegistry pods;
+  auto spec_a = testing::podSpec("a", 1);
+  spec_a.kv_capacity_tokens = 1000;  // room for every block below
+  pods.update({spec_a, testing::podSpec("b", 2)});
+  const auto snapshot = pods.snapshot();
+  const discovery::PodState& a = *snapshot->pods()[0];
+  const discovery::PodState& b = *snapshot->pods()[1];
+  const std::vector<BlockHash> prompt = hashes({11, 12, 13});
+  ASSERT_TRUE(services.recordRouted("m", prompt, a));
+  ASSERT_TRUE(services.recordRouted("m", prompt, b));
+  ASSERT_EQ(services.ledger().blocks(a.id()), 3u);
+  services.withdrawRouted("m", prompt, 1, a);
+  services.withdrawRouted("m", prompt, 3, b);  // keeps everything: nothing withdrawn, nothing shared
+  services.withdrawRouted("m", hashes({21, 22}), 0, b, /*shared=*/false);
+  using Call = CountingSink::Call;
+  EXPECT_EQ(sink.withdrawn, (std::vector<Call>{{"m", "a", 3, 1}}));
+  std::vector<uint32_t> matched(2);
+  const PodId ids[] = {a.id(), b.id()};
+  services.index().match("m", prompt, ids, matched);
+  EXPECT_EQ(matched, (std::vector<uint32_t>{1, 3}));
+  EXPECT_EQ(services.ledger().blocks(a.id()), 1u);  // the capacity the withdrawn blocks took is free again
+}
+
+// Ensures withdrawals round-trip through a batch (time, keep, model, pod, hashes), that a keep beyond the record's
+// blocks is refused, and that a withdrawal batch is never read as a record batch.
+TEST(WithdrawalBatch, RoundTripsAndRefusesAKeepBeyondItsBlocks) {
+  std::string body;
+  appendWithdrawal(body, 1764633600123, 1, "llama", "10.0.0.1:8000", hashes({7, 8, 9}));
+  appendWithdrawal(body, 5, 9, "m", "p", hashes({1}));  // keep is cut to the blocks when written
+  const std::string batch = makeWithdrawalBatch(body, 2);
+  WithdrawalBatchReader reader(batch);
+  Withdrawal w;
+  ASSERT_TRUE(reader.next(w));
+  EXPECT_EQ(w.record.wall_ms, 1764633600123);
+  EXPECT_EQ(w.keep, 1u);
+  EXPECT_EQ(w.record.model, "llama");
+  EXPECT_EQ(w.record.pod, "10.0.0.1:8000");
+  EXPECT_EQ(w.record.hashes, hashes({7, 8, 9}));
+  EXPECT_EQ(std::vector<BlockHash>(w.withdrawn().begin(), w.withdrawn().end()), hashes({8, 9}));
+  ASSERT_TRUE(reader.next(w));
+  EXPECT_EQ(w.keep, 1u);
+  EXPECT_FALSE(reader.next(w));
+  EXPECT_EQ(reader.error(), "");
+  BatchReader as_records(batch);
+  Record r;
+  EXPECT_FALSE(as_records.next(r));
+  EXPECT_EQ(as_records.error(), "not a record batch");
+  // Hand-made: keep 4 of 3 blocks.
+  std::string bad = batch;
+  bad[batch.find("llama") - 2] = 4;  // the keep varint sits before the model's length
+  WithdrawalBatchReader hostile(bad);
+  EXPECT_FALSE(hostile.next(w));
+  EXPECT_EQ(hostile.error(), "withdrawal keeps 4 of its 3 blocks");
+  for (size_t n = 0; n < batch.size(); ++n) {
+    WithdrawalBatchReader cut(std::string_view(batch).substr(0, n));
+    size_t read = 0;
+    while (cut.next(w)) ++read;
+    EXPECT_FALSE(cut.error().empty()) << "truncated at " << n;
+    EXPECT_LT(read, 2u);
+  }
+}
+
+// Ensures withdrawals share the records' byte bound, are cut to the blocks a record is shared with, and are put
+// back after a failed send.
+TEST(Outbox, QueuesWithdrawalsUnderTheSameBound) {
+  std::string one;
+  appendWithdrawal(one, 100, 1, "m", "p", hashes({1, 2}));
+  Outbox box(one.size() * 2, 1 << 20, 2);
+  ASSERT_EQ(box.addWithdrawal(100, 0, "m", "p", hashes({1, 2, 3, 4}), 1), Outbox::Added::kQueued);
+  EXPECT_EQ(box.pendingBytes(), one.size());
+  ASSERT_EQ(box.addWithdrawal(101, 0, "m", "p", hashes({1, 2}), 1), Outbox::Added::kQueued);
+  EXPECT_EQ(box.addWithdrawal(102, 0, "m", "p", hashes({1, 2}), 1), Outbox::Added::kFull);
+  Outbox::Taken t = box.take();
+  EXPECT_EQ(t.withdrawal_count, 2u);
+  EXPECT_FALSE(t.empty());
+  std::string_view in = t.withdrawals;
+  Withdrawal w;
+  std::string error;
+  ASSERT_TRUE(readWithdrawal(in, w, error));
+  EXPECT_EQ(w.record.hashes, hashes({1, 2}));
+  ASSERT_EQ(box.add(103, 0, "m", "p", hashes({5})), Outbox::Added::kQueued);
+  const Outbox::Dropped dropped = box.putBack(std::move(t));
+  EXPECT_EQ(dropped.withdrawals, 1u);  // one fits beside the record queued since
+  EXPECT_EQ(box.take().withdrawal_count, 1u);
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "routing/prefix/prefix_services.h"
 #include "sync/load_channel.h"
+#include "sync/record_channel.h"
 #include "sync/snapshot_channel.h"
 #include "unit/core/pod_specs.h"
 
@@ -145,6 +147,70 @@ TEST(SnapshotChannel, AddsTheNewestTimeOfWhatWasSentThenTrims) {
   commands.clear();
   EXPECT_EQ(snapshots.appendUpdate(commands, 100000), 0u);
   EXPECT_TRUE(commands.empty());
+}
+
+// Ensures a withdrawn record leaves the snapshot (ZREM of its member, also when it was learned in the same interval)
+// and the prefix the pod still holds goes in instead; a record learned again later is no longer removed.
+TEST(SnapshotChannel, WithdrawnRecordsLeaveTheSnapshot) {
+  Channels c;
+  SnapshotChannel snapshots(c.config, std::chrono::milliseconds(60000), c.keys, nullptr, nullptr, c.metrics);
+  const std::vector<BlockHash> hashes = {BlockHash{1}, BlockHash{2}, BlockHash{3}};
+  Outbox::Taken batch;
+  appendRecord(batch.records, 300, "m", "127.0.0.1:1", hashes);
+  batch.count = 1;
+  appendWithdrawal(batch.withdrawals, 310, 1, "m", "127.0.0.1:1", hashes);
+  appendWithdrawal(batch.withdrawals, 320, 0, "m", "127.0.0.1:2", hashes);
+  batch.withdrawal_count = 2;
+  snapshots.learn(batch);
+  std::string commands;
+  EXPECT_EQ(snapshots.appendUpdate(commands, 100000), 4u);
+  const std::vector<Args> update = parse(commands);
+  ASSERT_EQ(update.size(), 4u);
+  EXPECT_EQ(update[0], (Args{"ZADD", "pg:snapshot", "310", encodeKey("m", "127.0.0.1:1", {hashes.data(), 1})}));
+  const std::string one = encodeKey("m", "127.0.0.1:1", hashes);
+  const std::string two = encodeKey("m", "127.0.0.1:2", hashes);
+  EXPECT_EQ(update[3], (Args{"ZREM", "pg:snapshot", std::min(one, two), std::max(one, two)}));
+
+  // The same record routed (and computed) again before the update went out: it goes back in, not out.
+  Outbox::Taken again;
+  appendRecord(again.records, 400, "m", "127.0.0.1:1", hashes);
+  again.count = 1;
+  snapshots.learn(again);
+  commands.clear();
+  EXPECT_EQ(snapshots.appendUpdate(commands, 100000), 4u);
+  const std::vector<Args> after = parse(commands);
+  const std::string kept = encodeKey("m", "127.0.0.1:1", {hashes.data(), 1});
+  EXPECT_EQ(after[0], (Args{"ZADD", "pg:snapshot", "310", kept, "400", one}));  // members in byte order
+  EXPECT_EQ(after[3], (Args{"ZREM", "pg:snapshot", two}));
+}
+
+// Ensures another replica's withdrawal takes the blocks past its keep out of this replica's index for that pod, and
+// that one naming a pod or model this replica does not route, or a malformed batch, is counted and changes nothing.
+TEST(RecordChannel, AppliesAnotherReplicasWithdrawals) {
+  Channels c;
+  index::PrefixIndexOptions options;
+  options.block_capacity = 1000;
+  routing::PrefixServices prefix(std::make_unique<tokenize::CharacterTokenizer>(), 4, 0, options);
+  log::Throttle throttle;
+  RecordChannel records(prefix, c.lookup, c.metrics, throttle);
+  const std::vector<BlockHash> hashes = {BlockHash{1}, BlockHash{2}, BlockHash{3}};
+  std::string body;
+  appendRecord(body, 1, "m", c.pod(0).spec().address, hashes);
+  appendRecord(body, 1, "m", c.pod(1).spec().address, hashes);
+  records.applyBatch(makeBatch(body, 2), 2);
+  body.clear();
+  appendWithdrawal(body, 3, 1, "m", c.pod(0).spec().address, hashes);
+  appendWithdrawal(body, 3, 0, "other-model", c.pod(1).spec().address, hashes);
+  appendWithdrawal(body, 3, 0, "m", "10.9.9.9:1", hashes);
+  records.applyWithdrawals(makeWithdrawalBatch(body, 3));
+  records.applyWithdrawals("PW\x01\x05");  // claims five, holds none
+  std::vector<uint32_t> matched(2);
+  const PodId ids[] = {c.pod(0).id(), c.pod(1).id()};
+  prefix.index().match("m", hashes, ids, matched);
+  EXPECT_EQ(matched, (std::vector<uint32_t>{1, 3}));
+  EXPECT_EQ(c.metrics.withdrawals_received.Value(), 1);
+  EXPECT_EQ(c.metrics.unknown_pod.Value(), 2);
+  EXPECT_EQ(c.metrics.malformed.Value(), 1);
 }
 
 // Ensures the stream is read again from two snapshot intervals and a second before the snapshot (never before 0).
