@@ -10,12 +10,15 @@
 #include <nlohmann/json.hpp>
 
 #include "auth/api_keys.h"
+#include "auth/credentials.h"
+#include "config/config.h"
+#include "discovery/pod_set.h"
 #include "engine/engine_metrics.h"
+#include "metrics/gateway_metrics.h"
 #include "openai/errors.h"
 #include "openai/request.h"
 #include "routing/prefix/prefix_services.h"
 #include "server/control_plane.h"
-#include "server/gateway.h"
 #include "server/request_preparation.h"
 #include "server/responses.h"
 #include "sync/state_sync.h"
@@ -121,8 +124,8 @@ json kvSyncJson(const discovery::PodState& pod, int64_t now, int64_t silent_ms) 
 }
 
 // With state sync: each replica's in-flight count on the pod, this one's included; null when sync is off.
-json replicaLoadsJson(Gateway& g, const discovery::PodState& pod) {
-  sync::StateSync* sync = g.stateSync();
+json replicaLoadsJson(const AdminServices& admin, const discovery::PodState& pod) {
+  const sync::StateSync* sync = admin.state_sync;
   if (!sync) return nullptr;
   json out = json::object();
   out[sync->replicaId()] = pod.signals().inFlight();
@@ -130,8 +133,8 @@ json replicaLoadsJson(Gateway& g, const discovery::PodState& pod) {
   return out;
 }
 
-json stateSyncJson(Gateway& g) {
-  sync::StateSync* sync = g.stateSync();
+json stateSyncJson(const AdminServices& admin) {
+  const sync::StateSync* sync = admin.state_sync;
   if (!sync) return json{{"enabled", false}};
   const sync::StateSync::Status s = sync->status();
   return {{"enabled", true},
@@ -155,8 +158,8 @@ json ratesJson(const discovery::PodState& pod) {
 }
 
 // The remote tokenizer's breaker for the pod (tokenize/tokenize_breaker.h); null when the remote tokenizer is off.
-json tokenizerBreakerJson(Gateway& g, const discovery::PodState& pod) {
-  const tokenize::RemoteTokenizer* tokenizer = g.remoteTokenizer();
+json tokenizerBreakerJson(const AdminServices& admin, const discovery::PodState& pod) {
+  const tokenize::RemoteTokenizer* tokenizer = admin.remote_tokenizer;
   if (!tokenizer) return nullptr;
   const tokenize::TokenizeBreakers::View view = tokenizer->breaker(pod.id().value);
   using State = tokenize::TokenizeBreakers::State;
@@ -167,10 +170,10 @@ json tokenizerBreakerJson(Gateway& g, const discovery::PodState& pod) {
           {"last_failure", closed ? json(nullptr) : json(std::string(tokenize::breakerFailureLabel(view.last)))}};
 }
 
-json podsJson(Gateway& g) {
-  auto snapshot = g.pods().snapshot();
+json podsJson(const AdminServices& admin) {
+  auto snapshot = admin.pods.snapshot();
   const int64_t now = routing::steadyNowMs();
-  const auto& em = g.config().engine_metrics;
+  const auto& em = admin.config.engine_metrics;
   const int64_t max_age = engine::maxEngineMetricsAgeMs(em.scrape_interval_ms, em.scrape_timeout_ms);
   json pods = json::array();
   for (const auto& pod : snapshot->pods()) {
@@ -184,12 +187,12 @@ json podsJson(Gateway& g) {
                     {"ejected_for_ms", std::max<int64_t>(0, pod->ejectedUntilMs() - now)},
                     {"in_flight", pod->signals().inFlight()},
                     {"in_flight_all_replicas", pod->signals().inFlightAllReplicas()},
-                    {"in_flight_by_replica", replicaLoadsJson(g, *pod)},
+                    {"in_flight_by_replica", replicaLoadsJson(admin, *pod)},
                     {"kv_events", pod->spec().kv_events},
                     {"kv_replay", pod->spec().kv_replay},
                     {"kv_capacity_tokens", pod->spec().kv_capacity_tokens ? pod->spec().kv_capacity_tokens
                                                                           : pod->engine().kvCapacityTokens()},
-                    {"kv_sync", kvSyncJson(*pod, now, g.config().routing.prefix_cache.silent_publisher_ms)},
+                    {"kv_sync", kvSyncJson(*pod, now, admin.config.routing.prefix_cache.silent_publisher_ms)},
                     // The dialect spoken to it, where it came from, and why its metrics cannot be read when they
                     // cannot (its load is then unknown, never idle).
                     {"engine", engine::engineKindName(pod->engineKind())},
@@ -199,17 +202,17 @@ json podsJson(Gateway& g) {
                     {"scrape_error", scrapeErrorJson(*pod)},
                     {"engine_metrics", engineJson(*pod, now, max_age)},
                     {"prediction", predictionJson(*pod)},
-                    {"tokenizer_breaker", tokenizerBreakerJson(g, *pod)},
+                    {"tokenizer_breaker", tokenizerBreakerJson(admin, *pod)},
                     {"rates", ratesJson(*pod)}});
   }
   // Per model: the bytes of the index's encoding per engine token, learned from the engines' usage (the default
   // until a response reported it): what turns KV capacities into blocks and prompts into prefill tokens.
   json models = json::object();
   for (const std::string& model : snapshot->models()) {
-    const routing::BytesPerToken& ratios = g.prefixServices().bytesPerToken();
+    const routing::BytesPerToken& ratios = admin.bytes_per_token;
     models[model] = {{"bytes_per_engine_token", ratios.ratio(model)}, {"samples", ratios.samples(model)}};
   }
-  return json{{"pods", pods}, {"models", models}, {"state_sync", stateSyncJson(g)}};
+  return json{{"pods", pods}, {"models", models}, {"state_sync", stateSyncJson(admin)}};
 }
 
 // A coroutine: with the remote tokenizer on, the dry run asks it as a real request would (fresh connections from
@@ -220,7 +223,7 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   if (target.find("endpoint=completions") != std::string_view::npos) endpoint = openai::Endpoint::kCompletions;
   else if (target.find("endpoint=embeddings") != std::string_view::npos) endpoint = openai::Endpoint::kEmbeddings;
   PreparedRequest prepared;
-  co_await control.preparation->prepare(
+  co_await control.admin->preparation.prepare(
       {.endpoint = endpoint, .body = req.body(), .headers = routeHeaders(req), .rng = control.rng, .dry_run = true},
       prepared);
   if (prepared.refusal)
@@ -269,8 +272,8 @@ std::string_view pathOf(const http::request_header<>& req) { return req.target()
 bool isProbe(std::string_view path) { return path == "/healthz" || path == "/readyz"; }
 
 // A 401 unless auth.admin_token_file is unset or the request carries its token (compared in constant time).
-std::optional<AdminResponse> checkToken(const Gateway& g, const http::request_header<>& req) {
-  std::shared_ptr<const std::string> token = g.credentials().adminToken();
+std::optional<AdminResponse> checkToken(const AdminServices& admin, const http::request_header<>& req) {
+  std::shared_ptr<const std::string> token = admin.credentials.adminToken();
   if (!token || isProbe(pathOf(req))) return std::nullopt;
   if (auth::constantTimeEquals(auth::bearerToken(req[http::field::authorization]), *token)) return std::nullopt;
   AdminResponse res = errorResponse(openai::GatewayError::kUnauthorized, "the admin API needs 'authorization: Bearer <token>' (auth.admin_token_file)");
@@ -278,15 +281,14 @@ std::optional<AdminResponse> checkToken(const Gateway& g, const http::request_he
   return res;
 }
 
-AdminResponse handle(ControlPlane& control, http::request<http::string_body>& req, bool health_only) {
-  Gateway& g = control.gateway;
+AdminResponse handle(const AdminServices& admin, http::request<http::string_body>& req, bool health_only) {
   std::string_view path = pathOf(req);
   const bool get = req.method() == http::verb::get;
   if (path == "/healthz" && get) return {200, "text/plain", "ok\n", {}};
   if (path == "/readyz" && get) {
-    if (g.draining()) return {503, "text/plain", "draining\n", {}};
+    if (admin.draining.load(std::memory_order_acquire)) return {503, "text/plain", "draining\n", {}};
     const int64_t now = routing::steadyNowMs();
-    for (const auto& pod : g.pods().snapshot()->pods())
+    for (const auto& pod : admin.pods.snapshot()->pods())
       if (pod->ready(now)) return {200, "text/plain", "ready\n", {}};
     return {503, "text/plain", "no ready pod\n", {}};
   }
@@ -296,8 +298,8 @@ AdminResponse handle(ControlPlane& control, http::request<http::string_body>& re
   }
   if (path == "/metrics" && get)
     return {200, "text/plain; version=0.0.4; charset=utf-8",
-            g.metrics().serialize(*g.pods().snapshot(), routing::steadyNowMs()), {}};
-  if (path == "/debug/pods" && get) return {200, "application/json", podsJson(g).dump(2), {}};
+            admin.metrics.serialize(*admin.pods.snapshot(), routing::steadyNowMs()), {}};
+  if (path == "/debug/pods" && get) return {200, "application/json", podsJson(admin).dump(2), {}};
   if (isProbe(path) || path == "/metrics" || path == "/debug/pods" || path == "/debug/route")
     return errorResponse(openai::GatewayError::kMethodNotAllowed, "method not allowed");
   return errorResponse(openai::GatewayError::kNotFound, "unknown admin path '" + openai::printable(path) + "'");
@@ -340,7 +342,8 @@ asio::awaitable<bool> readAdminRequest(beast::tcp_stream& stream, beast::flat_bu
 asio::awaitable<void> serveAdmin(ControlPlane& control, asio::ip::tcp::socket socket, bool health_only) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
-  const config::LimitsConfig& limits = control.gateway.config().limits;
+  const AdminServices& admin = *control.admin;
+  const config::LimitsConfig& limits = admin.config.limits;
   for (;;) {
     http::request_parser<http::string_body> parser;
     std::optional<AdminResponse> refused;
@@ -354,9 +357,9 @@ asio::awaitable<void> serveAdmin(ControlPlane& control, asio::ip::tcp::socket so
     auto& req = parser.get();
     const bool debug_route = !health_only && pathOf(req) == "/debug/route" && req.method() == http::verb::post;
     AdminResponse res;
-    if (auto unauthorized = health_only ? std::nullopt : checkToken(control.gateway, req)) res = std::move(*unauthorized);
+    if (auto unauthorized = health_only ? std::nullopt : checkToken(admin, req)) res = std::move(*unauthorized);
     else if (debug_route) res = co_await debugRoute(control, req);
-    else res = handle(control, req, health_only);
+    else res = handle(admin, req, health_only);
     bool keep_alive = req.keep_alive();
     // A client that stops reading loses its connection after the same deadline as a slow sender.
     stream.expires_after(std::chrono::milliseconds(limits.header_timeout_ms));

@@ -46,8 +46,7 @@ void raiseFileLimit(uint32_t max_connections) {
 }
 }  // namespace
 
-ControlPlane::ControlPlane(Gateway& g)
-    : gateway(g), rng(config::streamSeed(g.config().random_seed, config::SeedPurpose::kControlPlane)) {}
+ControlPlane::ControlPlane(uint64_t seed) : rng(config::streamSeed(seed, config::SeedPurpose::kControlPlane)) {}
 
 Gateway::Gateway(config::Config config)
     : config_(std::move(config)), credentials_(config_.auth, routing::steadyNowMs) {}
@@ -109,7 +108,7 @@ Gateway::~Gateway() {
 }
 
 bool Gateway::start(std::string& error) {
-  control_ = std::make_unique<ControlPlane>(*this);
+  control_ = std::make_unique<ControlPlane>(config_.random_seed);
   if (std::vector<std::string> problems; !credentials_.load(problems)) {
     error = problems.front();
     return false;
@@ -168,7 +167,6 @@ bool Gateway::start(std::string& error) {
       .active_requests = active_requests_,
       .tokenizer = remote_tokenizer_.get(),
   });
-  control_->preparation = preparation_.get();
   session_services_ = std::make_unique<SessionServices>(SessionServices{
       .config = config_,
       .draining = draining_,
@@ -243,6 +241,17 @@ bool Gateway::start(std::string& error) {
   control_->health->start();
   control_->scraper->start();
   control_->credential_files = credentials_.watch(control_->io);
+  control_->admin.emplace(AdminServices{
+      .config = config_,
+      .pods = pods_,
+      .metrics = metrics_,
+      .credentials = credentials_,
+      .bytes_per_token = prefix_->bytesPerToken(),
+      .draining = draining_,
+      .preparation = *preparation_,
+      .state_sync = state_sync_.get(),
+      .remote_tokenizer = remote_tokenizer_.get(),
+  });
   startAdmin(*control_);
   control_->thread = std::thread([this] { control_->io.run(); });
   drain_thread_ = std::thread([this] { drainAndStop(); });
@@ -296,7 +305,7 @@ void Gateway::beginShutdown() {
 void Gateway::drainAndStop() {
   {
     std::unique_lock lock(drain_mutex_);
-    drain_cv_.wait(lock, [this] { return draining(); });
+    drain_cv_.wait(lock, [this] { return draining_.load(std::memory_order_acquire); });
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.shutdown_grace_ms);
   while (active_requests_.load() > 0 && std::chrono::steady_clock::now() < deadline) {

@@ -57,27 +57,6 @@ class Gateway {
   uint16_t adminPort() const { return admin_port_; }
   uint16_t healthPort() const { return health_port_; }  // 0 when health_listen is off
 
-  // Shared with sessions (all thread-safe).
-  const config::Config& config() const { return config_; }
-  routing::Router& router() { return *router_; }
-  metrics::GatewayMetrics& metrics() { return metrics_; }
-  discovery::PodRegistry& pods() { return pods_; }
-  routing::PrefixMetrics& prefixMetrics() { return *prefix_metrics_; }
-  // The prefix strategies' shared services (tokenizer, index, the learned bytes per engine token).
-  routing::PrefixServices& prefixServices() { return *prefix_; }
-  // The API keys and the admin token in force (auth.*), and the per-key series.
-  const auth::Credentials& credentials() const { return credentials_; }
-  metrics::ApiKeyMetrics& apiKeyMetrics() { return api_key_metrics_; }
-  // The engine /tokenize client (routing.prefix_cache.use_remote_tokenizer or kv_event_sync); null when off.
-  tokenize::RemoteTokenizer* remoteTokenizer() { return remote_tokenizer_.get(); }
-  // Replica state sync (state_sync.enabled); null when off.
-  sync::StateSync* stateSync() { return state_sync_.get(); }
-  bool draining() const { return draining_.load(std::memory_order_acquire); }
-  std::atomic<int64_t>& activeRequests() { return active_requests_; }
-  std::atomic<int64_t>& openConnections() { return open_connections_; }
-  // The client request bodies held, all connections together (limits.max_buffered_body_bytes).
-  BodyBudget& bodyBudget() { return body_budget_; }
-
  private:
   void drainAndStop();
   std::unique_ptr<tokenize::RemoteTokenizer> makeRemoteTokenizer();
