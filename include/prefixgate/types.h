@@ -26,6 +26,11 @@ struct EngineBlockHash {
   friend bool operator==(EngineBlockHash, EngineBlockHash) = default;
 };
 
+// A pod's part in disaggregated prefill/decode (the pods file's `role`, a Kubernetes label): a model with prefill
+// pods and decode pods has each request prefilled on one and decoded on another (docs/configuration.md,
+// "Disaggregated prefill/decode"); `both` pods serve either leg, and whole requests.
+enum class PodRole : uint8_t { kBoth, kPrefill, kDecode };
+
 // The capacity-aware load score's settings (routing.load_balance, with a model's and profile's overrides).
 struct LoadBalanceSettings {
   double lambda = 0;

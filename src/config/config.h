@@ -209,6 +209,24 @@ struct LimitsConfig {
   uint64_t max_buffered_body_bytes = 1073741824;
 };
 
+// Disaggregated prefill/decode (CONTRACT.md "disaggregation:"): how a request of a model with prefill pods and
+// decode pods is split (proxy/pd_protocol.h has the wire forms).
+struct DisaggregationConfig {
+  enum class Mode : uint8_t {
+    kConnector,  // the gateway runs both legs (vLLM's NixlConnector proxy protocol)
+    kSidecar,    // one request to the decode pod, the prefill pod named in x-prefiller-host-port (llm-d's sidecar)
+  };
+  Mode mode = Mode::kConnector;
+  // The strategy that picks the decode pod, by load (never by prefix: the prefill pod computed the prompt).
+  std::string decode_strategy = "least-request";
+  // Prompts of fewer tokens than this, or whose uncached part is (on the best prefill pod's match), are served
+  // whole by one pod (a `both` pod, else a decode pod): a short prefill costs less than the KV hand-off. 0 = every
+  // request of a disaggregated model is split.
+  uint32_t aggregate_below_tokens = 0;
+  // The prefill pod's kv_transfer_params larger than this are ignored (the request then decodes aggregated).
+  static constexpr size_t kMaxTransferParamsBytes = 64 * 1024;
+};
+
 // Client API keys and the admin token (CONTRACT.md "auth:"); the files are re-read when they change.
 struct AuthConfig {
   std::string api_keys_file;     // "" = no client keys; absolute after loading (like discovery.file)
@@ -234,6 +252,7 @@ struct Config {
   HealthCheckConfig health_check;
   LimitsConfig limits;
   AuthConfig auth;
+  DisaggregationConfig disaggregation;
   // 0 = random; any other value seeds every generator (routing, request ids, the prefix hash seed when
   // routing.prefix_cache.hash_seed is null) reproducibly, each purpose and thread its own stream (random_seed.h).
   uint64_t random_seed = 0;

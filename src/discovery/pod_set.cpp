@@ -22,6 +22,7 @@ std::string changedFields(const PodSpec& before, const PodSpec& after) {
   note(before.kv_capacity_tokens != after.kv_capacity_tokens, "kv_capacity_tokens");
   note(before.data_parallel_size != after.data_parallel_size, "data_parallel_size");
   note(before.engine != after.engine, "engine");
+  note(before.role != after.role, "role");
   return out;
 }
 

@@ -31,6 +31,7 @@ struct PodSpec {
   uint64_t kv_capacity_tokens = 0;  // optional: the engine's KV cache size in tokens (0 = from its metrics)
   uint32_t data_parallel_size = 1;  // data-parallel ranks; rank r publishes KV events on kv_events' port + r
   engine::EngineKind engine = engine::EngineKind::kAuto;  // its dialect; kAuto = recognised from its /metrics
+  PodRole role = PodRole::kBoth;  // disaggregated prefill/decode: which legs it serves
   bool operator==(const PodSpec&) const = default;
   // A pod is its name and its address: an entry that keeps both is the same pod, whatever else changed.
   bool sameIdentity(const PodSpec& o) const { return name == o.name && address == o.address; }
