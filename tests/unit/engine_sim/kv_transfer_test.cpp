@@ -15,11 +15,11 @@ namespace {
 
 using nlohmann::json;
 
-// 40 prompt tokens (10 pieces of 4 bytes): three blocks of 16.
-constexpr const char* kPrompt = "aaaabbbbccccddddeeeeffffgggghhhhiiiijjjjkkkkllllmmmmnnnnooooppppqqqqrrrrsssstttt";
+// 40 prompt tokens (160 bytes in pieces of 4): three blocks of 16.
+constexpr size_t kPromptBytes = 160;
 
 Parsed<CompletionRequest> parseWith(const SimConfig& config, const json& kv_transfer_params) {
-  json body{{"model", "sim-model"}, {"prompt", std::string(kPrompt, 160)}, {"max_tokens", 1}};
+  json body{{"model", "sim-model"}, {"prompt", std::string(kPromptBytes, 'p')}, {"max_tokens", 1}};
   body["kv_transfer_params"] = kv_transfer_params;
   return parseCompletionRequest(config, Endpoint::kCompletion, body.dump());
 }
