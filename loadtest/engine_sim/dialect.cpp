@@ -22,7 +22,9 @@ std::string Dialect::streamEnd(const CompletionMeta& meta, std::string_view fini
 
 std::string Dialect::completionBody(const CompletionMeta& meta, const std::string& text,
                                     std::string_view finish_reason, const Outcome& outcome) const {
-  return completionResponse(meta, text, finish_reason, outcome.usage).dump();
+  nlohmann::json body = completionResponse(meta, text, finish_reason, outcome.usage);
+  if (outcome.kv_transfer_params) body["kv_transfer_params"] = *outcome.kv_transfer_params;
+  return body.dump();
 }
 
 std::unique_ptr<Dialect> makeDialect(const SimConfig& config) {

@@ -29,6 +29,9 @@ struct EngineView {
 struct Outcome {
   Usage usage;
   Timings timings;
+  // A request with kv_transfer_params (vllm dialect): the "kv_transfer_params" of its non-streamed response (null
+  // or a prefill leg's hand-off, kv_transfer.h); nullopt leaves the field out.
+  std::optional<nlohmann::json> kv_transfer_params = std::nullopt;
 };
 
 class Dialect {
@@ -56,7 +59,8 @@ class Dialect {
   // when include_usage.
   virtual std::string streamEnd(const CompletionMeta& meta, std::string_view finish_reason, bool include_usage,
                                 const Outcome& outcome) const;
-  // A whole (non-streamed) chat.completion or text_completion body. Default: vLLM's.
+  // A whole (non-streamed) chat.completion or text_completion body. Default: vLLM's (with the outcome's
+  // kv_transfer_params when set).
   virtual std::string completionBody(const CompletionMeta& meta, const std::string& text,
                                      std::string_view finish_reason, const Outcome& outcome) const;
 

@@ -40,10 +40,11 @@ Engine::Engine(const SimConfig& config)
       histograms_(engineHistograms(config.dialect())) {}
 
 Engine::StartResult Engine::start(asio::any_io_executor executor, std::span<const uint32_t> prompt_tokens,
-                                  uint32_t max_output_tokens) {
+                                  uint32_t max_output_tokens, KvTransfer kv_transfer) {
   StartResult result;
   SeqId id = next_id_++;
-  SeqRequest request{id, std::vector<uint32_t>(prompt_tokens.begin(), prompt_tokens.end()), max_output_tokens};
+  SeqRequest request{id, std::vector<uint32_t>(prompt_tokens.begin(), prompt_tokens.end()), max_output_tokens,
+                     kv_transfer};
   if (scheduler_->submit(std::move(request)) != SubmitStatus::kQueued) {
     result.error = scheduler_->neverFitsReason(prompt_tokens.size(), max_output_tokens);
     return result;
@@ -81,6 +82,9 @@ asio::awaitable<void> Engine::run() {
       continue;
     }
     StepPlan plan = scheduler_->schedule();
+    startPulls(plan, executor);
+    // A step that only started KV pulls computes nothing: no step time passes.
+    if (plan.empty() && !plan.pulls.empty()) continue;
     SteadyTime started = now();
     for (SeqId id : plan.started) {
       auto it = sequences_.find(id);
@@ -108,6 +112,27 @@ asio::awaitable<void> Engine::run() {
     deliver(scheduler_->complete(plan));
     publishEvents();
   }
+}
+
+void Engine::startPulls(const StepPlan& plan, const asio::any_io_executor& executor) {
+  for (const KvPull& pull : plan.pulls) {
+    double ms = kvTransferMilliseconds(timing_, pull.tokens);
+    if (auto it = sequences_.find(pull.id); it != sequences_.end()) {
+      it->second->kv_pulled_tokens_ = pull.tokens;
+      it->second->kv_transfer_ms_ = ms;
+    }
+    auto timer = std::make_unique<asio::steady_timer>(executor, scaledDuration(timing_, ms));
+    timer->async_wait([this, id = pull.id](const boost::system::error_code& ec) {
+      if (!ec && !stopped_) endPull(id);
+    });
+    pulls_[pull.id] = std::move(timer);
+  }
+}
+
+void Engine::endPull(SeqId id) {
+  pulls_.erase(id);
+  scheduler_->finishPull(id);
+  if (idle_) idle_->cancel();  // the sequence can be scheduled now
 }
 
 void Engine::setEventSink(EventSink sink) {
@@ -140,6 +165,8 @@ void Engine::recordStep(const StepPlan& plan, const StepWork& work, double step_
 
 void Engine::deliver(const StepOutcome& outcome) {
   SteadyTime at = now();
+  for (const KvHandOff& hand_off : outcome.handed_off)
+    if (auto it = sequences_.find(hand_off.id); it != sequences_.end()) it->second->kv_block_ids_ = hand_off.block_ids;
   for (SeqId id : outcome.sampled) {
     auto it = sequences_.find(id);
     if (it == sequences_.end()) continue;
@@ -177,9 +204,10 @@ void Engine::deliver(const StepOutcome& outcome) {
 
 void Engine::stop() {
   stopped_ = true;
-  // The timer goes now, while its io_context still exists (the engine outlives the server's io_context); a wait
-  // on it ends with operation_aborted and run() returns without touching it again.
+  // The timers go now, while their io_context still exists (the engine outlives the server's io_context); a wait
+  // on one ends with operation_aborted and nothing touches it again.
   idle_.reset();
+  pulls_.clear();
 }
 
 MetricsSnapshot Engine::snapshot() const {
@@ -202,6 +230,7 @@ void Engine::release(Sequence& sequence) {
   sequence.released_ = true;
   sequences_.erase(sequence.id_);
   if (stopped_) return;
+  pulls_.erase(sequence.id_);  // a client that left during its KV pull
   if (!sequence.finished_) scheduler_->abort(sequence.id_);
 }
 

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine_sim/metrics_text.h"
 #include "engine_sim/step_scheduler.h"
@@ -48,6 +49,12 @@ class Engine {
     double predictedMs() const {
       return generated_ == 0 ? 0 : std::max(kMinPredictedMs, last_token_ms_ - first_token_ms_);
     }
+    // Decode leg: prompt tokens whose KV it pulled, and the transfer's simulated milliseconds (before
+    // --time-scale); 0 until its pull started.
+    uint64_t kvPulledTokens() const { return kv_pulled_tokens_; }
+    double kvTransferMs() const { return kv_transfer_ms_; }
+    // Prefill leg: the KV block ids it held when it finished (NixlConnector's remote_block_ids).
+    const std::vector<uint32_t>& kvBlockIds() const { return kv_block_ids_; }
 
    private:
     friend class Engine;
@@ -66,6 +73,9 @@ class Engine {
     double started_ms_ = 0;  // the engine's simulated clock at these events
     double first_token_ms_ = 0;
     double last_token_ms_ = 0;
+    uint64_t kv_pulled_tokens_ = 0;
+    double kv_transfer_ms_ = 0;
+    std::vector<uint32_t> kv_block_ids_;
   };
 
 
@@ -77,8 +87,9 @@ class Engine {
   explicit Engine(const SimConfig& config);
 
   // Queues a sequence; its wake-ups run on `executor` (the session's). max_output_tokens 0 = prefill only.
+  // kv_transfer: its part in a prefill/decode hand-off (step_scheduler.h).
   StartResult start(boost::asio::any_io_executor executor, std::span<const uint32_t> prompt_tokens,
-                    uint32_t max_output_tokens);
+                    uint32_t max_output_tokens, KvTransfer kv_transfer = KvTransfer::kNone);
 
   // Waits until the sequence has more than `seen` output tokens ready, or has finished. Returns false when the
   // awaiting coroutine was cancelled first.
@@ -110,6 +121,9 @@ class Engine {
   void release(Sequence& sequence);
   // Hands a step's results to the sequences and wakes their sessions.
   void deliver(const StepOutcome& outcome);
+  // Starts a timer per KV pull of the step; when it fires, the scheduler gets the pulled blocks.
+  void startPulls(const StepPlan& plan, const boost::asio::any_io_executor& executor);
+  void endPull(SeqId id);
   void publishEvents();
   // Adds what one step did to the activity totals and the window.
   void recordStep(const StepPlan& plan, const StepWork& work, double step_ms);
@@ -123,6 +137,8 @@ class Engine {
   EngineActivity window_;
   std::unordered_map<SeqId, Sequence*> sequences_;
   std::optional<boost::asio::steady_timer> idle_;  // run() sleeps on it while there is no work
+  // The KV pulls under way (decode legs), destroyed with stop() while their io_context still exists.
+  std::unordered_map<SeqId, std::unique_ptr<boost::asio::steady_timer>> pulls_;
   EventSink event_sink_;
   SeqId next_id_ = 1;
   bool stopped_ = false;

@@ -44,12 +44,20 @@ Test aids (not vLLM):
                        "num_requests_running","num_requests_waiting","kv_cache_usage_perc"};
   GET /sim/requests    the last 100 requests to /v1/* and /tokenize (not /health, /metrics, /sim/*):
                        [{"path","method","headers":{lowercased name: value},"body_bytes","model","stream","status",
-                         "prompt_tokens","cached_tokens","completion_tokens","completed","cancelled"}];
+                         "prompt_tokens","cached_tokens","completion_tokens","completed","cancelled",
+                         "kv_role_leg","kv_pulled_tokens","kv_transfer_ms"}];
                        DELETE /sim/requests empties it;
   POST /reset_prefix_cache  vLLM's: forgets every cached block (AllBlocksCleared); 409 while requests run;
   POST /sim/fault      {"health_status": 200|503, "error_status": 0|500, "stall": bool}: /health answers
                        health_status; a non-zero error_status answers every chat/completion/embedding request with
                        that status; stall accepts those requests and never answers. GET /sim/fault shows them.
+  GET /sim/info        {"name","role","engine_id","engine_dialect","kv_cache_model","block_size",
+                       "kv_transfer_ms_per_1k_tokens"};
+Prefill/decode hand-off (vLLM's NixlConnector, docs/simulator.md "Prefill/decode roles"): a request with
+kv_transfer_params {"do_remote_decode": true} answers (not streamed, finished by max_tokens) with
+"kv_transfer_params": {"do_remote_prefill": true, "do_remote_decode": false, "remote_block_ids", "remote_engine_id",
+"remote_request_id", "remote_host", "remote_port", "tp_size": 1}; a request carrying those back pulls the prompt's
+KV its prefix cache lacks (--kv-transfer-ms-per-1k-tokens) instead of computing it.
 Prints "listening on HOST:PORT" once ready; exits 0 on SIGTERM/SIGINT.)";
 
 void addFlags(CLI::App& app, prefixgate::sim::SimConfig& config) {
@@ -141,6 +149,21 @@ void addFlags(CLI::App& app, prefixgate::sim::SimConfig& config) {
       ->capture_default_str();
 }
 
+void addDisaggregationFlags(CLI::App& app, prefixgate::sim::SimConfig& config) {
+  app.add_option("--role", config.role,
+                 "prefill, decode or both: a label shown by GET /sim/info; every pod serves prefill legs "
+                 "(kv_transfer_params.do_remote_decode), decode legs (do_remote_prefill) and aggregated requests, as "
+                 "vLLM with NixlConnector and kv_role kv_both does. prefill and decode need the paged model and the "
+                 "vllm dialect")
+      ->capture_default_str();
+  app.add_option("--kv-transfer-ms-per-1k-tokens", config.kv_transfer_ms_per_1k_tokens,
+                 "Decode legs: simulated time to pull 1,000 prompt tokens' KV that the local prefix cache lacks "
+                 "(the sequence waits; no step pays for it)")
+      ->capture_default_str();
+  app.add_option("--engine-id", config.engine_id,
+                 "NixlConnector engine id that prefill legs return as remote_engine_id (default: --name)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -149,6 +172,7 @@ int main(int argc, char** argv) {
   CLI::App app{kDescription, "prefixgate-engine-sim"};
   app.get_formatter()->column_width(34);
   addFlags(app, config);
+  addDisaggregationFlags(app, config);
   CLI11_PARSE(app, argc, argv);
   if (app.count("--close-after-stream") == 0)
     config.close_after_stream = config.engine_dialect == "llamacpp";

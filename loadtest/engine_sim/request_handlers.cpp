@@ -74,6 +74,33 @@ bool readStreamOptions(const json& body, bool& include_usage, std::string& error
   return readBool(*it, "include_usage", include_usage, error);
 }
 
+// kv_transfer_params, which only vLLM (with a KV connector) reads: other dialects ignore the field as their engines
+// do. Returns false and sets error for a 400.
+bool readKvTransfer(const SimConfig& config, const json& body, CompletionRequest& request, std::string& error) {
+  if (config.dialect() != EngineDialect::kVllm) return true;
+  KvTransferParse parse = parseKvTransferParams(body);
+  if (!parse.ok()) {
+    error = parse.error;
+    return false;
+  }
+  KvTransferParams& params = parse.params;
+  if (params.leg != KvTransfer::kNone && config.kvCacheModel() != KvCacheModel::kPaged) {
+    error = "'kv_transfer_params': this engine has no KV connector (--kv-cache-model slots); do_remote_decode and "
+            "do_remote_prefill need the paged model";
+    return false;
+  }
+  uint64_t blocks = (request.prompt.tokens.size() + config.block_size - 1) / config.block_size;
+  if (params.leg == KvTransfer::kReceive && params.remote_blocks != blocks) {
+    // The prefill pod hands out the blocks holding the whole prompt; another count means another prompt.
+    error = fmt::format("'kv_transfer_params.remote_block_ids' has {} blocks, but this prompt of {} tokens fills {} "
+                        "blocks of {}",
+                        params.remote_blocks, request.prompt.tokens.size(), blocks, config.block_size);
+    return false;
+  }
+  request.kv_transfer = params;
+  return true;
+}
+
 }  // namespace
 
 SimpleResponse errorResponse(int status, std::string_view message) {
@@ -107,6 +134,10 @@ Parsed<CompletionRequest> parseCompletionRequest(const SimConfig& config, Endpoi
   }
   request.prompt = std::move(prompt.prompt);
   request.finish_reason = present ? "length" : "stop";
+  if (!readKvTransfer(config, doc, request, parsed.error)) {
+    parsed.status = 400;
+    return parsed;
+  }
   uint64_t total = request.prompt.tokens.size() + uint64_t{request.max_tokens};
   if (total > config.max_model_len) {
     parsed.status = 400;
@@ -185,6 +216,17 @@ SimpleResponse handleCacheMatch(std::string_view body,
               {"num_requests_running", match.num_requests_running},
               {"num_requests_waiting", match.num_requests_waiting},
               {"kv_cache_usage_perc", match.kv_cache_usage}};
+  return SimpleResponse{200, "application/json", answer.dump()};
+}
+
+SimpleResponse handleSimInfo(const SimConfig& config) {
+  json answer{{"name", config.name},
+              {"role", config.role},
+              {"engine_id", config.engineId()},
+              {"engine_dialect", config.engine_dialect},
+              {"kv_cache_model", config.kv_cache_model},
+              {"block_size", config.block_size},
+              {"kv_transfer_ms_per_1k_tokens", config.kv_transfer_ms_per_1k_tokens}};
   return SimpleResponse{200, "application/json", answer.dump()};
 }
 

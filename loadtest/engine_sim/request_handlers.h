@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine_sim/kv_transfer.h"
 #include "engine_sim/openai_json.h"
 #include "engine_sim/prompt.h"
 #include "engine_sim/sim_config.h"
@@ -43,6 +44,7 @@ struct CompletionRequest {
   std::string finish_reason;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  KvTransferParams kv_transfer;  // kv_transfer_params (vllm dialect only)
 };
 
 struct EmbeddingRequest {
@@ -63,7 +65,8 @@ struct Parsed {
 SimpleResponse errorResponse(int status, std::string_view message);
 
 // Validates a chat or completion body: JSON, model served, prompt, max_tokens (max_completion_tokens for chat),
-// stream, stream_options, and prompt + max_tokens within max_model_len.
+// stream, stream_options, prompt + max_tokens within max_model_len, and (vllm dialect) kv_transfer_params: well
+// typed, no hand-off with the slots model, and a decode leg's remote_block_ids as many as its prompt's blocks.
 Parsed<CompletionRequest> parseCompletionRequest(const SimConfig& config, Endpoint endpoint, std::string_view body);
 Parsed<EmbeddingRequest> parseEmbeddingRequest(const SimConfig& config, std::string_view body);
 
@@ -82,6 +85,9 @@ struct CacheMatch {
 SimpleResponse handleCacheMatch(std::string_view body,
                                 const std::function<CacheMatch(std::span<const uint32_t>)>& lookup,
                                 EngineDialect dialect = EngineDialect::kVllm);
+// GET /sim/info: {"name", "role", "engine_id", "engine_dialect", "kv_cache_model", "block_size",
+// "kv_transfer_ms_per_1k_tokens"}.
+SimpleResponse handleSimInfo(const SimConfig& config);
 // GET /v1/models.
 SimpleResponse handleModels(const SimConfig& config, int64_t created);
 // POST /sim/fault: applies the fields present ({"health_status", "error_status", "stall", "tokenize_status",

@@ -27,7 +27,10 @@ nlohmann::json RequestLog::toJson() const {
                                   {"cached_tokens", r.cached_tokens},
                                   {"completion_tokens", r.completion_tokens},
                                   {"completed", r.completed},
-                                  {"cancelled", r.cancelled}});
+                                  {"cancelled", r.cancelled},
+                                  {"kv_role_leg", r.kv_role_leg},
+                                  {"kv_pulled_tokens", r.kv_pulled_tokens},
+                                  {"kv_transfer_ms", r.kv_transfer_ms}});
   }
   return list;
 }

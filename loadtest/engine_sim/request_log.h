@@ -26,6 +26,9 @@ struct RequestRecord {
   uint32_t completion_tokens = 0;  // output tokens generated so far
   bool completed = false;          // the whole response was written
   bool cancelled = false;          // the client went away first; generation stopped
+  std::string kv_role_leg;         // "prefill" (do_remote_decode), "decode" (do_remote_prefill) or ""
+  uint64_t kv_pulled_tokens = 0;   // decode leg: prompt tokens whose KV it pulled instead of computing
+  double kv_transfer_ms = 0;       // decode leg: the pull's simulated milliseconds (before --time-scale)
 };
 
 class RequestLog {
@@ -40,7 +43,7 @@ class RequestLog {
   size_t size() const { return records_.size(); }
 
   // Oldest first: [{"id","method","path","headers","body_bytes","model","stream","status","prompt_tokens",
-  // "cached_tokens","completion_tokens","completed","cancelled"}].
+  // "cached_tokens","completion_tokens","completed","cancelled","kv_role_leg","kv_pulled_tokens","kv_transfer_ms"}].
   nlohmann::json toJson() const;
 
  private:

@@ -27,6 +27,9 @@ SubmitStatus Scheduler::submit(SeqRequest request) {
   seq.id = request.id;
   seq.prompt_tokens = static_cast<uint32_t>(request.prompt.size());
   seq.max_output_tokens = request.max_output_tokens;
+  seq.kv_transfer = request.kv_transfer;
+  // An empty prompt has nothing to pull (the HTTP layer refuses one anyway).
+  if (seq.kv_transfer == KvTransfer::kReceive && !request.prompt.empty()) seq.pull = Pull::kQueued;
   seq.output = OutputText::forPrompt(request.prompt);
   seq.hashes = blockHashes(request.prompt, config_.block_size);
   seq.tokens = std::move(request.prompt);
@@ -48,6 +51,8 @@ void Scheduler::abort(SeqId id) {
   cache_.release(seq.blocks);
   if (seq.running) {
     running_.erase(std::find(running_.begin(), running_.end(), id));
+  } else if (seq.pull == Pull::kPulling) {
+    pulling_.erase(std::find(pulling_.begin(), pulling_.end(), id));
   } else {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), id));
   }
@@ -87,6 +92,15 @@ bool Scheduler::scheduleRunning(Seq& seq, uint32_t& budget, StepPlan& plan) {
 }
 
 bool Scheduler::scheduleWaiting(Seq& seq, uint32_t& budget, StepPlan& plan) {
+  if (seq.pull == Pull::kQueued) return startPull(seq, plan);
+  if (seq.pull == Pull::kPulled) {
+    // Its blocks are held and registered: only the last prompt token is left, computed to sample from.
+    seq.pull = Pull::kNone;
+    uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(seq.tokens.size() - seq.computed, budget));
+    grow(seq, count);  // allocates nothing: the pull allocated the whole prompt
+    admit(seq, count, budget, plan);
+    return true;
+  }
   const uint32_t block = config_.block_size;
   // At most prompt - 1 tokens come from the cache, in whole blocks.
   size_t limit = seq.tokens.empty() ? 0 : (seq.tokens.size() - 1) / block;
@@ -97,25 +111,73 @@ bool Scheduler::scheduleWaiting(Seq& seq, uint32_t& budget, StepPlan& plan) {
   uint64_t fresh = ceilDiv(cached + count, block) - hit;
   if (fresh > cache_.freeBlocks() - cache_.freeAmong(hit_hashes)) return false;
 
-  bool first = seq.cached_tokens < 0;
-  if (first) {
-    seq.cached_tokens = static_cast<int64_t>(cached);
-    counters_.prefix_cache_queries += seq.tokens.size();
-    counters_.prefix_cache_hits += cached;
-    counters_.prompt_tokens += seq.prompt_tokens;
-    plan.started.push_back(seq.id);
-  }
+  countLookup(seq, cached);
   cache_.acquireCached(hit_hashes, seq.blocks);
   seq.computed = cached;
   seq.registered = hit;
   grow(seq, count);  // fits: checked above
-  plan.entries.push_back(StepEntry{seq.id, count, cached, false});
+  admit(seq, count, budget, plan);
+  return true;
+}
+
+void Scheduler::admit(Seq& seq, uint32_t count, uint32_t& budget, StepPlan& plan) {
+  if (seq.cached_tokens < 0) {
+    // A decode leg's pulled tokens count as cached, as vLLM's num_cached_tokens includes external ones.
+    seq.cached_tokens = static_cast<int64_t>(seq.computed);
+    plan.started.push_back(seq.id);
+  }
+  plan.entries.push_back(StepEntry{seq.id, count, seq.computed, false});
   seq.computed += count;
   budget -= count;
   seq.running = true;
   waiting_.pop_front();
   running_.push_back(seq.id);
+}
+
+void Scheduler::countLookup(Seq& seq, uint64_t cached) {
+  if (seq.looked_up) return;
+  seq.looked_up = true;
+  counters_.prefix_cache_queries += seq.tokens.size();
+  counters_.prefix_cache_hits += cached;
+  counters_.prompt_tokens += seq.prompt_tokens;
+}
+
+bool Scheduler::startPull(Seq& seq, StepPlan& plan) {
+  const uint32_t block = config_.block_size;
+  // The local prefix cache is looked up as for any prompt; NixlConnector's get_num_new_matched_tokens pulls the
+  // rest of the prompt (so at least its last token).
+  size_t limit = seq.tokens.empty() ? 0 : (seq.tokens.size() - 1) / block;
+  size_t hit = std::min(cache_.longestHit(seq.hashes), limit);
+  std::span<const EngineBlockHash> hit_hashes = std::span(seq.hashes).first(hit);
+  uint64_t fresh = ceilDiv(seq.tokens.size(), block) - hit;
+  if (fresh > cache_.freeBlocks() - cache_.freeAmong(hit_hashes)) return false;
+
+  uint64_t cached = uint64_t{hit} * block;
+  countLookup(seq, cached);
+  cache_.acquireCached(hit_hashes, seq.blocks);
+  cache_.allocate(fresh, seq.blocks);  // fits: checked above
+  seq.computed = cached;
+  seq.registered = hit;
+  seq.pull = Pull::kPulling;
+  waiting_.pop_front();
+  pulling_.push_back(seq.id);
+  plan.pulls.push_back(KvPull{seq.id, seq.tokens.size() - cached});
   return true;
+}
+
+void Scheduler::finishPull(SeqId id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end() || it->second.pull != Pull::kPulling) return;
+  Seq& seq = it->second;
+  pulling_.erase(std::find(pulling_.begin(), pulling_.end(), id));
+  // vLLM (_update_waiting_for_remote_kv) counts the first prompt - 1 tokens computed once they arrived and caches
+  // their full blocks; the last prompt token is computed in a step, to sample the first output token.
+  uint64_t end = seq.tokens.size() - 1;
+  grow(seq, end - seq.computed);  // registers (and records BlockStored for) the pulled full blocks
+  seq.computed = end;
+  seq.pull = Pull::kPulled;
+  // Like vLLM's skipped requests, it goes back to the head of the queue.
+  waiting_.push_front(id);
 }
 
 bool Scheduler::grow(Seq& seq, uint64_t new_tokens) {
@@ -182,6 +244,7 @@ StepOutcome Scheduler::complete(const StepPlan& plan) {
     }
     if (seq.generated >= seq.max_output_tokens) {
       outcome.finished.push_back(seq.id);
+      if (seq.kv_transfer == KvTransfer::kSend) outcome.handed_off.push_back(KvHandOff{seq.id, seq.blocks});
       finish(seq);
     }
   }

@@ -13,6 +13,11 @@
 //      left at the head of the queue.
 // A sequence whose known tokens are all computed at the end of a step samples one output token; it finishes at
 // max_output_tokens, freeing its blocks (the full ones, prompt and output alike, stay cached until evicted).
+// Prefill/decode hand-off (vLLM's NixlConnector, KvTransfer): a prefill leg runs as above and hands out its block
+// ids when it finishes. A decode leg, when admitted, takes its cached prefix and allocates blocks for the rest of
+// its prompt without computing it (StepPlan::pulls; it does not run, and counts as waiting, like vLLM's
+// WAITING_FOR_REMOTE_KVS); finishPull() registers the blocks of its first prompt - 1 tokens and puts it back at the
+// head of the queue, from where it computes the last prompt token and samples as usual.
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -52,6 +57,7 @@ class Scheduler final : public StepScheduler {
   StepOutcome complete(const StepPlan& plan) override;
 
   bool hasWork() const override { return !running_.empty() || !waiting_.empty(); }
+  void finishPull(SeqId id) override;
 
   // Starts recording KV cache events (BlockStored, BlockRemoved, AllBlocksCleared) for takeEvents().
   void recordEvents() override;
@@ -64,7 +70,7 @@ class Scheduler final : public StepScheduler {
   uint64_t cachedPrefixTokens(std::span<const uint32_t> prompt) const override;
 
   size_t numRunning() const override { return running_.size(); }
-  size_t numWaiting() const override { return waiting_.size(); }
+  size_t numWaiting() const override { return waiting_.size() + pulling_.size(); }
   double kvCacheUsage() const override { return cache_.usage(); }
   uint64_t usedBlocks() const override { return cache_.usedBlocks(); }
   const EngineCounters& counters() const override { return counters_; }
@@ -75,6 +81,13 @@ class Scheduler final : public StepScheduler {
   static uint64_t blocksNeeded(uint64_t prompt_tokens, uint64_t max_output_tokens, uint32_t block_size);
 
  private:
+  // Where a decode leg (KvTransfer::kReceive) is with its KV pull.
+  enum class Pull {
+    kNone,     // nothing to pull (any other sequence, or a decode leg once admitted after its pull)
+    kQueued,   // pulls when admitted
+    kPulling,  // blocks allocated, transfer under way (in pulling_)
+    kPulled,   // blocks registered, computed = prompt - 1; admitted next like a prefill of one token
+  };
   struct Seq {
     SeqId id = 0;
     std::vector<uint32_t> tokens;  // prompt, then the sampled output
@@ -86,13 +99,22 @@ class Scheduler final : public StepScheduler {
     uint64_t computed = 0;    // tokens whose KV is computed (or scheduled this step)
     size_t registered = 0;    // leading blocks registered in the prefix cache
     int64_t cached_tokens = -1;
+    bool looked_up = false;   // its prefix cache lookup is counted
     uint32_t preemptions = 0;
     bool running = false;
+    KvTransfer kv_transfer = KvTransfer::kNone;
+    Pull pull = Pull::kNone;
     OutputText output{0};
   };
 
   bool scheduleRunning(Seq& seq, uint32_t& budget, StepPlan& plan);
   bool scheduleWaiting(Seq& seq, uint32_t& budget, StepPlan& plan);
+  // Admits a decode leg to pull its KV: its cached prefix and fresh blocks for the rest. False when they do not fit.
+  bool startPull(Seq& seq, StepPlan& plan);
+  // Moves the sequence at the head of the queue into the batch with `count` tokens to compute this step.
+  void admit(Seq& seq, uint32_t count, uint32_t& budget, StepPlan& plan);
+  // Counts a sequence's prefix cache lookup (once, at its first admission: a preempted one's is not counted).
+  void countLookup(Seq& seq, uint64_t cached);
   // Allocates blocks so `new_tokens` more tokens can be computed and registers the blocks they fill.
   bool grow(Seq& seq, uint64_t new_tokens);
   void preempt(Seq& seq, StepPlan& plan);
@@ -105,6 +127,7 @@ class Scheduler final : public StepScheduler {
   std::unordered_map<SeqId, Seq> seqs_;
   std::vector<SeqId> running_;  // admission order: the newest is preempted first
   std::deque<SeqId> waiting_;
+  std::vector<SeqId> pulling_;  // decode legs whose KV transfer is under way
   bool record_events_ = false;
   std::vector<KvEvent> events_;
 };

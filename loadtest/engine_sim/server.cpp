@@ -48,6 +48,7 @@ struct ServerState {
   Faults faults;
   uint64_t next_response_id = 1;
   int64_t started_at = 0;  // unix seconds
+  uint16_t port = 0;       // the bound HTTP port (a prefill leg's remote_port)
 };
 
 namespace {
@@ -121,6 +122,10 @@ class Session {
   asio::awaitable<void> watchClose();
   std::shared_ptr<RequestRecord> recordRequest(const Request& request, std::string_view path);
   std::string nextResponseId(Endpoint endpoint);
+  // The kv_transfer_params a request that carried them gets back: a prefill leg capped by max_tokens hands out
+  // its blocks (NixlConnector's request_finished returns nothing for any other finish), the others get null.
+  nlohmann::json kvTransferAnswer(const CompletionRequest& job, const Engine::Sequence& sequence,
+                                  std::string_view request_id) const;
   void armWriteTimeout() { stream_.expires_after(std::chrono::milliseconds(state_.config.write_timeout_ms)); }
 
   ServerState& state_;
@@ -179,6 +184,7 @@ std::optional<SimpleResponse> Session::answerAtOnce(const Request& request, std:
   http::verb method = request.method();
   const Dialect& dialect = *state_.dialect;
   if (path == "/health" && method == http::verb::get) return dialect.health(state_.faults.health_status);
+  if (path == "/sim/info" && method == http::verb::get) return handleSimInfo(state_.config);
   if (method == http::verb::get) {  // /metrics, and the dialect's own pages (/props, /slots)
     MetricsSnapshot snapshot = state_.engine.snapshot();
     EngineView view{snapshot, state_.engine.histograms(), state_.started_at};
@@ -256,6 +262,7 @@ asio::awaitable<bool> Session::serveCompletion(const Request& request, Endpoint 
   record.model = job.model;
   record.stream = job.stream;
   record.prompt_tokens = static_cast<uint32_t>(job.prompt.tokens.size());
+  record.kv_role_leg = kvRoleLeg(job.kv_transfer.leg);
   if (state_.faults.stall) {
     co_await watchClose();
     record.cancelled = true;
@@ -264,8 +271,8 @@ asio::awaitable<bool> Session::serveCompletion(const Request& request, Endpoint 
   std::optional<SimpleResponse> refusal = refuseWith(state_, parsed);
   if (refusal) co_return co_await send(request, *refusal, &record);
 
-  Engine::StartResult started =
-      state_.engine.start(co_await asio::this_coro::executor, job.prompt.tokens, job.max_tokens);
+  Engine::StartResult started = state_.engine.start(co_await asio::this_coro::executor, job.prompt.tokens,
+                                                    job.max_tokens, job.kv_transfer.leg);
   if (!started.sequence) {
     SimpleResponse never_fits = state_.dialect->error(400, started.error);
     co_return co_await send(request, never_fits, &record);
@@ -309,11 +316,14 @@ asio::awaitable<bool> Session::generate(const Request& request, const Completion
     }
     record.completion_tokens = sent;
     record.cached_tokens = sequence.cachedTokens();
+    record.kv_pulled_tokens = sequence.kvPulledTokens();
+    record.kv_transfer_ms = sequence.kvTransferMs();
     if (!events.empty() && !co_await writeChunk(events)) co_return false;
   }
   Outcome outcome{Usage{sequence.promptTokens(), sequence.generatedTokens(), sequence.cachedTokens()},
                   Timings{sequence.cachedTokens(), sequence.promptTokens() - sequence.cachedTokens(),
                           sequence.promptMs(), sequence.generatedTokens(), sequence.predictedMs()}};
+  if (job.kv_transfer.present) outcome.kv_transfer_params = kvTransferAnswer(job, sequence, meta.id);
   if (!job.stream) {
     SimpleResponse response{200, "application/json", dialect.completionBody(meta, text, job.finish_reason, outcome)};
     co_return co_await send(request, response, &record);
@@ -434,6 +444,13 @@ std::string Session::nextResponseId(Endpoint endpoint) {
                      state_.next_response_id++);
 }
 
+nlohmann::json Session::kvTransferAnswer(const CompletionRequest& job, const Engine::Sequence& sequence,
+                                         std::string_view request_id) const {
+  if (job.kv_transfer.leg != KvTransfer::kSend || job.finish_reason != "length") return nullptr;
+  const SimConfig& config = state_.config;
+  return prefillLegParams(KvOrigin{config.engineId(), config.host, state_.port}, request_id, sequence.kvBlockIds());
+}
+
 asio::awaitable<void> runSession(ServerState& state, tcp::socket socket) {
   Session session(state, std::move(socket));
   co_await session.run();
@@ -487,6 +504,7 @@ int Server::run(const std::function<void(const std::string& host, uint16_t port)
   tcp::acceptor acceptor(io);
   net::openAcceptor(acceptor, state_->config.host, state_->config.port, false);
   uint16_t port = acceptor.local_endpoint().port();
+  state_->port = port;
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signal) {
     if (ec) return;

@@ -25,7 +25,7 @@ TimingConfig SimConfig::timingConfig() const {
                       decode_ms_per_token,         decode_ms_per_running_seq,
                       attention_ms_per_1k_context, prefill_attention_ms_per_m_pairs,
                       token_scale,                 time_scale,
-                      host_cache_restore_ms_per_1k_tokens};
+                      host_cache_restore_ms_per_1k_tokens, kv_transfer_ms_per_1k_tokens};
 }
 
 namespace {
@@ -46,6 +46,19 @@ std::string validateKvCacheModel(const SimConfig& config) {
                        config.kv_capacity_tokens, config.max_num_seqs);
   if (!config.kv_events.empty())
     return "--kv-events: --kv-cache-model slots publishes no KV events (llama-server has none)";
+  return "";
+}
+
+// The hand-off is vLLM's NixlConnector over paged KV blocks: a pod meant for one leg must be able to serve it.
+std::string validateRole(const SimConfig& config) {
+  if (config.role != "prefill" && config.role != "decode" && config.role != "both")
+    return fmt::format("--role: '{}' is not prefill, decode or both", config.role);
+  if (!(config.kv_transfer_ms_per_1k_tokens >= 0)) return "--kv-transfer-ms-per-1k-tokens: must not be negative";
+  if (config.role == "both") return "";
+  if (config.kvCacheModel() != KvCacheModel::kPaged)
+    return fmt::format("--role {}: needs --kv-cache-model paged (the KV hand-off moves paged KV blocks)", config.role);
+  if (config.dialect() != EngineDialect::kVllm)
+    return fmt::format("--role {}: needs --engine-dialect vllm (the hand-off is vLLM's NixlConnector)", config.role);
   return "";
 }
 
@@ -79,7 +92,8 @@ std::string validateConfig(const SimConfig& config) {
   if (!config.kv_replay.empty() && config.kv_events.empty()) return "--kv-replay: needs --kv-events";
   if (!parseEngineDialect(config.engine_dialect))
     return fmt::format("--engine-dialect: '{}' is not vllm, sglang or llamacpp", config.engine_dialect);
-  return validateKvCacheModel(config);
+  if (std::string error = validateKvCacheModel(config); !error.empty()) return error;
+  return validateRole(config);
 }
 
 }  // namespace prefixgate::sim

@@ -71,6 +71,15 @@ struct SimConfig {
   // llama-server does). main.cpp turns it on by default for the llamacpp dialect.
   bool close_after_stream = false;
 
+  // Prefill/decode disaggregation (vLLM's NixlConnector; docs/simulator.md, "Prefill/decode roles"). The role is
+  // a label (GET /sim/info): every pod serves prefill legs, decode legs and aggregated requests alike, as a vLLM
+  // pod with kv_role kv_both does. prefill | decode | both.
+  std::string role = "both";
+  // Simulated time a decode leg spends pulling 1,000 prompt tokens' KV from the prefill pod.
+  double kv_transfer_ms_per_1k_tokens = 2.0;
+  // NixlConnector's engine_id, returned as remote_engine_id by prefill legs ("" = the pod's name).
+  std::string engine_id;
+
   std::string log_level = "info";
 
   uint64_t capacityBlocks() const { return block_size == 0 ? 0 : kv_capacity_tokens / block_size; }
@@ -82,6 +91,7 @@ struct SimConfig {
   // The parsed kv_cache_model (paged when invalid: validateConfig refuses that).
   KvCacheModel kvCacheModel() const { return parseKvCacheModel(kv_cache_model).value_or(KvCacheModel::kPaged); }
   const std::string& servedModel() const { return models.front(); }
+  const std::string& engineId() const { return engine_id.empty() ? name : engine_id; }
   // The parsed engine_dialect (vllm when invalid: validateConfig refuses that).
   EngineDialect dialect() const { return parseEngineDialect(engine_dialect).value_or(EngineDialect::kVllm); }
 };

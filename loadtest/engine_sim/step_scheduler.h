@@ -19,10 +19,24 @@ namespace prefixgate::sim {
 
 using SeqId = uint64_t;
 
+// A request's part in a prefill/decode hand-off (vLLM's NixlConnector; docs/simulator.md, "Prefill/decode roles").
+enum class KvTransfer {
+  kNone,     // aggregated: the engine computes the whole prompt itself
+  kSend,     // prefill leg (do_remote_decode): computed as usual; its KV block ids are handed out when it finishes
+  kReceive,  // decode leg (do_remote_prefill): the prompt's KV the cache lacks is pulled, not computed
+};
+
 struct SeqRequest {
   SeqId id = 0;
   std::vector<uint32_t> prompt;    // token ids
   uint32_t max_output_tokens = 0;  // 0 = prefill only (embeddings): done once the prompt is computed
+  KvTransfer kv_transfer = KvTransfer::kNone;
+};
+
+// A decode leg whose KV pull started this step: its blocks are allocated; finishPull() ends the transfer.
+struct KvPull {
+  SeqId id = 0;
+  uint64_t tokens = 0;  // prompt tokens pulled (those the prefix cache lacked)
 };
 
 // One sequence's share of a step.
@@ -40,12 +54,21 @@ struct StepPlan {
   // Tokens copied from the host prompt cache into slots before this step (slots model; the copy holds up the
   // step, as llama-server restores on its one loop before the next batch).
   uint64_t restored_tokens = 0;
+  // Decode legs admitted to pull their KV this step: they hold blocks but compute nothing until finishPull().
+  std::vector<KvPull> pulls;
   bool empty() const { return entries.empty(); }
+};
+
+// The KV blocks a finished prefill leg held, in token order (NixlConnector's remote_block_ids).
+struct KvHandOff {
+  SeqId id = 0;
+  std::vector<uint32_t> block_ids;
 };
 
 struct StepOutcome {
   std::vector<SeqId> sampled;   // got one more output token
   std::vector<SeqId> finished;  // done (all output tokens, or a prefill-only prompt computed); KV released
+  std::vector<KvHandOff> handed_off;  // the finished prefill legs' (KvTransfer::kSend) blocks
 };
 
 enum class SubmitStatus {
@@ -98,7 +121,12 @@ class StepScheduler {
   // Ends the step planned last: samples one token for each sequence whose tokens are all computed, finishes the
   // sequences that are done. Sequences aborted since schedule() are skipped.
   virtual StepOutcome complete(const StepPlan& plan) = 0;
+  // Whether schedule() has anything to do (decode legs still pulling their KV do not count).
   virtual bool hasWork() const = 0;
+  // Ends the KV pull of a decode leg (StepPlan::pulls): its pulled blocks are registered in the prefix cache as if
+  // computed, and it waits to compute its last prompt token. Unknown ids (aborted meanwhile) are ignored. A model
+  // without a KV connector (slots) never pulls.
+  virtual void finishPull(SeqId) {}
 
   // Starts recording KV cache events for takeEvents() (a model that publishes none ignores it).
   virtual void recordEvents() = 0;

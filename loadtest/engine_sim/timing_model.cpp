@@ -37,7 +37,16 @@ double stepMilliseconds(const TimingConfig& config, const StepWork& work) {
 }
 
 std::chrono::nanoseconds stepDuration(const TimingConfig& config, const StepWork& work) {
-  double ns = stepMilliseconds(config, work) * 1e6 * config.time_scale;
+  return scaledDuration(config, stepMilliseconds(config, work));
+}
+
+double kvTransferMilliseconds(const TimingConfig& config, uint64_t tokens) {
+  const double k = config.token_scale > 0 ? config.token_scale : 1.0;
+  return config.kv_transfer_ms_per_1k_tokens * static_cast<double>(tokens) / 1000.0 / k;
+}
+
+std::chrono::nanoseconds scaledDuration(const TimingConfig& config, double simulated_ms) {
+  double ns = simulated_ms * 1e6 * config.time_scale;
   if (!(ns > 0)) return std::chrono::nanoseconds{0};
   return std::chrono::nanoseconds{static_cast<int64_t>(std::llround(ns))};
 }

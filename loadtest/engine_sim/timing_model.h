@@ -36,6 +36,8 @@ struct TimingConfig {
   double time_scale = 1.0;  // 0.1 = ten times faster than real time
   // Slots model: copying restored tokens' KV from the host prompt cache into a slot, before the step.
   double host_cache_restore_ms_per_1k_tokens = 0.5;
+  // Decode legs (prefill/decode hand-off): pulling prompt KV from the prefill pod, while the sequence waits.
+  double kv_transfer_ms_per_1k_tokens = 2.0;
 };
 
 // What a step computes, as far as its time is concerned.
@@ -54,5 +56,12 @@ double stepMilliseconds(const TimingConfig& config, const StepWork& work);
 
 // The same, scaled by time_scale, ready to be waited for.
 std::chrono::nanoseconds stepDuration(const TimingConfig& config, const StepWork& work);
+
+// The simulated milliseconds a decode leg spends pulling `tokens` prompt tokens' KV (a token stands for 1/k real
+// ones). It runs beside the steps, like NIXL's reads: no step waits for it and no token budget pays for it.
+double kvTransferMilliseconds(const TimingConfig& config, uint64_t tokens);
+
+// Simulated milliseconds scaled by time_scale, ready to be waited for.
+std::chrono::nanoseconds scaledDuration(const TimingConfig& config, double simulated_ms);
 
 }  // namespace prefixgate::sim
