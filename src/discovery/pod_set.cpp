@@ -93,6 +93,16 @@ PodSet::PodSet(std::vector<PodPtr> pods) : pods_(std::move(pods)) {
     }
   }
   models_.assign(models.begin(), models.end());
+  for (const auto& [model, serving] : by_model_) {
+    const auto has = [&serving](PodRole role) {
+      return std::any_of(serving.begin(), serving.end(), [role](const PodPtr& p) { return p->spec().role == role; });
+    };
+    if (has(PodRole::kPrefill) && has(PodRole::kDecode)) disaggregated_.insert(model);
+  }
+}
+
+bool PodSet::disaggregated(std::string_view model) const {
+  return !disaggregated_.empty() && disaggregated_.find(model) != disaggregated_.end();
 }
 
 const std::vector<PodPtr>* PodSet::podsFor(std::string_view model) const {

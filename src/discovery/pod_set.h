@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "config/config.h"
@@ -131,6 +132,9 @@ class PodSet {
   // Every model served by at least one pod, sorted.
   const std::vector<std::string>& models() const { return models_; }
   PodPtr find(std::string_view name) const;
+  // The model has prefill pods and decode pods (their specs' roles, ready or not): each of its requests is
+  // prefilled on one and decoded on another (docs/configuration.md, "Disaggregated prefill/decode").
+  bool disaggregated(std::string_view model) const;
 
  private:
   std::vector<PodPtr> pods_;
@@ -141,6 +145,7 @@ class PodSet {
   };
   std::unordered_map<std::string, std::vector<PodPtr>, ModelHash, std::equal_to<>> by_model_;
   std::vector<std::string> models_;
+  std::unordered_set<std::string, ModelHash, std::equal_to<>> disaggregated_;
 };
 
 // Owns the current snapshot; discovery sources call update() with the full pod list.

@@ -235,6 +235,34 @@ GatewayMetrics::GatewayMetrics()
                                          "(cache hits included)")
                                    .Register(*registry_)
                                    .Add({}, remoteTokenizerBuckets());
+  auto& pd = prometheus::BuildCounter()
+                 .Name("prefixgate_pd_requests_total")
+                 .Help("Requests of disaggregated models (prefill pods and decode pods), by outcome: disaggregated "
+                       "(prefilled on one pod, decoded on another), no_transfer_params (the prefill answer carried "
+                       "none: decoded aggregated on the decode pod), prefill_failed (no prefill pod answered), "
+                       "sidecar (sent once to the decode pod's routing sidecar), aggregated (short or mostly cached: "
+                       "disaggregation.aggregate_below_tokens)")
+                 .Register(*registry_);
+  for (std::string_view outcome : kPdOutcomes) pd_requests_.emplace_back(outcome, &pd.Add({{"outcome", std::string(outcome)}}));
+  const prometheus::Histogram::BucketBoundaries leg_buckets{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  pd_prefill_seconds_ = &prometheus::BuildHistogram()
+                             .Name("prefixgate_pd_prefill_seconds")
+                             .Help("A disaggregated request's prefill leg: from sending it to its whole answer")
+                             .Register(*registry_)
+                             .Add({}, leg_buckets);
+  pd_handoff_seconds_ = &prometheus::BuildHistogram()
+                             .Name("prefixgate_pd_handoff_seconds")
+                             .Help("A disaggregated request's KV hand-off: from its prefill leg's answer to the decode "
+                                   "leg's response head (the decode pod pulls the KV, then starts)")
+                             .Register(*registry_)
+                             .Add({}, leg_buckets);
+}
+
+void GatewayMetrics::disaggregated(std::string_view outcome, double prefill_seconds, double handoff_seconds) {
+  for (auto& [name, counter] : pd_requests_)
+    if (name == outcome) counter->Increment();
+  if (prefill_seconds >= 0) pd_prefill_seconds_->Observe(prefill_seconds);
+  if (handoff_seconds >= 0) pd_handoff_seconds_->Observe(handoff_seconds);
 }
 
 void GatewayMetrics::requestDone(const std::string& model, const std::string& pod, int status,

@@ -41,6 +41,13 @@ class GatewayMetrics {
   void predictionAudited(const std::string& pod, uint64_t predicted_tokens, uint64_t engine_cached_tokens,
                          double error_ratio);
 
+  // Disaggregated prefill/decode, one request: how it was split (`outcome`, one of kPdOutcomes), its prefill leg's
+  // duration and its KV hand-off (the prefill leg's end to the decode leg's response head); a negative time is not
+  // observed. Thread-safe.
+  static constexpr std::string_view kPdOutcomes[] = {"disaggregated", "no_transfer_params", "prefill_failed",
+                                                     "sidecar", "aggregated"};
+  void disaggregated(std::string_view outcome, double prefill_seconds, double handoff_seconds);
+
   // Counts another part keeps itself (e.g. the tokenizer's cache), brought into the registry's counters at each
   // scrape: `read` returns the running totals of `labels`' series of a counter family it names.
   struct ScrapedCounter {
@@ -75,6 +82,9 @@ class GatewayMetrics {
   // prefixgate_remote_tokenizer_requests_total, one series per outcome, all created at start (read-only after).
   std::vector<std::pair<std::string_view, prometheus::Counter*>> remote_tokenizer_requests_;
   prometheus::Histogram* remote_tokenizer_seconds_ = nullptr;
+  std::vector<std::pair<std::string_view, prometheus::Counter*>> pd_requests_;  // by outcome, made at start
+  prometheus::Histogram* pd_prefill_seconds_ = nullptr;
+  prometheus::Histogram* pd_handoff_seconds_ = nullptr;
   std::shared_mutex series_mutex_;
   std::unordered_map<std::string, PredictionSeries> prediction_series_;  // by pod
   const uint64_t instance_;  // tells this object's shards from another's in a thread's cache

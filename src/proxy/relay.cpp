@@ -60,11 +60,13 @@ ClientFraming writeResponseHead(const ResponseParser& parser, const RelayRequest
   appendEndToEndFields(out, from, [&](const auto& field) {
     const std::string_view name = field.name_string();
     return beast::iequals(name, "request-id") || beast::iequals(name, "routing-strategy") ||
-           beast::iequals(name, "target-pod") || (match_percent && beast::iequals(name, "x-prefix-match-percent"));
+           beast::iequals(name, "target-pod") || beast::iequals(name, "prefill-pod") ||
+           (match_percent && beast::iequals(name, "x-prefix-match-percent"));
   });
   appendField(out, "request-id", rq.request_id);
   appendField(out, "routing-strategy", d.strategy);
   appendField(out, "target-pod", d.pod->name());
+  if (!rq.prefill_pod.empty()) appendField(out, "prefill-pod", rq.prefill_pod);
   if (match_percent) appendField(out, "x-prefix-match-percent", decimal(digits, d.match_percent));
   ClientFraming framing;
   const bool bodiless = from.result() == http::status::no_content || from.result() == http::status::not_modified;
@@ -227,67 +229,126 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
 
 }  // namespace
 
-asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
-  RelayOutcome out;
-  const auto started = std::chrono::steady_clock::now();
-  auto watch = std::allocate_shared<ClientWatch>(util::RecyclingAllocator<ClientWatch>());
-  watch->pipelined = rq.pipelined;
-  watchClient(rq.client, watch);
-  Exchange ex;
-  struct StopWatch {
-    std::shared_ptr<ClientWatch> w;
-    beast::tcp_stream& client;
-    ~StopWatch() {
-      w->done = true;
-      w->upstream = nullptr;
-      error_code ignored;
-      client.socket().cancel(ignored);
-    }
-  } stop_watch{watch, rq.client};  // declared after `ex`: clears the watcher's pointer before the stream dies
+namespace {
 
-  // Per-request bookkeeping from the thread's recycled blocks (util/recycling_allocator.h).
+// The client watched while a leg runs (watchClient): its hang-up aborts the engine's work. Stopped (and the
+// watcher's pointer to the upstream stream cleared) when it goes: declare it after the Exchange it watches.
+class WatchedClient {
+ public:
+  explicit WatchedClient(RelayRequest& rq)
+      : watch_(std::allocate_shared<ClientWatch>(util::RecyclingAllocator<ClientWatch>())), client_(rq.client) {
+    watch_->pipelined = rq.pipelined;
+    watchClient(rq.client, watch_);
+  }
+  ~WatchedClient() {
+    watch_->done = true;
+    watch_->upstream = nullptr;
+    error_code ignored;
+    client_.socket().cancel(ignored);
+  }
+  WatchedClient(const WatchedClient&) = delete;
+  WatchedClient& operator=(const WatchedClient&) = delete;
+  ClientWatch& operator*() const { return *watch_; }
+  ClientWatch* operator->() const { return watch_.get(); }
+
+ private:
+  std::shared_ptr<ClientWatch> watch_;
+  beast::tcp_stream& client_;
+};
+
+// One leg's attempts (from the thread's recycled blocks, util/recycling_allocator.h).
+struct Attempts {
   RecycledVector<discovery::PodPtr> tried;  // keeps every attempted pod alive for the health report
   RecycledVector<PodId> tried_ids;
-  RecycledVector<Attempt> attempts;
+  RecycledVector<Attempt> list;
   std::string error;
+  int retries = 0;        // attempts on another pod
+  int stale_retries = 0;  // sent again on a fresh connection after a pooled one turned out closed
+};
+
+// Attempts the request on `d`'s pod until one gets a response head (or an engine error, relayed as it is when no
+// other pod is left), switching pods as failover.h says; `d` ends as the last pod's decision, and each failed
+// attempt is told to its decision's ticket. On return `ex` holds the last attempt's exchange.
+asio::awaitable<void> attemptUntilAnswered(RelayRequest& rq, routing::Decision& d, ClientWatch& watch, Exchange& ex,
+                                           Attempts& a) {
   bool fresh = false;
   for (;;) {
-    if (tried.empty() || tried.back() != d.pod) {
-      tried.push_back(d.pod);
-      tried_ids.push_back(d.pod->id());
+    if (a.tried.empty() || a.tried.back() != d.pod) {
+      a.tried.push_back(d.pod);
+      a.tried_ids.push_back(d.pod->id());
     }
-    attempts.push_back(co_await attemptOnce(rq, *d.pod, fresh, *watch, ex, error));
-    reportPodFailure(attempts.back(), rq.health);
-    const NextStep next = nextStep(attempts, rq.config.max_retries);
+    a.list.push_back(co_await attemptOnce(rq, *d.pod, fresh, watch, ex, a.error));
+    reportPodFailure(a.list.back(), rq.health);
+    const NextStep next = nextStep(a.list, rq.config.max_retries);
     if (next == NextStep::kRetryFresh) {
       // The engine had closed the pooled connection: not a retry of the request's, nor the pod's fault.
       fresh = true;
-      ++out.stale_retries;
+      ++a.stale_retries;
       rq.pool.countStaleSent();
       continue;
     }
     // The attempt failed (not a stale pooled connection): the decision learns it, whatever follows.
-    if (attempts.back().failure != FailureKind::kNone)
-      d.ticket.attemptFailed(attemptFailureOf(attempts.back().failure));
+    if (a.list.back().failure != FailureKind::kNone) d.ticket.attemptFailed(attemptFailureOf(a.list.back().failure));
     if (next == NextStep::kSwitchPod) {
-      routing::Decision again = rq.choose_again(d, tried_ids);
+      routing::Decision again = rq.choose_again(d, a.tried_ids);
       if (again.pod) {
         d = std::move(again);
         fresh = false;
-        ++out.retries;
+        ++a.retries;
         continue;
       }
     }
-    break;
+    co_return;
   }
+}
 
-  Attempt& last = attempts.back();
+// Reads the whole body of the response whose head `ex` holds into `out`, at most `max_bytes`; the connection goes
+// back to the pool when the engine keeps it. Returns how it ended (kResponseTooLarge beyond max_bytes).
+asio::awaitable<FailureKind> readWholeBody(RelayRequest& rq, const discovery::PodState& pod, Exchange& ex,
+                                           ClientWatch& watch, size_t max_bytes, std::string& out) {
+  auto& head = ex.parser->get();
+  std::array<char, kRelayBufferBytes> buffer;
+  while (!ex.parser->is_done()) {
+    head.body().data = buffer.data();
+    head.body().size = buffer.size();
+    ex.stream->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
+    error_code ec;
+    if (!net::parseBuffered(*ex.parser, ex.buffer, ec))
+      co_await http::async_read_some(*ex.stream, ex.buffer, *ex.parser, asio::redirect_error(kAwait, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec)
+      co_return watch.gone ? FailureKind::kClientGone
+                : ec == beast::error::timeout ? FailureKind::kIdleTimeout
+                                              : FailureKind::kInterrupted;
+    out.append(buffer.data(), buffer.size() - head.body().size);
+    if (out.size() > max_bytes) co_return FailureKind::kResponseTooLarge;
+  }
+  if (ex.parser->keep_alive() && ex.buffer.size() == 0) {
+    watch.upstream = nullptr;
+    rq.pool.give(pod.id(), std::move(ex.stream));
+  }
+  co_return watch.gone ? FailureKind::kClientGone : FailureKind::kNone;
+}
+
+}  // namespace
+
+asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
+  RelayOutcome out;
+  const auto started = std::chrono::steady_clock::now();
+  Exchange ex;
+  WatchedClient watch(rq);  // after `ex`: clears the watcher's pointer before the stream dies
+  Attempts attempts;
+  co_await attemptUntilAnswered(rq, d, *watch, ex, attempts);
+  out.retries = attempts.retries;
+  out.stale_retries = attempts.stale_retries;
+
+  Attempt& last = attempts.list.back();
   if (last.failure != FailureKind::kNone && last.failure != FailureKind::kEngineError) {
     // No response head to relay (with no other pod to try, a 5xx is relayed as the engine sent it).
     out.failure = last.failure;
     out.status = statusOf(last.failure);
     out.client_gone = last.failure == FailureKind::kClientGone;
-    out.error = out.client_gone ? "client closed the connection before the response" : error;
+    out.error = out.client_gone ? "client closed the connection before the response" : attempts.error;
   } else {
     out.first_byte_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const FailureKind body = co_await relayResponse(rq, d, ex, *watch, out);
@@ -304,7 +365,48 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
   out.counted_prompt_tokens = d.ticket.facts().prompt_tokens;
   out.audit = d.ticket.completed({out.status, out.first_byte_seconds, out.first_body_seconds, out.prompt_tokens,
                                   out.cached_tokens, out.output_tokens});
-  reportHealth(attempts, rq.body, rq.health);
+  reportHealth(attempts.list, rq.body, rq.health);
+  co_return out;
+}
+
+asio::awaitable<PrefillLegOutcome> prefillLeg(RelayRequest& rq, routing::Decision& d, size_t max_answer_bytes) {
+  PrefillLegOutcome out;
+  const auto started = std::chrono::steady_clock::now();
+  Exchange ex;
+  WatchedClient watch(rq);
+  Attempts attempts;
+  co_await attemptUntilAnswered(rq, d, *watch, ex, attempts);
+  out.retries = attempts.retries;
+  Attempt& last = attempts.list.back();
+  out.failure = last.failure;
+  out.error = attempts.error;
+  if (last.failure == FailureKind::kNone || last.failure == FailureKind::kEngineError) {
+    out.status = static_cast<int>(ex.parser->get().result_int());
+    const FailureKind body = co_await readWholeBody(rq, *d.pod, ex, *watch, max_answer_bytes, out.answer);
+    if (body != FailureKind::kNone) {
+      // The answer is incomplete: the pod may have computed the prompt, but nothing can be handed on.
+      if (last.failure == FailureKind::kNone) d.ticket.attemptFailed(attemptFailureOf(body));
+      last.failure = body;
+      out.failure = body;
+      out.error = body == FailureKind::kResponseTooLarge
+                      ? "prefill pod " + d.pod->name() + "'s answer is larger than " +
+                            std::to_string(max_answer_bytes) + " bytes"
+                      : "prefill pod " + d.pod->name() + "'s answer was cut off";
+    } else {
+      UsageScanner usage;
+      usage.feed(out.answer);
+      out.prompt_tokens = usage.promptTokens();
+      out.cached_tokens = usage.cachedTokens();
+      d.ticket.firstByte();
+    }
+  } else if (last.failure == FailureKind::kClientGone) {
+    out.error = "client closed the connection during the prefill leg";
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // The prefill pod's own record: its latency, its share of the prompt it held (the prediction audit).
+  out.audit = d.ticket.completed({out.failure == FailureKind::kNone ? out.status : statusOf(out.failure), out.seconds,
+                                  out.seconds, out.prompt_tokens, out.cached_tokens, 0});
+  reportHealth(attempts.list, rq.body, rq.health);
   co_return out;
 }
 

@@ -46,6 +46,11 @@ struct RelayRequest {
   // request) are appended to it, up to its max_size, so its hang-up is still seen behind them. Null: watching
   // stops at the first such byte.
   boost::beast::flat_buffer* pipelined = nullptr;
+  // Disaggregated prefill/decode: the prefill leg's pod, named to the client in a `prefill-pod` header ("" = none),
+  // and in sidecar mode the prefill pod's host:port for the decode pod's sidecar (x-prefiller-host-port; "" = none).
+  // A client's own x-prefiller-* headers never reach an engine.
+  std::string_view prefill_pod;
+  std::string_view prefiller_host_port;
 };
 
 struct RelayOutcome {
@@ -71,6 +76,29 @@ struct RelayOutcome {
   // The prediction audit of the response (routing::Ticket::completed): empty when not audited.
   std::optional<routing::PredictionAudit> audit;
 };
+
+// The prefill leg of a disaggregated request (connector protocol, docs/disaggregation-protocols.md): what its
+// prefill pod answered.
+struct PrefillLegOutcome {
+  // kNone: a whole answer came (status says which; only a 2xx carries kv_transfer_params); kEngineError: the last
+  // prefill pod answered 5xx (answer holds it); else the leg failed before an answer (error says why).
+  FailureKind failure = FailureKind::kNone;
+  int status = 0;
+  std::string answer;  // the pod's whole (non-streamed) answer body
+  std::string error;
+  double seconds = -1;  // the leg, from its first attempt to the answer's last byte
+  int retries = 0;
+  std::optional<uint64_t> prompt_tokens;  // the prefill pod's usage
+  std::optional<uint64_t> cached_tokens;
+  std::optional<routing::PredictionAudit> audit;  // the prefill pod's prediction audit
+};
+
+// Sends `request` (its body the prefill leg's, pd::prefillBody) to `decision`'s pod and reads its whole answer,
+// at most `max_answer_bytes`; failover as relay() does, to other prefill pods. Tells the ticket firstByte at the
+// answer, attemptFailed per failed attempt, completed at the end. Nothing is written to the client, whose hang-up
+// ends the leg (kClientGone).
+boost::asio::awaitable<PrefillLegOutcome> prefillLeg(RelayRequest& request, routing::Decision& decision,
+                                                     size_t max_answer_bytes);
 
 // Runs on the client's event-loop thread. `decision` may be replaced (another pod) when failover.h says so; its
 // in-flight count always ends up on the pod that served (or last failed) the request. The relay tells each

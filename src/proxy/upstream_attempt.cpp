@@ -1,5 +1,6 @@
 #include "proxy/upstream_attempt.h"
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -9,6 +10,7 @@
 #include <charconv>
 
 #include "net/ready_io.h"
+#include "proxy/pd_protocol.h"
 #include "util/log.h"
 
 namespace prefixgate::proxy {
@@ -31,10 +33,15 @@ void writeUpstreamHead(const RelayRequest& rq, const discovery::PodSpec& pod, st
   out.clear();
   out.append(rq.head.method_string()).append(" ").append(rq.head.target()).append(" HTTP/1.1\r\n");
   appendEndToEndFields(out, rq.head, [](const auto& field) {
-    return field.name() == http::field::host || beast::iequals(field.name_string(), "x-request-id");
+    const std::string_view name = field.name_string();
+    // A client never names a prefill pod: the decode pod's sidecar would connect wherever it says.
+    return field.name() == http::field::host || beast::iequals(name, "x-request-id") ||
+           std::any_of(pd::kPrefillerHeaders.begin(), pd::kPrefillerHeaders.end(),
+                       [name](std::string_view h) { return beast::iequals(name, h); });
   });
   appendField(out, "Host", pod.address);
   appendField(out, "x-request-id", rq.request_id);
+  if (!rq.prefiller_host_port.empty()) appendField(out, pd::kPrefillerHostPortHeader, rq.prefiller_host_port);
   char length[24];
   appendField(out, "Content-Length", {length, std::to_chars(length, length + sizeof length, rq.body.size()).ptr});
   out.append("\r\n");

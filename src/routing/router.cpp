@@ -59,12 +59,24 @@ void addOtherReplicasTokens(std::span<const discovery::PodPtr> serving, std::vec
 
 }  // namespace
 
+bool servesLeg(PodRole role, PodRole leg, bool disaggregated) {
+  switch (leg) {
+    case PodRole::kPrefill: return role != PodRole::kDecode;
+    case PodRole::kDecode: return role != PodRole::kPrefill;
+    case PodRole::kBoth: break;
+  }
+  // A whole request of a disaggregated model is decoded where it is prefilled: not on a prefill pod, which would
+  // hold the KV cache of a long decode that decode pods are there for.
+  return !disaggregated || role != PodRole::kPrefill;
+}
+
 FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, const CandidateFilter& filter) {
   FilteredCandidates out;
   const bool panic = panicking(serving, filter.panic_threshold_percent, filter.now_ms);
   bool other_replicas = false;
   out.candidates.reserve(serving.size());
   for (const discovery::PodPtr& pod : serving) {
+    if (!servesLeg(pod->spec().role, filter.leg, filter.disaggregated)) continue;
     if (!(panic ? pod->healthy() && !pod->removed() : pod->ready(filter.now_ms))) continue;
     if (std::find(filter.exclude.begin(), filter.exclude.end(), pod->id()) != filter.exclude.end()) continue;
     // The per-pod queue bound (limits.max_in_flight_per_pod): a full pod takes no more.
@@ -155,6 +167,7 @@ RoutePlan Router::plan(const RouteQuery& query) const {
   }
   if (!query.header_strategy.empty()) name = query.header_strategy;
   if (model && !model->locked_routing_strategy.empty()) name = model->locked_routing_strategy;
+  plan.leg = query.leg;
 
   if (auto it = strategies_.find(name); it != strategies_.end()) {
     plan.strategy = it->second.get();
@@ -169,6 +182,29 @@ RoutePlan Router::plan(const RouteQuery& query) const {
   }
   plan.message += ")";
   return plan;
+}
+
+RoutePlan Router::decodePlan(const RouteQuery& query) const {
+  RoutePlan plan = this->plan(query);  // the model's and profile's settings
+  plan.leg = PodRole::kDecode;
+  const std::string& name = config_.disaggregation.decode_strategy;
+  if (auto it = strategies_.find(name); it != strategies_.end()) {
+    plan.strategy = it->second.get();
+    plan.name = it->first;
+    plan.message.clear();
+  } else {
+    // --check refuses it: only a router built on an unchecked config gets here.
+    plan.strategy = nullptr;
+    plan.name = {};
+    plan.message = "disaggregation.decode_strategy '" + name + "' is not a routing strategy";
+  }
+  return plan;
+}
+
+bool Router::disaggregated(std::string_view model) const { return pods_.snapshot()->disaggregated(model); }
+
+Decision Router::chooseDecode(const RouteQuery& query, const Decision& prefill, std::mt19937_64& rng) {
+  return decide(decodePlan(query), query, rng, prefill.prompt);
 }
 
 Decision Router::choose(const RoutePlan& plan, const RouteQuery& query, std::mt19937_64& rng) {
@@ -207,6 +243,8 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
   filter.max_in_flight_per_pod = static_cast<int32_t>(config_.limits.max_in_flight_per_pod);
   filter.panic_threshold_percent = config_.health_check.panic_threshold_percent;
   filter.exclude = query.exclude;
+  filter.leg = plan.leg;
+  filter.disaggregated = filter.leg == PodRole::kBoth && snapshot->disaggregated(query.request.model);
   filter.load_balance = plan.settings.load_balance;
   filter.load_imbalance = config_.routing.load_imbalance;
   FilteredCandidates filtered = filterCandidates(*serving, filter);
@@ -219,7 +257,8 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
   }
   if (candidates.empty()) {
     d.failure = RouteFailure::kNoReadyPod;
-    d.message = "no ready pod serves the model '" + query.request.model + "'";
+    const std::string_view leg = plan.leg == PodRole::kPrefill ? "prefill " : plan.leg == PodRole::kDecode ? "decode " : "";
+    d.message = "no ready " + std::string(leg) + "pod serves the model '" + query.request.model + "'";
     return d;
   }
 
@@ -255,6 +294,7 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
   t.facts_.stream = query.request.stream;
   d.outcome = input.outcome;
   if (d.prompt) recordPrompt(query, d, pick, best, std::chrono::duration<double>(started.time_since_epoch()).count());
+  else if (prompt && prefix_ && plan.leg == PodRole::kDecode) recordTransferred(query, d, pick, std::move(prompt));
   // Counted at the moment of choice, so the next decision (on any thread) already sees it.
   const int64_t tokens =
       t.facts_.prompt_tokens >= 0
@@ -311,6 +351,28 @@ void Router::recordPrompt(const RouteQuery& query, Decision& d, const Candidate&
   const double now_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   prefix_metrics_->decision(model, pick.match_percent, d.outcome, now_s - started_s);
+}
+
+void Router::recordTransferred(const RouteQuery& query, Decision& d, const Candidate& pick,
+                               std::shared_ptr<PromptMatch> prompt) {
+  const PromptBlocks& blocks = prompt->prompt;
+  if (!blocks.usable || blocks.hashes.empty()) return;
+  const std::string& model = query.request.model;
+  // What the decode pod held of the prompt before: its engine pulls only the rest; a failed attempt keeps it.
+  thread_local std::vector<PodId> ids;
+  uint32_t held = 0;
+  prefix_->match(model, blocks, std::span<const Candidate>(&pick, 1), ids, std::span<uint32_t>(&held, 1));
+  Ticket::Facts& facts = d.ticket.facts_;
+  facts.prompt_tokens = static_cast<int64_t>(blocks.engine_tokens);
+  facts.encoded_prompt_bytes = static_cast<int64_t>(blocks.bytes);
+  facts.held_blocks = held;
+  d.prompt = prompt;
+  if (query.dry_run) return;
+  Ticket& t = d.ticket;
+  t.prefix_ = prefix_;
+  t.prompt_ = d.prompt;
+  if (!prefix_->recordRouted(model, blocks.hashes, *pick.pod, true)) prefix_metrics_->error(model, "record_failed");
+  t.pending_ = prefix_->holdPending(model, blocks.hashes, pick.pod_id);
 }
 
 }  // namespace prefixgate::routing

@@ -30,6 +30,8 @@ struct RouteQuery {
   std::string_view config_profile;   // `config-profile` header, "" when absent
   std::span<const PodId> exclude;    // pods already tried for this request
   bool dry_run = false;              // decide without recording anything (and without counting in-flight)
+  // Disaggregated prefill/decode: the leg this decision is for (kPrefill, kDecode), or kBoth for a whole request.
+  PodRole leg = PodRole::kBoth;
 };
 
 // A request's strategy, resolved once (locked > header > profile > model > default) with the settings of its model
@@ -40,6 +42,9 @@ struct RoutePlan {
   std::string_view name;         // the strategy's registered name ("" when unknown)
   RequestSettings settings;
   std::string message;
+  // The leg it chooses a pod for (RouteQuery::leg): kPrefill -> prefill and both pods; kDecode -> decode and both
+  // pods; kBoth (a whole request) -> every pod, but prefill pods of a disaggregated model.
+  PodRole leg = PodRole::kBoth;
   // The strategy matches the prompt (Strategy::wantsPromptMatch): the remote tokenizer is asked first.
   bool wantsPromptTokens() const { return strategy && strategy->wantsPromptMatch(); }
 };
@@ -68,6 +73,11 @@ class Router {
 
   // The strategy and settings `query` resolves to. Thread-safe.
   RoutePlan plan(const RouteQuery& query) const;
+  // The decode leg's plan for `query`'s request: disaggregation.decode_strategy (by load, never by prefix) with the
+  // request's model and profile settings.
+  RoutePlan decodePlan(const RouteQuery& query) const;
+  // Whether `model`'s requests are split into a prefill leg and a decode leg (discovery::PodSet::disaggregated).
+  bool disaggregated(std::string_view model) const;
   // Filters the pods, hashes and matches the prompt when the plan's strategy wants it, lets the strategy score,
   // picks the best and, unless a dry run, counts the request against it and records the prompt for it (the ticket
   // holds both). Thread-safe; never blocks. `rng` is the calling thread's generator.
@@ -76,6 +86,10 @@ class Router {
   // Failover: another pod for the request of `failed` (its attempt failed; tell its ticket first), excluding
   // `query.exclude`: the same plan, and the same prompt blocks matched against the pods left (not hashed again).
   Decision chooseAgain(Decision& failed, const RouteQuery& query, std::mt19937_64& rng);
+  // The decode leg of a request whose prefill leg is `prefill`: a decode (or both) pod by decodePlan, which then
+  // holds the prompt: the blocks the prefill pod computed are recorded for it too (it received them), and taken back
+  // if its attempt fails before it computed anything. Failover (chooseAgain) keeps both.
+  Decision chooseDecode(const RouteQuery& query, const Decision& prefill, std::mt19937_64& rng);
 
   std::vector<std::string> strategyNames() const;
 
@@ -85,6 +99,10 @@ class Router {
   // The prompt step of a prefix strategy's decision, after the pick: the prediction, and unless a dry run the
   // record, the KV event hold and the prefix metrics.
   void recordPrompt(const RouteQuery& query, Decision& d, const Candidate& pick, size_t chosen, double started_s);
+  // A decode leg's pick receives the prompt the prefill pod computed: recorded for it (as it will hold it), with
+  // what it held of it before as the blocks a failed attempt keeps.
+  void recordTransferred(const RouteQuery& query, Decision& d, const Candidate& pick,
+                         std::shared_ptr<PromptMatch> prompt);
   const config::Config& config_;
   PrefixServices* prefix_;         // prompts' hashes, matches and records (null in tests without prefix services)
   PrefixMetrics* prefix_metrics_;  // the aibrix_prefix_cache_* series (null with prefix_)
@@ -100,6 +118,8 @@ struct CandidateFilter {
   int32_t max_in_flight_per_pod = 0;     // limits.max_in_flight_per_pod; 0 = no bound
   uint32_t panic_threshold_percent = 0;  // health_check.panic_threshold_percent
   std::span<const PodId> exclude;        // pods already tried for this request
+  PodRole leg = PodRole::kBoth;          // the plan's leg: pods of another role are left out
+  bool disaggregated = false;            // the model is disaggregated: whole requests skip its prefill pods
   config::LoadBalanceConfig load_balance;      // the request's (per-model) capacity-aware score settings
   config::LoadImbalanceConfig load_imbalance;  // routing.load_imbalance
 };
@@ -108,7 +128,10 @@ struct FilteredCandidates {
   std::vector<Candidate> excluded;    // KV-critical pods left out (shown by /debug/route, marked excluded)
   size_t full = 0;                    // pods left out for having max_in_flight_per_pod requests in flight
 };
-// Ready pods (in panic: healthy and not removed) not in `exclude` and under the per-pod bound, each read once
+// Whether a pod of `role` serves `leg` (CandidateFilter::leg) of a request of a model that is `disaggregated` or not.
+bool servesLeg(PodRole role, PodRole leg, bool disaggregated);
+
+// Ready pods (in panic: healthy and not removed) of the leg's roles, not in `exclude` and under the per-pod bound, each read once
 // (in-flight counts of every replica, in-flight tokens, fresh engine load, capacity-aware load_score); then pods
 // whose KV cache is nearly full leave unless every pod's is, and the load-imbalance gate keeps only the least
 // loaded when counts are severely skewed. Pure over the pods' current state.

@@ -215,6 +215,8 @@ json podsJson(const AdminServices& admin) {
   return json{{"pods", pods}, {"models", models}, {"state_sync", stateSyncJson(admin)}};
 }
 
+json decisionJson(const routing::Decision& d);
+
 // A coroutine: with the remote tokenizer on, the dry run asks it as a real request would (fresh connections from
 // the control thread; nothing counted), so the decision hashes the same tokens.
 asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<http::string_body>& req) {
@@ -231,6 +233,20 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   const routing::Decision& d = prepared.decision;
   const openai::RequestView& request = prepared.request;
   const RemoteTokensReport& tokenized = prepared.tokens;
+  json out = decisionJson(d);
+  if (prepared.leg == PodRole::kPrefill) out["leg"] = "prefill";
+  if (prepared.decode) out["decode"] = decisionJson(*prepared.decode);
+  if (!prepared.pd_outcome.empty()) out["disaggregation"] = prepared.pd_outcome;
+  out["tokens_source"] = tokensSource(request);
+  if (request.remote_token_ids) out["remote_tokens"] = request.remote_token_ids->size();
+  // The dialect spoken to the pod that tokenized (or failed to): absent for a cache hit, which keeps no pod.
+  if (!tokenized.engine.empty()) out["tokens_engine"] = tokenized.engine;
+  if (tokenized.engine_assumed) out["tokens_engine_assumed"] = true;
+  co_return AdminResponse{200, "application/json", out.dump(), {}};
+}
+
+// One decision as /debug/route explains it: the strategy, the pick, and every candidate's numbers.
+json decisionJson(const routing::Decision& d) {
   json pods = json::array();
   for (const auto& c : d.candidates) {
     pods.push_back({{"name", c.pod->name()},
@@ -258,12 +274,7 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   out["match_percent"] = d.match_percent < 0 ? json(nullptr) : json(d.match_percent);
   if (!d.outcome.empty()) out["selection"] = d.outcome;
   for (const auto& [key, value] : d.details) out[key] = value;
-  out["tokens_source"] = tokensSource(request);
-  if (request.remote_token_ids) out["remote_tokens"] = request.remote_token_ids->size();
-  // The dialect spoken to the pod that tokenized (or failed to): absent for a cache hit, which keeps no pod.
-  if (!tokenized.engine.empty()) out["tokens_engine"] = tokenized.engine;
-  if (tokenized.engine_assumed) out["tokens_engine_assumed"] = true;
-  co_return AdminResponse{200, "application/json", out.dump(), {}};
+  return out;
 }
 
 std::string_view pathOf(const http::request_header<>& req) { return req.target().substr(0, req.target().find('?')); }

@@ -12,6 +12,7 @@
 
 #include "net/ready_io.h"
 #include "openai/request.h"
+#include "proxy/pd_protocol.h"
 #include "proxy/pod_health.h"
 #include "proxy/relay.h"
 #include "server/client_auth.h"
@@ -454,6 +455,8 @@ class ClientSession {
                                         return preparation_.chooseAgain(prepared, failed, exclude, worker_.rng);
                                       }};
     relay_request.pipelined = &buffer_;  // the next request, if the client sends it during this one's response
+    if (prepared.decode) co_return co_await serveDisaggregated(prepared, relay_request, outcome, auth, keep_alive);
+    outcome.setDisaggregation(prepared.pd_outcome);
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
     outcome.setDecision(decision, relayed);
     auth.charge(relayed);
@@ -464,6 +467,80 @@ class ClientSession {
     }
     co_return relayed.keep_client;
   }
+
+  // A disaggregated model's request (docs/configuration.md, "Disaggregated prefill/decode"): in connector mode the
+  // prefill leg (pd::prefillBody) on the prefill pod, then the decode leg (the client's body with the prefill
+  // answer's kv_transfer_params) relayed from the decode pod; in sidecar mode one request to the decode pod naming
+  // the prefill pod in x-prefiller-host-port. `rq` is the client's relay request (body, head, request id).
+  asio::awaitable<bool> serveDisaggregated(PreparedRequest& prepared, proxy::RelayRequest& rq, RequestOutcome& outcome,
+                                           ClientAuth& auth, bool keep_alive) {
+    routing::Decision& prefill = prepared.decision;
+    routing::Decision& decode = *prepared.decode;
+    const config::DisaggregationConfig& pd_config = services_.config.disaggregation;
+    std::string decode_body;
+    std::string host_port;
+    std::string_view pd_outcome = "sidecar";
+    std::optional<proxy::PrefillLegOutcome> leg;
+    if (pd_config.mode == config::DisaggregationConfig::Mode::kSidecar) {
+      host_port = proxy::pd::prefillerHostPort(prefill.pod->spec().host, prefill.pod->spec().port);
+    } else {
+      proxy::pd::BodyEdit prefill_body = proxy::pd::prefillBody(rq.body);
+      if (!prefill_body.ok()) {
+        decode.ticket.attemptFailed(routing::AttemptFailure::kNotComputed);
+        prefill.ticket.attemptFailed(routing::AttemptFailure::kNotComputed);
+        co_return co_await reject(outcome, GatewayError::kInvalidRequest, prefill_body.error, keep_alive);
+      }
+      proxy::RelayRequest prefill_rq{rq.client,   rq.pool,       rq.config,         rq.health,   rq.head,
+                                     prefill_body.body, rq.request_id, rq.head_buffer, rq.client_keep_alive,
+                                     rq.choose_again, rq.pipelined};
+      leg.emplace(co_await proxy::prefillLeg(prefill_rq, prefill, kMaxPrefillAnswerBytes));
+      const bool answered = leg->failure == proxy::FailureKind::kNone || leg->failure == proxy::FailureKind::kEngineError;
+      if (!answered || leg->status / 100 != 2) {
+        // No prefill: the decode pod is never sent the request; the client gets the prefill pod's own answer when
+        // it gave one (e.g. a 400 for a prompt over its context), else the gateway's error for the failure.
+        decode.ticket.attemptFailed(routing::AttemptFailure::kNotComputed);
+        outcome.setDisaggregation("prefill_failed", &prefill, &*leg);
+        if (leg->failure == proxy::FailureKind::kClientGone) {
+          outcome.fail(GatewayError::kClientGone, leg->error);
+          co_return false;
+        }
+        if (!answered) co_return co_await reject(outcome, proxy::errorFor(leg->failure), leg->error, keep_alive);
+        outcome.succeed(leg->status);
+        co_return co_await writeResponse(stream_, leg->status, "application/json", std::move(leg->answer), keep_alive,
+                                         outcome.headers(), framing_) && keep_alive;
+      }
+      const proxy::pd::KvTransferParams params =
+          proxy::pd::extractKvTransferParams(leg->answer, config::DisaggregationConfig::kMaxTransferParamsBytes);
+      pd_outcome = params.present() ? "disaggregated" : "no_transfer_params";
+      if (!params.present()) outcome.noteTransfer(params.absent_reason);
+      proxy::pd::BodyEdit edit = proxy::pd::decodeBody(rq.body, params.json);
+      decode_body = std::move(edit.body);
+    }
+    proxy::RelayRequest decode_rq{rq.client,        rq.pool,       rq.config,         rq.health,
+                                  rq.head,          decode_body.empty() ? rq.body : decode_body,
+                                  rq.request_id,    rq.head_buffer, rq.client_keep_alive,
+                                  rq.choose_again,  rq.pipelined};
+    decode_rq.prefill_pod = prefill.pod->name();
+    decode_rq.prefiller_host_port = host_port;
+    proxy::RelayOutcome relayed = co_await proxy::relay(decode_rq, decode);
+    if (!leg) {
+      // Sidecar: the prefill pod's part is the sidecar's; the gateway learns only whether the decode leg began.
+      if (relayed.first_byte_seconds < 0 && relayed.failure != proxy::FailureKind::kClientGone)
+        prefill.ticket.attemptFailed(routing::AttemptFailure::kNotComputed);
+      prefill.ticket.completed({relayed.status, -1, -1, std::nullopt, std::nullopt, 0});
+    }
+    outcome.setDecision(decode, relayed);
+    outcome.setDisaggregation(pd_outcome, &prefill, leg ? &*leg : nullptr, relayed.first_byte_seconds);
+    auth.charge(relayed);
+    if (!relayed.response_started && !relayed.client_gone) {
+      co_return co_await writeError(stream_, proxy::errorFor(relayed.failure), relayed.error, keep_alive,
+                                    outcome.headers(), {}, framing_) && keep_alive;
+    }
+    co_return relayed.keep_client;
+  }
+
+  // A prefill leg's answer is one token and the KV's block ids: a pod that sends more is cut off (the request fails).
+  static constexpr size_t kMaxPrefillAnswerBytes = 4 << 20;
 
   Worker& worker_;
   const SessionServices& services_;

@@ -69,6 +69,21 @@ void RequestOutcome::setDecision(const routing::Decision& decision, const proxy:
   }
 }
 
+void RequestOutcome::setDisaggregation(std::string_view outcome, const routing::Decision* prefill,
+                                       const proxy::PrefillLegOutcome* leg, double handoff_seconds) {
+  pd_outcome_ = outcome;
+  if (prefill && prefill->pod) {
+    prefill_pod_ = prefill->pod->name();
+    prefill_match_percent_ = prefill->match_percent;
+  }
+  if (leg) {
+    prefill_seconds_ = leg->seconds;
+    prefill_retries_ = leg->retries;
+    prefill_audit_ = leg->audit;
+  }
+  handoff_seconds_ = handoff_seconds;
+}
+
 void RequestOutcome::fail(openai::GatewayError error, std::string message) {
   const openai::ErrorInfo& info = openai::errorInfo(error);
   status_ = info.status;
@@ -97,6 +112,10 @@ RequestOutcome::~RequestOutcome() {
   if (audit_)
     sinks_.metrics.predictionAudited(pod_, audit_->predicted_tokens, audit_->engine_cached_tokens,
                                          audit_->error_ratio);
+  if (!pd_outcome_.empty()) sinks_.metrics.disaggregated(pd_outcome_, prefill_seconds_, handoff_seconds_);
+  if (prefill_audit_)
+    sinks_.metrics.predictionAudited(prefill_pod_, prefill_audit_->predicted_tokens,
+                                     prefill_audit_->engine_cached_tokens, prefill_audit_->error_ratio);
   if (!log::enabled(status_ >= 500 && status_ != 499 ? log::Level::kWarn : log::Level::kInfo)) return;
   // Client-given text (method, path, model, messages quoting them) is cut and escaped: one request, one line.
   std::string line = fmt::format("request id={} {} {} model={} strategy={} pod={} match={} status={} latency_ms={:.1f}",
@@ -108,6 +127,16 @@ RequestOutcome::~RequestOutcome() {
   if (output_tokens_ > 0) line += fmt::format(" output_tokens={}", output_tokens_);
   if (engine_cached_tokens_) line += fmt::format(" cached_tokens={}", *engine_cached_tokens_);
   if (audit_) line += fmt::format(" predicted_cached_tokens={}", audit_->predicted_tokens);
+  if (!pd_outcome_.empty()) {
+    line += fmt::format(" pd={}", pd_outcome_);
+    if (!prefill_pod_.empty())
+      line += fmt::format(" prefill_pod={} prefill_match={}", prefill_pod_,
+                          prefill_match_percent_ >= 0 ? std::to_string(prefill_match_percent_) : "-");
+    if (prefill_seconds_ >= 0) line += fmt::format(" prefill_ms={:.1f}", prefill_seconds_ * 1000);
+    if (handoff_seconds_ >= 0) line += fmt::format(" handoff_ms={:.1f}", handoff_seconds_ * 1000);
+    if (prefill_retries_ > 0) line += fmt::format(" prefill_retries={}", prefill_retries_);
+    if (!transfer_note_.empty()) line += " transfer=\"" + openai::printable(transfer_note_, 200) + "\"";
+  }
   if (!key_.empty()) line += " key=" + key_;
   if (stream_) line += " stream=true";
   if (retries_ > 0) line += fmt::format(" retries={}", retries_);

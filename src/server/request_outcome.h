@@ -37,6 +37,13 @@ class RequestOutcome {
   void begin(const proxy::ClientHead& head);
   void setRequest(const openai::RequestView& request);
   void setDecision(const routing::Decision& decision, const proxy::RelayOutcome& relayed);
+  // A disaggregated model's request: how it was split (GatewayMetrics::kPdOutcomes; "" = not a disaggregated
+  // model's), its prefill leg's decision and outcome (null in sidecar mode, or none), and the KV hand-off (the
+  // decode leg's response head after the prefill answer; -1 = none). Logged and counted at the end.
+  void setDisaggregation(std::string_view outcome, const routing::Decision* prefill = nullptr,
+                         const proxy::PrefillLegOutcome* leg = nullptr, double handoff_seconds = -1);
+  // Why the prefill answer's kv_transfer_params could not be used (the request then decodes aggregated).
+  void noteTransfer(std::string reason) { transfer_note_ = std::move(reason); }
   // The request ends with a gateway-made error (openai/errors.h gives its status and label).
   void fail(openai::GatewayError error, std::string message);
   void succeed(int status) { status_ = status; }
@@ -71,6 +78,15 @@ class RequestOutcome {
   uint64_t output_tokens_ = 0;
   std::optional<uint64_t> engine_cached_tokens_;  // usage.prompt_tokens_details.cached_tokens, when reported
   std::optional<routing::PredictionAudit> audit_;  // set when the response is audited
+  // Disaggregated prefill/decode (setDisaggregation).
+  std::string_view pd_outcome_;
+  std::string prefill_pod_;
+  int prefill_match_percent_ = -1;
+  double prefill_seconds_ = -1;
+  double handoff_seconds_ = -1;
+  int prefill_retries_ = 0;
+  std::optional<routing::PredictionAudit> prefill_audit_;
+  std::string transfer_note_;
 };
 
 // A random request id: 32 hex digits, from the calling thread's generator.

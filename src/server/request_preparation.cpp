@@ -40,13 +40,45 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
     if (out.refusal) co_return;
   }
   out.request.session_id = in.headers.session_id;
-  const routing::RouteQuery query = out.query();
+  const bool disaggregated = deps_.router.disaggregated(out.request.model);
+  if (disaggregated) out.leg = PodRole::kPrefill;
+  routing::RouteQuery query = out.query();
   // The strategy, resolved once: the tokenizer step prepares for it, the choice applies it.
-  const routing::RoutePlan plan = deps_.router.plan(query);
+  routing::RoutePlan plan = deps_.router.plan(query);
   out.tokens = co_await fetchRemoteTokens(plan, query, out.request, in.connections);
+  if (disaggregated && servedWhole(plan, query, in.rng)) {
+    out.leg = plan.leg = query.leg = PodRole::kBoth;
+    out.pd_outcome = "aggregated";
+  }
   out.decision = deps_.router.choose(plan, query, in.rng);
-  if (out.decision.failure != routing::RouteFailure::kNone)
+  if (out.decision.failure != routing::RouteFailure::kNone) {
     out.refusal = PrepareRefusal{routing::errorFor(out.decision.failure), out.decision.message, {}};
+    co_return;
+  }
+  if (out.leg != PodRole::kPrefill) co_return;
+  out.decode.emplace(deps_.router.chooseDecode(query, out.decision, in.rng));
+  if (out.decode->failure != routing::RouteFailure::kNone) {
+    // The prefill pod will not be sent the prompt: what its decision recorded goes.
+    if (!in.dry_run) out.decision.ticket.attemptFailed(routing::AttemptFailure::kNotComputed);
+    out.refusal = PrepareRefusal{routing::errorFor(out.decode->failure), out.decode->message, {}};
+  }
+}
+
+bool RequestPreparation::servedWhole(const routing::RoutePlan& plan, const routing::RouteQuery& query,
+                                     std::mt19937_64& rng) {
+  const uint32_t threshold = deps_.config.disaggregation.aggregate_below_tokens;
+  if (threshold == 0) return false;
+  const int64_t tokens = routing::estimatedPromptTokens(query.request);
+  if (tokens < threshold) return true;
+  // Where a whole request would go, and what that pod holds of the prompt: a dry run (records and counts nothing).
+  routing::RoutePlan whole = plan;
+  whole.leg = PodRole::kBoth;
+  routing::RouteQuery probe = query;
+  probe.dry_run = true;
+  probe.leg = PodRole::kBoth;
+  const routing::Decision d = deps_.router.choose(whole, probe, rng);
+  if (d.failure != routing::RouteFailure::kNone || d.match_percent < 0) return false;
+  return static_cast<double>(tokens) * (100 - d.match_percent) / 100.0 < threshold;
 }
 
 // The API key's models and limits (which count the request against the key's allowance), then the gateway's

@@ -95,9 +95,15 @@ struct PreparedRequest {
   RemoteTokensReport tokens;              // what the remote tokenizer did
   RouteHeaders headers;
   bool dry_run = false;
+  // Disaggregated prefill/decode: `decision` is the prefill leg's (leg kPrefill) and `decode` the decode leg's; else
+  // leg is kBoth (a whole request) and decode is empty.
+  PodRole leg = PodRole::kBoth;
+  std::optional<routing::Decision> decode;
+  // A disaggregated model's request served whole (disaggregation.aggregate_below_tokens): "aggregated"; "" else.
+  std::string_view pd_outcome;
   // The query the decision answered, for choosing again without `exclude`'s pods. Views into this object.
   routing::RouteQuery query(std::span<const PodId> exclude = {}) const {
-    return {request, headers.routing_strategy, headers.config_profile, exclude, dry_run};
+    return {request, headers.routing_strategy, headers.config_profile, exclude, dry_run, leg};
   }
 };
 
@@ -129,13 +135,18 @@ class RequestPreparation {
   ClientAuth clientAuth() const;
 
   // Parse -> (unless a dry run) the key's models and limits, the in-flight bound -> the route query -> the remote
-  // tokenizer's tokens, when on and the strategy hashes prompts -> Router::choose. Stops at the first refusal:
+  // tokenizer's tokens, when on and the strategy hashes prompts -> Router::choose (for a disaggregated model: the
+  // prefill leg's pod, then Router::chooseDecode the decode leg's, unless it is served whole). Stops at the first refusal:
   // nothing after it runs (a refused key is never tokenized). Fills `out`, which must outlive the decision. Runs on
   // the calling coroutine's executor, never blocks it, and completes within
   // routing.prefix_cache.remote_tokenizer_timeout_ms. Unless a dry run, counts the tokenizer's outcome
   // (prefixgate_remote_tokenizer_*, and aibrix_prefix_cache_routing_errors_total{reason="tokenize_failed"} whenever
   // no tokens came) and logs why (throttled).
   boost::asio::awaitable<void> prepare(RequestToPrepare in, PreparedRequest& out);
+
+  // Whether a disaggregated model's request is served whole by one pod instead: fewer prompt tokens than
+  // disaggregation.aggregate_below_tokens, or fewer not cached on the pod a whole request would go to.
+  bool servedWhole(const routing::RoutePlan& plan, const routing::RouteQuery& query, std::mt19937_64& rng);
 
   // Another pod for a prepared request whose attempt on `failed`'s pod failed, none of `exclude` (the relay's
   // failover): the same plan and prompt blocks (routing::Router::chooseAgain). Thread-safe; never blocks.

@@ -1,0 +1,157 @@
+// Disaggregated prefill/decode in routing: which pods serve which leg, the decode leg's choice by load, and the
+// prompt the decode pod receives recorded for it (and taken back when its attempt fails before it computed it).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "routing/prefix/prefix_metrics.h"
+#include "routing/prefix/prefix_services.h"
+#include "routing/router.h"
+#include "unit/core/kv_fixtures.h"
+#include "unit/core/pod_specs.h"
+
+namespace prefixgate::routing {
+namespace {
+
+discovery::PodSpec rolePod(const std::string& name, uint16_t port, PodRole role) {
+  discovery::PodSpec spec = testing::podSpec(name, port);
+  spec.role = role;
+  return spec;
+}
+
+// prefix-cache over two prefill pods (p0, p1), two decode pods (d0, d1) and one both pod (b), on the character
+// tokenizer (4 characters a block).
+class DisaggregationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.discovery.file = "p.yaml";
+    config_.routing.strategy = "prefix-cache";
+    config_.routing.prefix_cache.block_size = 4;
+    index::PrefixIndexOptions options;
+    options.block_capacity = 1000;
+    options.expiry = std::chrono::minutes(20);
+    services_ = std::make_unique<PrefixServices>(std::make_unique<tokenize::CharacterTokenizer>(), 4, 0, options,
+                                                 &clock_);
+    metrics_ = std::make_unique<PrefixMetrics>(registry_);
+    pods_.update({rolePod("p0", 1, PodRole::kPrefill), rolePod("p1", 2, PodRole::kPrefill),
+                  rolePod("d0", 3, PodRole::kDecode), rolePod("d1", 4, PodRole::kDecode),
+                  rolePod("b", 5, PodRole::kBoth)});
+    for (const auto& p : pods_.snapshot()->pods()) p->recordHealth(true, 1, 1);
+    router_ = std::make_unique<Router>(StrategyRegistry::builtin(),
+                                       StrategyDeps{config_, services_.get(), metrics_.get()}, pods_,
+                                       [this] { return now_ms_; });
+    request_.model = "m";
+    request_.stream = true;
+  }
+  RouteQuery query(const std::string& prompt, PodRole leg, bool dry = false) {
+    request_.prompt_text = prompt;
+    RouteQuery q{request_, "", "", {}, dry};
+    q.leg = leg;
+    return q;
+  }
+  static std::set<std::string> names(const Decision& d) {
+    std::set<std::string> out;
+    for (const Candidate& c : d.candidates) out.insert(c.pod->name());
+    return out;
+  }
+  int matchOf(const std::string& prompt, const std::string& pod) {
+    Decision d = router_->choose(query(prompt, PodRole::kBoth, true), rng_);
+    for (const Candidate& c : d.candidates)
+      if (c.pod->name() == pod) return c.match_percent;
+    return -1;
+  }
+
+  config::Config config_;
+  testing::FixedClock clock_;
+  int64_t now_ms_ = 1'000'000;
+  prometheus::Registry registry_;
+  std::unique_ptr<PrefixServices> services_;
+  std::unique_ptr<PrefixMetrics> metrics_;
+  discovery::PodRegistry pods_;
+  std::unique_ptr<Router> router_;
+  openai::RequestView request_;
+  std::mt19937_64 rng_{7};
+};
+
+const std::string kPrompt = "aaaabbbbccccddddeeeeffffgggghhhh";  // 8 blocks
+
+// Ensures a model is disaggregated only with prefill pods and decode pods both present, whatever their readiness.
+TEST(PodSetRoles, AModelIsDisaggregatedWithPrefillAndDecodePods) {
+  discovery::PodRegistry pods;
+  pods.update({rolePod("p", 1, PodRole::kPrefill), rolePod("b", 2, PodRole::kBoth)});
+  EXPECT_FALSE(pods.snapshot()->disaggregated("m"));
+  pods.update({rolePod("p", 1, PodRole::kPrefill), rolePod("d", 2, PodRole::kDecode)});
+  EXPECT_TRUE(pods.snapshot()->disaggregated("m"));
+  EXPECT_FALSE(pods.snapshot()->disaggregated("other"));
+  pods.update({rolePod("d", 2, PodRole::kDecode), testing::podSpec("x", 3)});
+  EXPECT_FALSE(pods.snapshot()->disaggregated("m"));
+}
+
+// Ensures each leg's candidates: the prefill leg prefill and both pods, the decode leg decode and both pods, and a
+// whole request of a disaggregated model never a prefill pod (of a model that is not, every pod).
+TEST(ServesLeg, EachLegItsRoles) {
+  EXPECT_TRUE(servesLeg(PodRole::kPrefill, PodRole::kPrefill, true));
+  EXPECT_TRUE(servesLeg(PodRole::kBoth, PodRole::kPrefill, true));
+  EXPECT_FALSE(servesLeg(PodRole::kDecode, PodRole::kPrefill, true));
+  EXPECT_TRUE(servesLeg(PodRole::kDecode, PodRole::kDecode, true));
+  EXPECT_FALSE(servesLeg(PodRole::kPrefill, PodRole::kDecode, true));
+  EXPECT_FALSE(servesLeg(PodRole::kPrefill, PodRole::kBoth, true));
+  EXPECT_TRUE(servesLeg(PodRole::kPrefill, PodRole::kBoth, false));
+  EXPECT_TRUE(servesLeg(PodRole::kDecode, PodRole::kBoth, true));
+}
+
+TEST_F(DisaggregationTest, EachLegChoosesAmongItsPods) {
+  ASSERT_TRUE(router_->disaggregated("m"));
+  RouteQuery q = query(kPrompt, PodRole::kPrefill);
+  Decision prefill = router_->choose(q, rng_);
+  ASSERT_EQ(prefill.failure, RouteFailure::kNone);
+  EXPECT_EQ(names(prefill), (std::set<std::string>{"p0", "p1", "b"}));
+  Decision decode = router_->chooseDecode(q, prefill, rng_);
+  ASSERT_EQ(decode.failure, RouteFailure::kNone);
+  EXPECT_EQ(names(decode), (std::set<std::string>{"d0", "d1", "b"}));
+  EXPECT_EQ(decode.strategy, "least-request");  // disaggregation.decode_strategy's default
+  EXPECT_EQ(decode.plan.leg, PodRole::kDecode);
+  Decision whole = router_->choose(query(kPrompt, PodRole::kBoth), rng_);
+  EXPECT_EQ(names(whole), (std::set<std::string>{"d0", "d1", "b"}));
+}
+
+// Ensures the decode pod is recorded as holding the prompt the prefill pod computed (both agree with what KV events
+// would say), that a failed decode attempt takes back only what it added, and that a failed-over decode leg records
+// for its new pod.
+TEST_F(DisaggregationTest, TheDecodePodHoldsThePromptItReceived) {
+  RouteQuery q = query(kPrompt, PodRole::kPrefill);
+  Decision prefill = router_->choose(q, rng_);
+  Decision decode = router_->chooseDecode(q, prefill, rng_);
+  const std::string prefill_pod = prefill.pod->name(), decode_pod = decode.pod->name();
+  EXPECT_EQ(matchOf(kPrompt, decode_pod), 100);
+  EXPECT_EQ(decode.ticket.facts().held_blocks, 0u);
+  decode.ticket.attemptFailed(AttemptFailure::kNotComputed);
+  EXPECT_EQ(matchOf(kPrompt, decode_pod), 0);
+  // The prefill pod computed it: its record stays.
+  Decision probe = router_->choose(query(kPrompt, PodRole::kPrefill, true), rng_);
+  for (const Candidate& c : probe.candidates)
+    if (c.pod->name() == prefill_pod) EXPECT_EQ(c.match_percent, 100);
+
+  const PodId tried[] = {decode.pod->id()};
+  Decision again = router_->chooseAgain(decode, RouteQuery{request_, "", "", tried, false}, rng_);
+  ASSERT_EQ(again.failure, RouteFailure::kNone);
+  EXPECT_NE(again.pod->name(), decode_pod);
+  EXPECT_EQ(matchOf(kPrompt, again.pod->name()), 100);
+}
+
+// Ensures a dry run of the decode leg records nothing, and that no ready decode pod is a 503 naming the leg.
+TEST_F(DisaggregationTest, DryRunsRecordNothingAndAMissingLegSaysWhich) {
+  RouteQuery dry = query(kPrompt, PodRole::kPrefill, true);
+  Decision prefill = router_->choose(dry, rng_);
+  Decision decode = router_->chooseDecode(dry, prefill, rng_);
+  ASSERT_EQ(decode.failure, RouteFailure::kNone);
+  EXPECT_EQ(matchOf(kPrompt, decode.pod->name()), 0);
+  config_.health_check.panic_threshold_percent = 0;
+  for (const char* name : {"d0", "d1", "b"}) pods_.snapshot()->find(name)->recordHealth(false, 1, 1);
+  Decision none = router_->chooseDecode(query(kPrompt, PodRole::kPrefill), prefill, rng_);
+  EXPECT_EQ(none.failure, RouteFailure::kNoReadyPod);
+  EXPECT_NE(none.message.find("no ready decode pod"), std::string::npos) << none.message;
+}
+
+}  // namespace
+}  // namespace prefixgate::routing
