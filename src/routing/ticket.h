@@ -76,6 +76,9 @@ class Ticket {
   void firstByte();
   void attemptFailed(AttemptFailure kind);
   std::optional<PredictionAudit> completed(const Completion& completion);
+  // The decision's part of the request is over before the request is (a disaggregated request's prefill leg,
+  // answered): its in-flight count and holds are released now, and it learns nothing more.
+  void end() { *this = Ticket{}; }
 
   const Facts& facts() const { return facts_; }
   // Whether the request still counts as prefill work queued at the pod (before firstByte or a failure).

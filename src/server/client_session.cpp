@@ -494,6 +494,7 @@ class ClientSession {
                                      prefill_body.body, rq.request_id, rq.head_buffer, rq.client_keep_alive,
                                      rq.choose_again, rq.pipelined};
       leg.emplace(co_await proxy::prefillLeg(prefill_rq, prefill, kMaxPrefillAnswerBytes));
+      prefill.ticket.end();  // the prefill pod is done with it: its in-flight count must not last the decode
       const bool answered = leg->failure == proxy::FailureKind::kNone || leg->failure == proxy::FailureKind::kEngineError;
       if (!answered || leg->status / 100 != 2) {
         // No prefill: the decode pod is never sent the request; the client gets the prefill pod's own answer when
