@@ -20,6 +20,19 @@ std::string environmentHelp() {
   return out;
 }
 
+// The strategies that score by the prompt's prefix match: those that say so, and those that cannot be built without
+// the prefix services (every prefix strategy; a bare StrategyDeps has none).
+std::vector<std::string> promptMatchStrategies(const prefixgate::routing::StrategyRegistry& registry,
+                                               const prefixgate::config::Config& config) {
+  const auto built = registry.createAll(prefixgate::routing::StrategyDeps{config});
+  std::vector<std::string> out;
+  for (const std::string& name : registry.names()) {
+    auto it = built.find(name);
+    if (it == built.end() || it->second->wantsPromptMatch()) out.push_back(name);
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,7 +73,11 @@ int main(int argc, char** argv) {
   const routing::StrategyRegistry strategies = routing::StrategyRegistry::builtin();
   config::validate(cfg, strategies.names(), problems);
   strategies.checkSettings(cfg, problems);
-  if (problems.empty() && check && !cfg.discovery.file.empty()) discovery::loadPodsFile(cfg.discovery.file, problems);
+  // The strategies are built to ask them only from a configuration that passed the other checks.
+  config::validateDecodeStrategy(
+      cfg, strategies.names(), problems.empty() ? promptMatchStrategies(strategies, cfg) : std::vector<std::string>{},
+      problems);
+  if (problems.empty() && check && !cfg.discovery.file.empty()) discovery::checkPodsFile(cfg.discovery.file, problems);
   if (problems.empty() && check) auth::checkFiles(cfg.auth, problems);
   if (!problems.empty()) {
     for (const auto& p : problems) std::fprintf(stderr, "%s\n", p.c_str());

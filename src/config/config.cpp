@@ -115,12 +115,24 @@ void readDiscovery(YamlReader r, DiscoveryConfig& c) {
     k.read("label_selector", kc.label_selector);
     k.read("model_label", kc.model_label);
     k.read("engine_label", kc.engine_label);
+    k.read("role_label", kc.role_label);
     k.read("port_name", kc.port_name);
     k.read("kv_events_port", kc.kv_events_port);
     k.read("kv_replay_port", kc.kv_replay_port);
     k.finish();
     c.kubernetes = kc;
   }
+  r.finish();
+}
+
+void readDisaggregation(YamlReader r, DisaggregationConfig& c) {
+  std::string mode = c.mode == DisaggregationConfig::Mode::kSidecar ? "sidecar" : "connector";
+  r.read("mode", mode);
+  if (mode == "connector") c.mode = DisaggregationConfig::Mode::kConnector;
+  else if (mode == "sidecar") c.mode = DisaggregationConfig::Mode::kSidecar;
+  else r.problem("mode", "expected connector or sidecar, got '" + mode + "'");
+  r.read("decode_strategy", c.decode_strategy);
+  r.read("aggregate_below_tokens", c.aggregate_below_tokens);
   r.finish();
 }
 
@@ -205,6 +217,7 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   auth.read("forward_authorization", c.auth.forward_authorization);
   auth.read("file_poll_interval_ms", c.auth.file_poll_interval_ms);
   auth.finish();
+  readDisaggregation(r.child("disaggregation"), c.disaggregation);
   r.read("random_seed", c.random_seed);
   r.finish();
 

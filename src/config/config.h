@@ -127,6 +127,9 @@ struct KubernetesConfig {
   // The slice label naming the pods' engine (vllm, sglang, llamacpp; AIBrix's label); absent or another value:
   // recognised from each pod's /metrics.
   std::string engine_label = "model.aibrix.ai/engine";
+  // The slice label naming the pods' part in disaggregated prefill/decode (prefill, decode, both; llm-d's label and
+  // names; AIBrix's is "role-name"); "" = every pod serves both legs. Absent or another value: both.
+  std::string role_label = "llm-d.ai/role";
   std::string port_name;
   uint32_t kv_events_port = 0;
   uint32_t kv_replay_port = 0;
@@ -280,6 +283,11 @@ void applyEnvironment(Config& config, const EnvLookup& lookup, Problems& problem
 
 // Checks cross-field rules and value ranges (names `known_strategies` in the message of an unknown strategy).
 void validate(const Config& config, const std::vector<std::string>& known_strategies, Problems& problems);
+// disaggregation.decode_strategy must be one of `known_strategies` but not of `prompt_match_strategies` (those that
+// score by the prompt's match, which cannot pick a decode pod: the prefill pod computed the prompt, so the decode
+// leg goes by load). Apart from validate(), whose callers name only the strategies they use.
+void validateDecodeStrategy(const Config& config, const std::vector<std::string>& known_strategies,
+                            const std::vector<std::string>& prompt_match_strategies, Problems& problems);
 
 // The environment variables applyEnvironment reads, with the key each one sets (for --help and docs).
 const std::vector<std::pair<std::string, std::string>>& environmentVariables();

@@ -231,4 +231,17 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
     check.fail("limits.max_json_depth", "must be from 1 to " + std::to_string(kMaxJsonDepthBound));
 }
 
+void validateDecodeStrategy(const Config& c, const std::vector<std::string>& known,
+                            const std::vector<std::string>& prompt_match_strategies, Problems& problems) {
+  const std::string& name = c.disaggregation.decode_strategy;
+  Checker check(c, problems);
+  if (name.empty()) check.fail("disaggregation.decode_strategy", "must not be empty");
+  check.strategy("disaggregation.decode_strategy", name, known);
+  if (std::find(prompt_match_strategies.begin(), prompt_match_strategies.end(), name) == prompt_match_strategies.end())
+    return;
+  check.fail("disaggregation.decode_strategy",
+            "'" + name + "' scores by the prompt's prefix match, which the decode leg has no use for (the prefill pod "
+            "computed the prompt): name a load strategy, e.g. least-request");
+}
+
 }  // namespace prefixgate::config

@@ -1,6 +1,7 @@
 #include "discovery/pod_set.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "util/log.h"
@@ -23,6 +24,42 @@ std::string changedFields(const PodSpec& before, const PodSpec& after) {
   note(before.data_parallel_size != after.data_parallel_size, "data_parallel_size");
   note(before.engine != after.engine, "engine");
   note(before.role != after.role, "role");
+  return out;
+}
+
+std::string_view roleName(PodRole role) {
+  switch (role) {
+    case PodRole::kPrefill: return "prefill";
+    case PodRole::kDecode: return "decode";
+    case PodRole::kBoth: break;
+  }
+  return "both";
+}
+
+std::optional<PodRole> parseRole(std::string_view name) {
+  for (PodRole role : {PodRole::kBoth, PodRole::kPrefill, PodRole::kDecode})
+    if (name == roleName(role)) return role;
+  if (name == "prefill-decode") return PodRole::kBoth;  // llm-d's name for a pod serving both legs
+  return std::nullopt;
+}
+
+std::vector<std::string> undecodableModels(const std::vector<PodSpec>& pods) {
+  std::map<std::string, std::string> prefill_pods;  // by model: its prefill pods' names, joined
+  std::set<std::string> decodable;
+  for (const PodSpec& pod : pods)
+    for (const std::string& model : pod.models) {
+      if (pod.role != PodRole::kPrefill) {
+        decodable.insert(model);
+        continue;
+      }
+      std::string& names = prefill_pods[model];
+      names += (names.empty() ? "" : ", ") + pod.name;
+    }
+  std::vector<std::string> out;
+  for (const auto& [model, names] : prefill_pods)
+    if (!decodable.count(model))
+      out.push_back("model '" + model + "': prefill pods " + names +
+                    " but no pod with role decode or both (its requests could never be decoded)");
   return out;
 }
 

@@ -7,7 +7,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -40,6 +42,17 @@ struct PodSpec {
 
 // The fields (by their config key) in which two specs of one pod differ, e.g. "models, kv_capacity_tokens".
 std::string changedFields(const PodSpec& before, const PodSpec& after);
+
+// A role's name in the pods file, the Kubernetes label and /debug/pods: "prefill", "decode" or "both".
+std::string_view roleName(PodRole role);
+// The role named `name`: prefill, decode, both, or llm-d's prefill-decode (= both); nullopt for anything else.
+std::optional<PodRole> parseRole(std::string_view name);
+// What a configuration may say, for error messages.
+inline constexpr std::string_view kRoleChoices = "prefill, decode or both";
+
+// One line per model that has prefill pods but no pod to decode on (role decode or both): its requests could
+// never be decoded. "model 'm': prefill pods p-0, p-1 but no pod with role decode or both (...)"; empty = none.
+std::vector<std::string> undecodableModels(const std::vector<PodSpec>& pods);
 
 // Live state of one pod. Shared (by shared_ptr) between the snapshots that list it and the requests in flight
 // to it, so a request always decrements the object it incremented, even after the pod left the set.

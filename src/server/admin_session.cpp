@@ -181,6 +181,7 @@ json podsJson(const AdminServices& admin) {
                     {"id", pod->id().value},
                     {"address", pod->spec().address},
                     {"models", pod->spec().models},
+                    {"role", discovery::roleName(pod->spec().role)},
                     {"ready", pod->ready(now)},
                     {"healthy", pod->healthy()},
                     {"health_checked", pod->checked()},

@@ -185,6 +185,41 @@ def test_a_relabelled_slice_changes_its_pods_in_place(tmp_path, kube):
         sim.stop()
 
 
+def test_role_label_sets_each_slices_pods_role(tmp_path, kube):
+    """Prefill and decode pods behind separate Services: each slice's role label (llm-d.ai/role) is its pods' role in
+    /debug/pods; a relabelled slice changes its pods' role in place; an unknown value makes them `both` with a
+    warning naming the slice and the value; role_label "role-name" (AIBrix's) reads that label instead."""
+    kube.put(endpoint_slice("llama-prefill", "llama", [("pod-p", "10.0.0.1", READY)],
+                            labels={"llm-d.ai/role": "prefill"}))
+    kube.put(endpoint_slice("llama-decode", "llama", [("pod-d", "10.0.0.2", READY)],
+                            labels={"llm-d.ai/role": "decode", "role-name": "prefill"}))
+    kube.put(endpoint_slice("llama-plain", "llama", [("pod-b", "10.0.0.3", READY)]))
+    gw = Gateway(tmp_path, [], config=k8s_config(kube), wait_ready=False)
+    try:
+        roles = lambda: {p["name"]: p["role"] for p in gw.debug_pods()}
+        wait_until(lambda: len(gw.debug_pods()) == 3, what="three pods from the list")
+        assert roles() == {"pod-p": "prefill", "pod-d": "decode", "pod-b": "both"}
+        ids = {p["name"]: p["id"] for p in gw.debug_pods()}
+        wait_until(lambda: kube.seen(lambda r: r["watch"]), what="a watch")
+        kube.put(endpoint_slice("llama-plain", "llama", [("pod-b", "10.0.0.3", READY)],
+                                labels={"llm-d.ai/role": "prefill-decode"}))
+        kube.put(endpoint_slice("llama-prefill", "llama", [("pod-p", "10.0.0.1", READY)],
+                                labels={"llm-d.ai/role": "encode"}))
+        wait_until(lambda: roles()["pod-p"] == "both", what="the unknown role read as both")
+        assert roles() == {"pod-p": "both", "pod-d": "decode", "pod-b": "both"}
+        assert {p["name"]: p["id"] for p in gw.debug_pods()} == ids
+        assert "EndpointSlice default/llama-prefill: label llm-d.ai/role: unknown role 'encode'" in gw.read_log()
+    finally:
+        gw.stop()
+    aibrix = Gateway(tmp_path, [], config=k8s_config(kube, role_label="role-name"), name="aibrix", wait_ready=False)
+    try:
+        wait_until(lambda: len(aibrix.debug_pods()) == 3, what="three pods from the list")
+        assert {p["name"]: p["role"] for p in aibrix.debug_pods()} == {"pod-p": "both", "pod-d": "prefill",
+                                                                      "pod-b": "both"}
+    finally:
+        aibrix.stop()
+
+
 def test_410_gone_relists_and_sees_changes_the_watch_missed(tmp_path, kube):
     """An ERROR 410 event (the resourceVersion was compacted away) makes the gateway list again: a change made
     without an event (lost to compaction) reaches the pod set only through that relist."""

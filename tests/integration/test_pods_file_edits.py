@@ -1,12 +1,13 @@
 """Editing a pod's entry in the pods file: a pod is its name and address, so an edit of anything else (its KV
-capacity, models, engine dialect, KV event endpoints) changes it in place. It keeps its id, its health, its
+capacity, models, engine dialect, KV event endpoints, role) changes it in place. It keeps its id, its health, its
 in-flight counts, its prefix records and its KV event subscription; under load nothing fails and a held prefix
 still matches. (Before, any edit replaced the pod: a new id, not ready until its health checks passed again, its
 prefix records and subscription dropped: 503s under load and the holder's match fell to 0 %.)"""
 import json
+import subprocess
 import threading
 
-from harness import Sim, wait_until, write_pods
+from harness import GATEWAY_BIN, Sim, wait_until, write_pods
 from prefix_helpers import KV_MODE, MODEL, chat, route, send, words
 
 # Two passing checks make a new pod ready: a replaced pod would be out of the candidates for ~2 intervals.
@@ -111,3 +112,62 @@ def test_kv_event_pod_keeps_its_records_and_subscription_through_edits(tmp_path,
     finally:
         for s in sims:
             s.stop()
+
+
+def test_role_edits_apply_in_place_and_a_bad_role_keeps_the_last_pod_set(tmp_path, gateway_factory):
+    """A pod's `role` (disaggregated prefill/decode) is shown by /debug/pods ("both" when absent) and an edit of it
+    changes the pod in place (same id); a pods file leaving a model with prefill pods and none to decode on is applied
+    with a warning naming the model; an unknown role is refused, naming the file, the entry and the key, and the last
+    good pod set stays."""
+    sims = [Sim(tmp_path, f"role-{i}") for i in range(2)]
+    try:
+        gw = gateway_factory(sims)
+        pods = pods_by_name(gw)
+        assert {p["role"] for p in pods.values()} == {"both"}
+        ids = {name: p["id"] for name, p in pods.items()}
+        entries = [s.pod_entry() for s in sims]
+        entries[0]["role"], entries[1]["role"] = "prefill", "decode"
+        edit(gw, entries, lambda pods: pods["role-0"]["role"] == "prefill" and pods["role-1"]["role"] == "decode")
+        assert {name: p["id"] for name, p in pods_by_name(gw).items()} == ids
+        entries[1]["role"] = "prefill"
+        edit(gw, entries, lambda pods: all(p["role"] == "prefill" for p in pods.values()))
+        assert "model 'sim-model': prefill pods role-0, role-1 but no pod with role decode or both" in gw.read_log()
+        entries[1]["role"] = "prefill-decode"   # llm-d's name for both
+        edit(gw, entries, lambda pods: pods["role-1"]["role"] == "both")
+        entries[0]["role"] = "encoder"
+        write_pods(gw.pods_file, entries)
+        wait_until(lambda: "pods[0].role: expected prefill, decode or both, got 'encoder' (pod role-0)" in gw.read_log(),
+                   timeout=10, what="the bad role refused")
+        pods = pods_by_name(gw)
+        assert pods["role-0"]["role"] == "prefill" and pods["role-1"]["role"] == "both"
+        assert {name: p["id"] for name, p in pods.items()} == ids
+    finally:
+        for s in sims:
+            s.stop()
+
+
+def test_check_refuses_undecodable_models_and_prompt_matching_decode_strategies(tmp_path):
+    """--check refuses a pods file in which a model has prefill pods but no decode or both pod (naming the file, the
+    model and its prefill pods) and a decode strategy that scores by the prompt's match; it passes the file once a
+    decode pod is there."""
+    pods = tmp_path / "pods.yaml"
+    pods.write_text("pods:\n  - {name: p-0, address: 127.0.0.1:1, models: [m], role: prefill}\n"
+                    "  - {name: d-0, address: 127.0.0.1:2, models: [other], role: decode}\n")
+    config = tmp_path / "gw.yaml"
+    config.write_text("discovery: {file: pods.yaml}\n")
+    run = subprocess.run([GATEWAY_BIN, "--config", str(config), "--check"], capture_output=True, text=True)
+    assert run.returncode == 1
+    assert (f"{pods}: model 'm': prefill pods p-0 but no pod with role decode or both (its requests could never be "
+            "decoded)") in run.stderr
+    pods.write_text("pods:\n  - {name: p-0, address: 127.0.0.1:1, models: [m], role: prefill}\n"
+                    "  - {name: d-0, address: 127.0.0.1:2, models: [m, other], role: decode}\n")
+    run = subprocess.run([GATEWAY_BIN, "--config", str(config), "--check"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    for strategy in ("prefix-cache", "prefill-cost"):
+        config.write_text(f"discovery: {{file: pods.yaml}}\ndisaggregation: {{decode_strategy: {strategy}}}\n")
+        run = subprocess.run([GATEWAY_BIN, "--config", str(config), "--check"], capture_output=True, text=True)
+        assert run.returncode == 1
+        assert f"gw.yaml: disaggregation.decode_strategy: '{strategy}' scores by the prompt's prefix match" in run.stderr
+    config.write_text("discovery: {file: pods.yaml}\ndisaggregation: {mode: sidecar, decode_strategy: power-of-two}\n")
+    run = subprocess.run([GATEWAY_BIN, "--config", str(config), "--check"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr

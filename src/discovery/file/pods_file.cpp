@@ -52,9 +52,15 @@ std::vector<PodSpec> parsePodsFile(const std::string& text, const std::string& s
     r.read("data_parallel_size", spec.data_parallel_size);
     std::string engine = "auto";
     r.read("engine", engine);
+    std::string role = "both";
+    r.read("role", role);
     r.finish();
     if (auto kind = engine::parseEngineKind(engine)) spec.engine = *kind;
     else r.problem("engine", "expected " + std::string(engine::kEngineKindChoices) + ", got '" + engine + "'");
+    if (auto parsed = parseRole(role)) spec.role = *parsed;
+    else
+      r.problem("role", "expected " + std::string(kRoleChoices) + ", got '" + role + "'" +
+                            (spec.name.empty() ? "" : " (pod " + spec.name + ")"));
     if (spec.name.empty()) r.problem("name", "required");
     else if (!names.insert(spec.name).second) r.problem("name", "duplicate pod name '" + spec.name + "'");
     if (!net::splitHostPort(spec.address, spec.host, spec.port) || spec.port == 0)
@@ -76,6 +82,17 @@ std::vector<PodSpec> loadPodsFile(const std::string& path, std::vector<std::stri
   return parsePodsFile(text, path, problems);
 }
 
+void checkPodsFile(const std::string& path, std::vector<std::string>& problems) {
+  const size_t before = problems.size();
+  std::vector<PodSpec> pods = loadPodsFile(path, problems);
+  if (problems.size() != before) return;
+  for (const std::string& model : undecodableModels(pods)) problems.push_back(path + ": " + model);
+}
+
+void warnUndecodable(const std::vector<PodSpec>& pods, const std::string& source) {
+  for (const std::string& model : undecodableModels(pods)) log::warn("{}: {}", source, model);
+}
+
 FilePodSource::FilePodSource(boost::asio::io_context& io, std::string path, std::chrono::milliseconds poll_interval,
                              PodRegistry& registry)
     : path_(path),
@@ -91,6 +108,7 @@ std::vector<std::string> FilePodSource::start() {
   }
   auto pods = parsePodsFile(text, path_, problems);
   if (!problems.empty()) return problems;
+  warnUndecodable(pods, path_);
   registry_.update(std::move(pods));
   file_.start(std::move(text));
   return problems;
@@ -106,6 +124,7 @@ void FilePodSource::apply(const std::string& text) {
     return;
   }
   log::info("pods file {} changed: {} pods", path_, pods.size());
+  warnUndecodable(pods, path_);
   registry_.update(std::move(pods));
 }
 

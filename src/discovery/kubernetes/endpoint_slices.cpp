@@ -51,7 +51,8 @@ std::string metadataField(const json& object, const char* key) {
   return metadata != object.end() && metadata->is_object() ? text(*metadata, key) : std::string();
 }
 
-std::vector<PodSpec> slicePods(const json& slice, const config::KubernetesConfig& config, std::string& problem) {
+std::vector<PodSpec> slicePods(const json& slice, const config::KubernetesConfig& config, std::string& problem,
+                               std::string* warning) {
   std::vector<PodSpec> pods;
   const json empty = json::object();
   const json& metadata = slice.contains("metadata") && slice["metadata"].is_object() ? slice["metadata"] : empty;
@@ -66,6 +67,14 @@ std::vector<PodSpec> slicePods(const json& slice, const config::KubernetesConfig
       config.engine_label.empty()
           ? engine::EngineKind::kAuto
           : engine::parseEngineKind(text(labels, config.engine_label.c_str())).value_or(engine::EngineKind::kAuto);
+  PodRole role = PodRole::kBoth;
+  if (const std::string value = config.role_label.empty() ? "" : text(labels, config.role_label.c_str());
+      !value.empty()) {
+    if (auto parsed = parseRole(value)) role = *parsed;
+    else if (warning)
+      *warning = "label " + config.role_label + ": unknown role '" + value + "' (expected " +
+                 std::string(kRoleChoices) + "): its pods serve both legs";
+  }
   const uint16_t port = slicePort(slice, config.port_name);
   if (port == 0) {
     problem = config.port_name.empty() ? "no port" : "no port named " + config.port_name;
@@ -88,6 +97,7 @@ std::vector<PodSpec> slicePods(const json& slice, const config::KubernetesConfig
     spec.address = (v6 ? "[" + spec.host + "]" : spec.host) + ":" + std::to_string(port);
     spec.models = {model};
     spec.engine = engine;
+    spec.role = role;
     if (config.kv_events_port) spec.kv_events = tcpEndpoint(spec.host, config.kv_events_port);
     if (config.kv_replay_port) spec.kv_replay = tcpEndpoint(spec.host, config.kv_replay_port);
     pods.push_back(std::move(spec));

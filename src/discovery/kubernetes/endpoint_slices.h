@@ -18,8 +18,11 @@ std::string metadataField(const nlohmann::json& object, const char* key);
 // The ready pods of one slice: endpoints whose conditions.ready is true or null and whose conditions.terminating
 // is not true, each named by targetRef.name, at addresses[0] and the port named config.port_name (the first port
 // when empty), serving the slice's config.model_label label. A slice without that label or port gives no pods and
-// `problem` says why (a slice of an unrelated Service matched by a broad selector is not an error elsewhere).
-std::vector<PodSpec> slicePods(const nlohmann::json& slice, const config::KubernetesConfig& config, std::string& problem);
+// `problem` says why (a slice of an unrelated Service matched by a broad selector is not an error elsewhere). The
+// pods' role is the slice's config.role_label label (parseRole; absent: both); a value parseRole does not know makes
+// them `both` and, when `warning` is given, is named there (the slice's pods are still used).
+std::vector<PodSpec> slicePods(const nlohmann::json& slice, const config::KubernetesConfig& config, std::string& problem,
+                               std::string* warning = nullptr);
 
 // The slices seen by the list and watch of each namespace, by namespace then slice name.
 class SliceSet {

@@ -136,9 +136,10 @@ asio::awaitable<bool> KubernetesPodSource::list(Loop& loop) {
   for (const nlohmann::json& item : body["items"]) {
     const std::string name = item.is_object() ? metadataField(item, "name") : "";
     if (name.empty()) continue;
-    std::string problem;
-    std::vector<PodSpec> pods = slicePods(item, config_, problem);
+    std::string problem, warning;
+    std::vector<PodSpec> pods = slicePods(item, config_, problem, &warning);
     if (!problem.empty()) log::warn("kubernetes: EndpointSlice {}/{} ignored: {}", loop.ns, name, problem);
+    if (!warning.empty()) log::warn("kubernetes: EndpointSlice {}/{}: {}", loop.ns, name, warning);
     slices.emplace(name, std::move(pods));
   }
   loop.resource_version = metadataField(body, "resourceVersion");
@@ -205,9 +206,10 @@ bool KubernetesPodSource::apply(Loop& loop, WatchEvent& event) {
   if (event.type == Type::kDeleted) {
     slices_.erase(loop.ns, event.name);
   } else {
-    std::string problem;
-    std::vector<PodSpec> pods = slicePods(event.object, config_, problem);
+    std::string problem, warning;
+    std::vector<PodSpec> pods = slicePods(event.object, config_, problem, &warning);
     if (!problem.empty()) log::warn("kubernetes: EndpointSlice {}/{} ignored: {}", loop.ns, event.name, problem);
+    if (!warning.empty()) log::warn("kubernetes: EndpointSlice {}/{}: {}", loop.ns, event.name, warning);
     slices_.put(loop.ns, event.name, std::move(pods));
   }
   publish();

@@ -151,6 +151,7 @@ TEST(ConfigKeys, ConfPassesTheChecks) {
   Config c = loadFile(kConfFile, problems);
   validate(c, registry.names(), problems);
   registry.checkSettings(c, problems);
+  validateDecodeStrategy(c, registry.names(), {}, problems);
   EXPECT_TRUE(problems.empty()) << problems.front();
 
   YAML::Node kubernetes = YAML::Load(withKubernetesUncommented(readText(kConfFile)));

@@ -75,6 +75,39 @@ TEST(EndpointSlices, EngineLabelSetsTheDialect) {
   EXPECT_TRUE(problem.empty());
 }
 
+// Ensures the slice's role label (llm-d's llm-d.ai/role by default, or AIBrix's role-name) sets its pods' role:
+// absent is both, prefill-decode is both, an unknown value is both with a warning naming the label and value (the
+// pods still used), and role_label "" makes every pod both.
+TEST(EndpointSlices, RoleLabelSetsThePodsRole) {
+  config::KubernetesConfig config;
+  std::string problem, warning;
+  json s = slice("s", {endpoint("a", "10.0.0.1", nullptr), endpoint("b", "10.0.0.2", nullptr)});
+  EXPECT_EQ(slicePods(s, config, problem, &warning)[0].role, PodRole::kBoth);
+  s["metadata"]["labels"]["llm-d.ai/role"] = "prefill";
+  auto pods = slicePods(s, config, problem, &warning);
+  ASSERT_EQ(pods.size(), 2u);
+  EXPECT_EQ(pods[0].role, PodRole::kPrefill);
+  EXPECT_EQ(pods[1].role, PodRole::kPrefill);
+  s["metadata"]["labels"]["llm-d.ai/role"] = "decode";
+  EXPECT_EQ(slicePods(s, config, problem, &warning)[0].role, PodRole::kDecode);
+  s["metadata"]["labels"]["llm-d.ai/role"] = "prefill-decode";
+  EXPECT_EQ(slicePods(s, config, problem, &warning)[0].role, PodRole::kBoth);
+  EXPECT_TRUE(problem.empty());
+  EXPECT_TRUE(warning.empty());
+  s["metadata"]["labels"]["llm-d.ai/role"] = "encode";
+  pods = slicePods(s, config, problem, &warning);
+  ASSERT_EQ(pods.size(), 2u);
+  EXPECT_EQ(pods[0].role, PodRole::kBoth);
+  EXPECT_TRUE(problem.empty());
+  EXPECT_EQ(warning, "label llm-d.ai/role: unknown role 'encode' (expected prefill, decode or both): its pods serve "
+                     "both legs");
+  config.role_label = "role-name";  // AIBrix's
+  s["metadata"]["labels"]["role-name"] = "decode";
+  EXPECT_EQ(slicePods(s, config, problem)[0].role, PodRole::kDecode);
+  config.role_label = "";
+  EXPECT_EQ(slicePods(s, config, problem)[0].role, PodRole::kBoth);
+}
+
 // An endpoint without a targetRef or an address names no pod; a slice with no endpoints (null) gives none.
 TEST(EndpointSlices, EndpointsWithoutPodOrAddressAreSkipped) {
   config::KubernetesConfig config;
