@@ -8,6 +8,9 @@
 # 10 ms are invalid, and the script exits 1 if a strategy keeps fewer than 5 valid seeds.
 # Usage: scripts/bench_quality.sh [quality.py options]   e.g. --workloads capacity-pressure --seeds 1-3 --out /tmp/r
 #   --replicas N: N gateways per run sharing their state through Redis, requests round-robin (--no-sync: without it)
+#   pd-NAME strategies: NAME's routing on the same --pods split into --prefill-pods P prefill pods and the rest decode
+#   pods (issue 26; --kv-transfer-ms-per-1k-tokens, --output-tokens), e.g. --strategies prefix-cache,pd-prefix-cache
+#   --out docs/benchmarks/pd (docs/benchmarks.md, "Disaggregated prefill/decode")
 #   BENCH_OUT=DIR   write the report there instead of docs/benchmarks (an --out option wins too)
 #   BENCH_NO_BUILD=1  skip setup and build: use build/ (or PREFIXGATE_BIN, PREFIXGATE_SIM_BIN) as it is
 set -euo pipefail

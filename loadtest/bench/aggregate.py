@@ -48,6 +48,7 @@ def mean_ci(values):
 
 # Row fields aggregated over seeds (numbers in every run's row).
 FIELDS = ["throughput_rps", "output_tps", "ttft_p50", "ttft_p90", "ttft_p99", "itl_p50", "itl_p99", "e2e_p50",
+          "tpot_p50", "tpot_p90", "prefill_hit_ratio", "pd_prefill_s_mean", "pd_handoff_s_mean",
           "hit_ratio", "upper_bound", "of_bound", "of_oracle", "engine_hit_ratio", "prediction_accuracy", "pod_load_max", "pod_load_mean",
           "pod_inflight_peak", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "preemptions", "errors", "wall_s",
           # several replicas (bench/replicas.py; absent otherwise)

@@ -7,15 +7,16 @@ Two modes:
 
 Per request it records TTFT (send -> first chunk with content), the gaps between content chunks (ITL), the
 end-to-end time, the usage chunk's prompt/cached/completion tokens, the `target-pod` header (or the simulator's
-`x-sim-pod` when sent to a pod directly) and `x-prefix-match-percent`, errors, and the send lag: wall milliseconds
-between the moment the request was due (its session's arrival time, or the end of the previous turn + the think
-time) and the moment its bytes were written. Several gateway replicas (`replicas=`) get the requests round-robin
-(replica_plan). Everything the client does before writing (waiting for the event loop, opening a connection, the
-oracle's cache queries) counts in the lag, so a client too busy to keep the schedule shows in it. Content
-chunks are recognised by a byte search, not a JSON parse; only the usage chunk is parsed, which keeps one Python
-process at thousands of events per second. For real engines (`capture=True`, and whenever a session carries the
-engine's replies: Session.carry_replies) every event is parsed: the record keeps the body sent, the streamed reply
-text and llama.cpp's `timings`, and a conversation's next turn carries the reply the engine actually generated.
+`x-sim-pod` when sent to a pod directly), a disaggregated request's `prefill-pod` header and
+`x-prefix-match-percent`, errors, and the send lag: wall milliseconds between the moment the request was due (its
+session's arrival time, or the end of the previous turn + the think time) and the moment its bytes were written.
+Several gateway replicas (`replicas=`) get the requests round-robin (replica_plan). Everything the client does
+before writing (waiting for the event loop, opening a connection, the oracle's cache queries) counts in the lag, so
+a client too busy to keep the schedule shows in it. Content chunks are recognised by a byte search, not a JSON
+parse; only the usage chunk is parsed, which keeps one Python process at thousands of events per second. For real
+engines (`capture=True`, and whenever a session carries the engine's replies: Session.carry_replies) every event is
+parsed: the record keeps the body sent, the streamed reply text and llama.cpp's `timings`, and a conversation's next
+turn carries the reply the engine actually generated.
 Every loop is bounded: by the requests given, by a per-request
 timeout and by a deadline for the whole run.
 """
@@ -252,6 +253,7 @@ class LoadGenerator:
         status, headers = parse_head(raw_head)
         rec.status = status
         rec.pod = headers.get("target-pod") or headers.get("x-sim-pod") or rec.pod
+        rec.prefill_pod = headers.get("prefill-pod", "")
         rec.match_percent = match_percent(headers)
         chunked = "chunked" in headers.get("transfer-encoding", "")
         if status != 200 or not chunked:

@@ -68,7 +68,8 @@ class Record:
     send_s: float            # since the run started
     status: int = 0          # HTTP status; 0 = no response (connection error, timeout, run deadline)
     error: str = ""
-    pod: str = ""            # the gateway's target-pod header
+    pod: str = ""            # the gateway's target-pod header (a disaggregated request's decode pod)
+    prefill_pod: str = ""    # the gateway's prefill-pod header: a disaggregated request's prefill pod, else ""
     match_percent: int = -1  # the gateway's x-prefix-match-percent header (the chosen pod's match), -1 = none
     replica: int = 0         # the gateway replica it was sent to (LoadGenerator's replicas), else 0
     ttft_s: float = -1.0     # send -> first content chunk

@@ -9,6 +9,12 @@ confidence interval of every figure over the seeds.
 cache holds the longest prefix, load weighed as the blend does (oracle.py). A run whose send lag p99 exceeds
 10 ms is invalid: it is rerun (--rerun-invalid times) and, if still invalid, left out of the aggregates.
 
+`pd-NAME` (e.g. pd-prefix-cache) runs NAME's routing on a disaggregated fleet of the same --pods: the first
+--prefill-pods P pods `role: prefill` (simulator --role prefill), the rest `role: decode`, the decode pods pulling
+the prompt's KV at --kv-transfer-ms-per-1k-tokens; NAME itself is the aggregated comparison (every pod `both`).
+Such runs add TPOT (time per output token) and the prefill pods' engine-reported hit ratio to compare (bench/pd.py);
+--output-tokens N sets every workload's output length (long outputs are where decode interference shows).
+
 --replicas N runs N gateways per run, sharing their prefix records and in-flight counts through one fresh Redis
 (state_sync), and spreads the requests round-robin over them (consecutive turns of a conversation on different
 replicas); --no-sync runs the same replicas without state sync, each learning alone.
@@ -20,6 +26,7 @@ Examples:
   loadtest/bench/quality.py --workloads capacity-pressure --strategies random,prefix-cache,oracle --seeds 1-3
   loadtest/bench/quality.py --tiny --pods 2 --strategies random,prefix-cache,oracle --out /tmp/report
   loadtest/bench/quality.py --workloads multi-turn --strategies prefix-cache --replicas 3 --out /tmp/x3
+  loadtest/bench/quality.py --workloads shared-prefix --strategies prefix-cache,pd-prefix-cache --prefill-pods 2
   scripts/bench_quality.sh        (the full committed report)
 """
 import argparse
@@ -27,7 +34,7 @@ import shlex
 import sys
 import tempfile
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -36,8 +43,9 @@ import provenance  # noqa: E402
 from bench import report, workloads  # noqa: E402
 from bench.aggregate import add_oracle_ratios, aggregate, short_of_seeds  # noqa: E402
 from bench.decisions import decision_stats  # noqa: E402
+from bench.pd import DEFAULT_KV_TRANSFER_MS_PER_1K, DEFAULT_PREFILL_PODS, is_pd  # noqa: E402
 from bench.runner import (ORACLE, check_replica, gateway_strategies, gateway_takes_random_seed,  # noqa: E402
-                          resolve_strategies, rotated, run_one, sim_supports, state_sync_refusal)
+                          pd_refusal, resolve_strategies, rotated, run_one, sim_supports, state_sync_refusal)
 from bench.stats import LAG_LIMIT_MS, steady_stages, summarize  # noqa: E402
 from bench.trace import TraceParams, trace_workload  # noqa: E402
 from harness import GATEWAY_BIN, SIM_BIN  # noqa: E402
@@ -54,6 +62,20 @@ TINY = {
     "capacity-pressure-repeating": {"groups": "8", "output_tokens": "200", "rates": "4,8", "stage_s": "1.5"},
     "trace": {"limit": "24", "speedup": "4"},
 }
+
+
+# The parameter that sets each workload's output length in tokens (--output-tokens); the trace's come from the trace.
+OUTPUT_PARAMS = {"shared-prefix": "output_tokens", "multi-turn": "answer_tokens",
+                 "capacity-pressure": "output_tokens", "capacity-pressure-repeating": "output_tokens"}
+
+
+def workload_params(name, tiny, output_tokens, overrides):
+    """A workload's parameter overrides: --tiny's, then --output-tokens (its OUTPUT_PARAMS entry), then its own
+    --param items, each winning over the one before."""
+    params = dict(TINY[name]) if tiny else {}
+    if output_tokens and name in OUTPUT_PARAMS:
+        params[OUTPUT_PARAMS[name]] = str(output_tokens)
+    return params | overrides.get(name, {})
 
 
 def build_workload(name, overrides, pods, seed):
@@ -116,6 +138,16 @@ def parse_args(argv):
                     help=f"exit 1 when a strategy has fewer valid seeds (default: {MIN_VALID_SEEDS}, or every seed "
                          "when fewer are run)")
     ap.add_argument("--param", action="append", default=[], metavar="WORKLOAD.NAME=VALUE")
+    ap.add_argument("--output-tokens", type=int, default=0, metavar="N",
+                    help="output tokens per request (full size) for every workload that has the parameter: "
+                         f"{', '.join(f'{w}.{p}' for w, p in OUTPUT_PARAMS.items())} (the trace keeps its own); a "
+                         "--param for the same parameter wins (default: each workload's own)")
+    ap.add_argument("--prefill-pods", type=int, default=DEFAULT_PREFILL_PODS, metavar="P",
+                    help="pd-NAME strategies: the first P of the --pods pods are prefill pods, the rest decode pods "
+                         f"(default {DEFAULT_PREFILL_PODS})")
+    ap.add_argument("--kv-transfer-ms-per-1k-tokens", type=float, default=DEFAULT_KV_TRANSFER_MS_PER_1K,
+                    metavar="MS", help="pd-NAME strategies: the decode pods' KV pull cost, simulated ms per 1,000 "
+                    f"prompt tokens (the simulator's flag; default {DEFAULT_KV_TRANSFER_MS_PER_1K:g})")
     ap.add_argument("--closed-loop", type=int, default=0, metavar="USERS",
                     help="run every workload closed loop with USERS concurrent users (each sends its next session "
                          "when the last one ends; arrival times are ignored) instead of open loop")
@@ -143,6 +175,13 @@ def parse_args(argv):
         ap.error(f"--replicas {args.replicas}: expected 1 or more gateways")
     if not args.sync and args.replicas < 2:
         ap.error("--no-sync needs --replicas N with N > 1")
+    if args.output_tokens < 0:
+        ap.error(f"--output-tokens {args.output_tokens}: expected a positive count (0 = each workload's own)")
+    if any(is_pd(n) for n in args.strategies.split(",")) and not 1 <= args.prefill_pods < args.pods:
+        ap.error(f"--prefill-pods {args.prefill_pods}: a disaggregated fleet of --pods {args.pods} needs 1 to "
+                 f"{args.pods - 1} prefill pods")
+    if args.kv_transfer_ms_per_1k_tokens < 0:
+        ap.error("--kv-transfer-ms-per-1k-tokens: expected 0 or more")
     if args.min_valid_seeds is None:
         args.min_valid_seeds = min(MIN_VALID_SEEDS, len(args.seeds))
     return args
@@ -161,6 +200,14 @@ def prepare(name, params, seed, args):
     return workload
 
 
+def decided(records, pd, args):
+    """(records, pods) for the decisions table: a pd run's records with each request's pod its prefill pod, among
+    the --prefill-pods (the strategy chose that pod; the decode pod is chosen by load)."""
+    if not pd:
+        return records, args.pods
+    return [replace(r, pod=r.prefill_pod or r.pod) for r in records], args.prefill_pods
+
+
 def run_seeds(name, params, strategies, args, tmp, seeded_gateway):
     """Every seed, every strategy (order rotated by seed), invalid runs rerun; returns (first seed's workload, run
     rows, first seed's [(strategy, records)] for the plots)."""
@@ -174,7 +221,7 @@ def run_seeds(name, params, strategies, args, tmp, seeded_gateway):
                 records, wall, notes = run_one(workload, strategy, routing, seed, args, tmp, seeded_gateway)
                 row = summarize(strategy, records, by_rid, wall, notes.pop("engine_hit_ratio"),
                                 workload.params.get("token_scale", 1.0)) | notes
-                row |= decision_stats(records, args.pods)
+                row |= decision_stats(*decided(records, notes.get("pd"), args))
                 row |= {"seed": seed, "attempt": attempt, "position": position}
                 if workload.stages:
                     row["stages"] = steady_stages(records, workload.stages, by_rid)
@@ -193,8 +240,15 @@ def print_row(name, row):
     strategy = row["strategy"] + (f" x{row['replicas']}" if row.get("replicas", 0) > 1 else "")
     for line in row["crashed"]:
         print(f"{name:>17} s{row['seed']} {strategy:<23} CRASHED {line}", flush=True)
+    pd = ""
+    if row.get("pd"):
+        hit = row.get("prefill_hit_ratio")
+        pd = (f"  TPOT p90 {row['tpot_p90'] * 1000:6.1f} ms  prefill-pod hit "
+              f"{'-' if hit is None else f'{hit * 100:5.1f} %'}  pd {row.get('pd_outcomes')}")
+    elif row.get("tpot_p90") == row.get("tpot_p90"):   # not NaN
+        pd = f"  TPOT p90 {row['tpot_p90'] * 1000:6.1f} ms"
     print(f"{name:>17} s{row['seed']} {strategy:<23} ok {row['ok']:>5} errors {row['errors']:>3}  TTFT p90 "
-          f"{row['ttft_p90']:8.3f} s  hit {row['hit_ratio'] * 100:5.1f} % (bound {row['upper_bound'] * 100:5.1f} %)"
+          f"{row['ttft_p90']:8.3f} s{pd}  hit {row['hit_ratio'] * 100:5.1f} % (bound {row['upper_bound'] * 100:5.1f} %)"
           f"  lag p99 {row['lag_p99_ms']:5.1f} ms{'' if row['valid'] else ' INVALID'}  preempted "
           f"{row['preemptions']}  wall {row['wall_s']:5.1f} s", flush=True)
 
@@ -215,7 +269,9 @@ def main(argv=None):
     started = time.monotonic()
     git_at_start = provenance.git_info()  # before this run writes its plots into the tree
     summary = {"pods": args.pods, "seeds": args.seeds, "lag_limit_ms": LAG_LIMIT_MS, "replicas": args.replicas,
-               "state_sync": args.replicas > 1 and args.sync, "workloads": {}}
+               "state_sync": args.replicas > 1 and args.sync, "prefill_pods": args.prefill_pods,
+               "kv_transfer_ms_per_1k_tokens": args.kv_transfer_ms_per_1k_tokens,
+               "output_tokens": args.output_tokens or None, "workloads": {}}
     sections = []
     with provenance.LoadSampler() as load, tempfile.TemporaryDirectory(prefix="prefixgate-bench-") as tmp:
         if args.work_dir:
@@ -231,9 +287,15 @@ def main(argv=None):
         if refusal:
             raise SystemExit(f"{GATEWAY_BIN} refuses state_sync.enabled, which --replicas {args.replicas} needs "
                              f"(--no-sync runs the replicas without it): {refusal}")
-        strategies = resolve_strategies(args.strategies, gateway_strategies(tmp))
+        strategies = resolve_strategies(args.strategies, gateway_strategies(tmp), pd=True)
+        refusal = pd_refusal(tmp) if any(is_pd(s) for s, _ in strategies) else None
+        if refusal:
+            raise SystemExit(f"{GATEWAY_BIN} refuses a pods file with `role: prefill` / `role: decode`, which the pd- "
+                             f"strategies need (a build without disaggregation): {refusal}")
+        if any(is_pd(s) for s, _ in strategies) and not sim_supports("--role"):
+            raise SystemExit(f"{SIM_BIN} has no --role: the pd- strategies need the current simulator (rebuild it)")
         for name in names:
-            params = {**(TINY[name] if args.tiny else {}), **overrides.get(name, {})}
+            params = workload_params(name, args.tiny, args.output_tokens, overrides)
             workload, rows, plotted = run_seeds(name, params, strategies, args, tmp, seeded_gateway)
             aggregates = aggregate(rows, [s for s, _ in strategies])
             sections.append(report.workload_section(workload, rows, aggregates, plotted, out_dir, args.seeds,

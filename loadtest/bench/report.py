@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from bench.aggregate import mean_ci
+from bench.pd import HIT_POINTS_LIMIT, TPOT_GAIN_TARGET, TTFT_LOSS_LIMIT, is_pd, pd_comparison
 from bench.plots import plot_pod_load, plot_ttft_cdf
 from bench.stats import LAG_LIMIT_MS, NOT_STEADY_FACTOR, NOT_STEADY_GROWTH_S, WARMUP_FRACTION
 
@@ -18,6 +19,8 @@ COLUMNS = [
     ("ttft_p90", "TTFT p90 s (whole run)", "sec"),
     ("ttft_p99", "TTFT p99 s", "sec"),
     ("itl_p50", "ITL p50 ms", "ms"),
+    ("tpot_p50", "TPOT p50 ms", "ms"),
+    ("tpot_p90", "TPOT p90 ms", "ms"),
     ("hit_ratio", "token hit ratio", "pct"),
     ("of_oracle", "% of oracle", "pct"),
     ("of_bound", "% of upper bound", "pct"),
@@ -27,6 +30,9 @@ COLUMNS = [
     ("prediction_accuracy", "prediction accuracy", "pct"),
 ]
 DIGITS = {"sec": 3, "num0": 0, "num1": 1, "num2": 2}
+# Usage-based hit figures, meaningless for a disaggregated run (its decode legs report the pulled prompt as cached):
+# shown "-" for pd strategies, whose prefill pods' hit ratio is in the disaggregation table instead.
+USAGE_HIT_KEYS = {"hit_ratio", "of_oracle", "of_bound"}
 
 
 def _finite(x):
@@ -59,9 +65,72 @@ def aggregate_table(aggregates):
     for name, agg in aggregates.items():
         errors = round(agg["errors"][0] * agg["errors"][2]) if agg["errors"][2] else 0
         seeds = str(len(agg["seeds"])) + (f" ({agg['invalid']} invalid)" if agg["invalid"] else "")
-        body.append(f"| {name} | {seeds} | " + " | ".join(_cell(agg, key, fmt) for key, _, fmt in COLUMNS)
+        body.append(f"| {name} | {seeds} | " + " | ".join("-" if is_pd(name) and key in USAGE_HIT_KEYS
+                                                         else _cell(agg, key, fmt) for key, _, fmt in COLUMNS)
                     + f" | {errors} |")
     return "\n".join([head, rule, *body])
+
+
+def _ratio(value, digits=2, suffix="x"):
+    return "-" if value is None or not _finite(value) else f"{value:.{digits}f}{suffix}"
+
+
+def _verdict(met):
+    return {True: "yes", False: "**no**", None: "-"}[met]
+
+
+def pd_section(rows, aggregates, seed):
+    """Markdown for disaggregated runs: per strategy its fleet, TTFT and TPOT, the prefill pods' hit ratio (the
+    whole fleet's for an aggregated strategy), the gateway's pd outcomes and mean legs; then each pd strategy
+    against its aggregated strategy, with issue 26's targets (reported, not asserted)."""
+    lines = ["### Disaggregated prefill/decode", "",
+             "`pd-NAME` = NAME's routing on the same number of pods split by role (the first pods `role: prefill`, "
+             "the rest `role: decode`; gateway `disaggregation` defaults: connector mode, decode pod by "
+             "least-request, every request split); NAME = the same routing on pods that are all `both`. TPOT = "
+             "(end-to-end - TTFT) / (output tokens - 1) per request with 2 or more output tokens, per full-size "
+             "token. Prefill-pod hit ratio = the prefill pods' own `vllm:prefix_cache_hits_total` / "
+             "`queries_total` (each prefill leg's lookup); for an aggregated strategy, every pod's. The usage-based "
+             "hit columns above are \"-\" for pd strategies: a decode leg reports its pulled prompt as cached. "
+             "The decisions table follows a pd strategy's prefill pods (its hit figures stay usage-based). Prefill leg "
+             "and hand-off = the gateway's `prefixgate_pd_prefill_seconds` / `_handoff_seconds` means (simulated s). "
+             "Mean ± 95 % CI over the valid seeds.", "",
+             f"| strategy | fleet | valid seeds | TTFT p50 s | TTFT p90 s | TPOT p50 ms | TPOT p90 ms | prefill-pod "
+             f"hit ratio | prefill leg s | hand-off s | pd outcomes (seed {seed}) | requests per prefill pod "
+             f"(seed {seed}) |", "| --- " * 12 + "|"]
+    for name, agg in aggregates.items():
+        mine = [r for r in rows if r["strategy"] == name]
+        if not mine or mine[0].get("fleet") is None:
+            continue   # the oracle: no gateway, no fleet of its own
+        first = next((r for r in mine if r["seed"] == seed and r["valid"]), None)
+        outcomes = first.get("pd_outcomes") if first else None
+        shown = "-" if not outcomes else ", ".join(f"{k} {v}" for k, v in outcomes.items() if v) or "none"
+        spread = list(first["prefill_pod_requests"].values()) if first and first.get("prefill_pod_requests") else "-"
+        lines.append(f"| {name} | {mine[0]['fleet']} | {len(agg['seeds'])} | {pm(agg['ttft_p50'], 'sec')} | "
+                     f"{pm(agg['ttft_p90'], 'sec')} | {pm(agg['tpot_p50'], 'ms')} | {pm(agg['tpot_p90'], 'ms')} | "
+                     f"{pm(agg['prefill_hit_ratio'], 'pct')} | {pm(agg['pd_prefill_s_mean'], 'sec')} | "
+                     f"{pm(agg['pd_handoff_s_mean'], 'sec')} | {shown} | {spread} |")
+    unsplit = [f"{r['strategy']} seed {r['seed']}" for r in rows if r.get("pd")
+               and not (r.get("pd_outcomes") or {}).get("disaggregated")]
+    lines.append("")
+    if unsplit:
+        lines += ["**pd runs in which the gateway split no request** (no `disaggregated` outcome: their figures are "
+                  "not disaggregated serving's): " + ", ".join(unsplit), ""]
+    compared = pd_comparison(aggregates)
+    if compared:
+        lines += [f"**Disaggregated vs aggregated** (ratios of the means over the valid seeds; issue 26's targets, "
+                  f"reported, not asserted: TPOT p90 gain >= {TPOT_GAIN_TARGET:g}x, TTFT p90 ratio <= "
+                  f"{TTFT_LOSS_LIMIT:g}x, prefill-pod hit ratio within {HIT_POINTS_LIMIT:g} points of the "
+                  "aggregated fleet's):", "",
+                  "| pd strategy | vs | TPOT p90 gain (aggregated / pd) | met | TTFT p90 ratio (pd / aggregated) | met "
+                  "| hit ratio difference (points) | met |", "| --- " * 8 + "|"]
+        for c in compared:
+            lines.append(f"| {c['pd']} | {c['aggregated']} | {_ratio(c['tpot_gain'])} | {_verdict(c['meets']['tpot'])}"
+                         f" | {_ratio(c['ttft_ratio'])} | {_verdict(c['meets']['ttft'])} | "
+                         f"{_ratio(c['hit_points'], 1, '')} | {_verdict(c['meets']['hit'])} |")
+        lines.append("")
+    else:
+        lines += ["No pd strategy ran with its aggregated strategy: no comparison.", ""]
+    return lines
 
 
 def stage_table(aggregates, stages):
@@ -153,23 +222,30 @@ def replicas_section(rows, aggregates, replicas, seed):
 
 
 def runs_table(rows):
-    lines = ["| seed | strategy | order | attempt | valid | lag p50/p99/max ms | TTFT p90 s | hit ratio | engine hit "
-             "ratio | preemptions | % of oracle | upper bound | wall s |",
-             "| --- " * 13 + "|"]
+    lines = ["| seed | strategy | order | attempt | valid | lag p50/p99/max ms | TTFT p90 s | TPOT p90 ms | "
+             "hit ratio | engine hit ratio | preemptions | % of oracle | upper bound | wall s |",
+             "| --- " * 14 + "|"]
     for r in sorted(rows, key=lambda r: (r["seed"], r["position"], r["attempt"])):
         engine = "-" if r.get("engine_hit_ratio") is None else f"{r['engine_hit_ratio'] * 100:.1f} %"
         oracle = "-" if r.get("of_oracle") is None else f"{r['of_oracle'] * 100:.1f} %"
         lines.append(f"| {r['seed']} | {r['strategy']} | {r['position'] + 1} | {r['attempt'] + 1} | "
                      f"{'yes' if r['valid'] else '**INVALID**'} | {r['lag_p50_ms']:.2f}/{r['lag_p99_ms']:.2f}/"
-                     f"{r['lag_max_ms']:.1f} | {r['ttft_p90']:.3f} | {r['hit_ratio'] * 100:.1f} % | {engine} | "
+                     f"{r['lag_max_ms']:.1f} | {r['ttft_p90']:.3f} | {_tpot(r)} | {r['hit_ratio'] * 100:.1f} % | "
+                     f"{engine} | "
                      f"{r.get('preemptions', '-')} | {oracle} | {r['upper_bound'] * 100:.1f} % | {r['wall_s']:.1f} |")
     return lines
 
 
+def _tpot(row):
+    value = row.get("tpot_p90")
+    return "-" if not _finite(value) else f"{value * 1000:.1f}"
+
+
 def engine_disagreements(rows, tolerance=1e-6):
-    """Runs without preemptions where the engines' /metrics hit ratio differs from the usage figures'."""
+    """Runs without preemptions where the engines' /metrics hit ratio differs from the usage figures' (not
+    disaggregated runs: their decode legs' usage counts the pulled prompt as cached, their engines do not)."""
     return [r for r in rows if r.get("preemptions") == 0 and r.get("engine_hit_ratio") is not None
-            and abs(r["engine_hit_ratio"] - r["hit_ratio"]) > tolerance]
+            and not r.get("pd") and abs(r["engine_hit_ratio"] - r["hit_ratio"]) > tolerance]
 
 
 def workload_section(workload, rows, aggregates, plotted, out_dir, seeds, replicas=1):
@@ -205,6 +281,8 @@ def workload_section(workload, rows, aggregates, plotted, out_dir, seeds, replic
     lines += decisions_table(aggregates)
     if replicas > 1:
         lines += replicas_section(rows, aggregates, replicas, seeds[0])
+    if any(r.get("pd") for r in rows):
+        lines += pd_section(rows, aggregates, seeds[0])
     invalid = [r for r in rows if not r["valid"]]
     lines.append(f"Invalid runs (send lag p99 > {LAG_LIMIT_MS:g} ms; rerun, and left out of the aggregates): "
                  + ("; ".join(f"{r['strategy']} seed {r['seed']} attempt {r['attempt'] + 1} (lag p99 "
@@ -264,8 +342,15 @@ def header(args, strategies, info, elapsed, seeded_gateway):
         f"ms; the oracle's cache queries count). A run whose lag p99 exceeds {LAG_LIMIT_MS:g} ms is INVALID: it "
         f"is rerun (up to {args.rerun_invalid} time(s)); one still invalid is listed and left out of the "
         "aggregates.", "",
+        *([f"**Disaggregated prefill/decode**: `pd-NAME` strategies run NAME's routing on {args.pods} pods of which "
+           f"the first {args.prefill_pods} are prefill pods and the rest decode pods (simulator `--role`, "
+           f"`--kv-transfer-ms-per-1k-tokens {args.kv_transfer_ms_per_1k_tokens:g}`; pods file `role`); see each "
+           "workload's \"Disaggregated prefill/decode\" table.", ""]
+          if any(is_pd(s) for s, _ in strategies) else []),
         "**Columns**: req/s and output tok/s over the run (first send to last byte); TTFT = send to first "
-        "content chunk; ITL = gaps between content chunks; token hit ratio = the engines' "
+        "content chunk; ITL = gaps between content chunks; TPOT = (end-to-end - TTFT) / (output tokens - 1) per "
+        "request with 2 or more output tokens (p50/p90 over the requests), per full-size token; token hit ratio = "
+        "the engines' "
         "`usage.prompt_tokens_details.cached_tokens` / `prompt_tokens`; % of oracle = hit ratio / the oracle's in "
         "the same seed; % of upper bound = hit ratio / the best possible with an infinite cache (every request "
         "on a pod holding its longest previously seen prefix, in 16-token engine blocks, the blocks of earlier "

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from bench.loadgen import run_workload
 from bench.oracle import OracleRouter
+from bench.pd import (BOTH, DEFAULT_KV_TRANSFER_MS_PER_1K, DEFAULT_PREFILL_PODS, base_strategy, fleet_roles,
+                      is_pd, pd_notes, prefill_hit_ratio, sim_role_args, with_role)
 from bench.replicas import gateway_notes, requests_answered, sync_notes
 from bench.textgen import engine_tokens, predicted_reply
 from harness import GATEWAY_BIN, SIM_BIN, Gateway, RedisServer, Sim, request, settled, wait_until
@@ -31,8 +33,21 @@ STRATEGIES = {
     # prefill-cost's cost as a third scorer of the blend, weighed like its load term.
     "prefix-cache-prefill": {"strategy": "prefix-cache-blend", "blend": {"prefill_cost_weight": 4}},
 }
-# Strategies whose pods publish their KV cache events (and list them in the pods file).
+# Strategies whose pods publish their KV cache events (and list them in the pods file); their pd- variants too.
 KV_EVENT_STRATEGIES = {"prefix-cache-kv"}
+
+
+class RoleSim(Sim):
+    """A simulated pod with a prefill/decode role (bench/pd.py): its `--role` flags, and `role` in its pods-file
+    entry; a `both` pod is a plain Sim."""
+
+    def __init__(self, tmp_path, name, *extra, role=BOTH, kv_transfer_ms_per_1k=DEFAULT_KV_TRANSFER_MS_PER_1K,
+                 **options):
+        super().__init__(tmp_path, name, *extra, *sim_role_args(role, kv_transfer_ms_per_1k), **options)
+        self.role = role
+
+    def pod_entry(self):
+        return with_role(super().pod_entry(), self.role)
 
 
 def gateway_strategies(tmp):
@@ -53,8 +68,17 @@ def state_sync_refusal(tmp):
     return None if out.returncode == 0 else (out.stdout + out.stderr).strip()
 
 
-def _check_config(tmp, extra):
-    Path(tmp, "probe-pods.yaml").write_text("pods: []\n")
+def pd_refusal(tmp):
+    """Why the gateway binary refuses a pods file with prefill and decode pods (its --check output), or None when it
+    accepts it (pd-NAME strategies need `role`)."""
+    pods = ("pods:\n  - {name: p, address: '127.0.0.1:1', models: [m], role: prefill}\n"
+            "  - {name: d, address: '127.0.0.1:2', models: [m], role: decode}\n")
+    out = _check_config(tmp, "", pods)
+    return None if out.returncode == 0 else (out.stdout + out.stderr).strip()
+
+
+def _check_config(tmp, extra, pods="pods: []\n"):
+    Path(tmp, "probe-pods.yaml").write_text(pods)
     conf = Path(tmp, "probe.yaml")
     conf.write_text("discovery: {file: probe-pods.yaml}\n" + extra)
     return subprocess.run([GATEWAY_BIN, "--config", str(conf), "--check"], capture_output=True, text=True, timeout=30)
@@ -88,14 +112,20 @@ def with_settings(specs, name):
     return routing
 
 
-def resolve_strategies(text, offered, oracle=True, extra=None):
+def resolve_strategies(text, offered, oracle=True, extra=None, pd=False):
     """The strategies to run: `all` = the named ones (and `extra`: more {name: routing}), any other the gateway
-    offers, and the oracle; a name may carry settings (`prefill-cost:prefill_weight=4`, see with_settings)."""
+    offers, and the oracle; a name may carry settings (`prefill-cost:prefill_weight=4`, see with_settings). With
+    `pd`, `pd-NAME` (settings allowed) is NAME's routing on a disaggregated fleet (bench/pd.py; never in `all`, and
+    not for the oracle, which has no gateway)."""
     specs = {**STRATEGIES, **(extra or {})}
     for name in offered:
         specs.setdefault(name, {"strategy": name})
     specs[ORACLE] = None
     names = list(specs) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        head = name.partition(":")[0]
+        if pd and is_pd(head) and head not in specs and specs.get(base_strategy(head)) is not None:
+            specs[head] = specs[base_strategy(head)]
     for name in names:
         if ":" in name and name not in specs and (routing := with_settings(specs, name)) is not None:
             specs[name] = routing
@@ -133,20 +163,40 @@ ENGINE_COUNTERS = {"vllm:prefix_cache_hits_total": "hits", "vllm:prefix_cache_qu
                    "vllm:num_preemptions_total": "preemptions"}
 
 
-def scrape_engines(sims):
-    """The engines' own counters summed over pods: {"hits", "queries", "preemptions"}; None when a pod does not
+def engine_counters(text):
+    """{"hits", "queries", "preemptions"} from one engine's /metrics text (0 where a series is missing)."""
+    counters = dict.fromkeys(ENGINE_COUNTERS.values(), 0.0)
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in ENGINE_COUNTERS:
+            counters[ENGINE_COUNTERS[name]] += float(line.rsplit(" ", 1)[1])
+    return counters
+
+
+def scrape_engine_pods(sims):
+    """Each engine's own counters, in pod order: [{"hits", "queries", "preemptions"}]; None when a pod does not
     answer."""
-    total = dict.fromkeys(ENGINE_COUNTERS.values(), 0.0)
+    out = []
     for sim in sims:
         try:
             status, _, body = request("127.0.0.1", sim.port, "GET", "/metrics", timeout=5)
         except OSError:
             return None
-        for line in body.decode().splitlines() if status == 200 else []:
-            name = line.split("{", 1)[0].split(" ", 1)[0]
-            if name in ENGINE_COUNTERS:
-                total[ENGINE_COUNTERS[name]] += float(line.rsplit(" ", 1)[1])
-    return total
+        out.append(engine_counters(body.decode() if status == 200 else ""))
+    return out
+
+
+def sum_counters(per_pod):
+    """The per-pod counters summed over the pods; None when a pod did not answer."""
+    if per_pod is None:
+        return None
+    return {key: sum(c[key] for c in per_pod) for key in ENGINE_COUNTERS.values()}
+
+
+def scrape_engines(sims):
+    """The engines' own counters summed over pods: {"hits", "queries", "preemptions"}; None when a pod does not
+    answer."""
+    return sum_counters(scrape_engine_pods(sims))
 
 
 def engine_notes(counters):
@@ -200,11 +250,12 @@ def metrics_texts(gateways):
     return last["texts"]
 
 
-def gateway_figures(gateways, records, redis):
-    """Row fields from the gateways' /metrics (summed over the replicas); with several replicas also the requests
-    each one answered, the state sync figures and the Redis's memory at the end."""
+def gateway_figures(gateways, records, redis, time_scale=1.0):
+    """Row fields from the gateways' /metrics (summed over the replicas): their counters, the disaggregation
+    outcomes and legs (bench/pd.py); with several replicas also the requests each one answered, the state sync
+    figures and the Redis's memory at the end."""
     texts = metrics_texts(gateways)
-    notes = gateway_notes(texts)
+    notes = gateway_notes(texts) | pd_notes(texts, time_scale)
     if len(gateways) > 1:
         notes["replica_requests"] = [requests_answered(t) for t in texts]
         notes.update(sync_notes(texts, sum(1 for r in records if r.ok)))
@@ -234,6 +285,12 @@ def start_gateways(tmp, sims, routing, seed, args, seeded_gateway, label):
     return gateways, redis
 
 
+def fleet_label(roles):
+    """"2 prefill + 6 decode" / "8 both": a fleet's roles, for the report."""
+    counts = {role: roles.count(role) for role in dict.fromkeys(roles)}
+    return " + ".join(f"{n} {role}" for role, n in counts.items())
+
+
 def stop_all(processes):
     for proc in processes:
         if proc is not None:
@@ -244,11 +301,14 @@ def run_one(workload, name, routing, seed, args, tmp, seeded_gateway):
     """Fresh pods and gateway(s), one workload through them; returns (records, wall seconds, notes)."""
     sims, gateways, redis = [], [], None
     label = f"{workload.name}-s{seed}-{name}" + (f"-x{args.replicas}" if args.replicas > 1 else "")
+    roles = fleet_roles(args.pods, getattr(args, "prefill_pods", DEFAULT_PREFILL_PODS), is_pd(name))
+    transfer = getattr(args, "kv_transfer_ms_per_1k_tokens", DEFAULT_KV_TRANSFER_MS_PER_1K)
     try:
-        for i in range(args.pods):
-            sims.append(Sim(tmp, f"{label}-engine-{i}", "--kv-capacity-tokens", str(workload.kv_capacity_tokens),
-                            "--log-level", "warn", *workload.sim_args, time_scale=f"{workload.time_scale:g}",
-                            kv_events=name in KV_EVENT_STRATEGIES))
+        for i, role in enumerate(roles):
+            sims.append(RoleSim(tmp, f"{label}-{'engine' if role == BOTH else role}-{i}", "--kv-capacity-tokens",
+                                str(workload.kv_capacity_tokens), "--log-level", "warn", *workload.sim_args,
+                                role=role, kv_transfer_ms_per_1k=transfer, time_scale=f"{workload.time_scale:g}",
+                                kv_events=base_strategy(name).partition(":")[0] in KV_EVENT_STRATEGIES))
         shown = name + (f" x{args.replicas}" if args.replicas > 1 else "")
         options = {"progress": args.progress, "label": f"{workload.name:>17} s{seed} {shown:<23}"}
         if routing is None:   # the oracle
@@ -262,10 +322,14 @@ def run_one(workload, name, routing, seed, args, tmp, seeded_gateway):
         records, wall, notes = run_workload(host, port, workload, workload.time_scale, args.deadline_s,
                                             **options)
         notes["crashed"] = dead_processes([p for p in [*gateways, redis, *sims] if p is not None])
-        notes.update(engine_notes(scrape_engines(sims)))
+        per_pod = scrape_engine_pods(sims)
+        notes.update(engine_notes(sum_counters(per_pod)))
+        notes["pd"] = is_pd(name)
+        notes["fleet"] = fleet_label(roles)
+        notes["prefill_hit_ratio"] = prefill_hit_ratio(per_pod, roles)
         notes["prediction_accuracy"] = prediction_accuracy(gateways)
         notes["learned_rates"] = learned_rates(gateways)
-        notes.update(gateway_figures(gateways, records, redis) if gateways else {})
+        notes.update(gateway_figures(gateways, records, redis, workload.time_scale) if gateways else {})
         notes["replicas"] = len(gateways)
         if routing is None:
             notes["oracle_queries"] = options["router"].queries

@@ -98,6 +98,14 @@ def steady_stages(records, stages, requests_by_rid, q=90):
     return out
 
 
+def tpot_values(records, token_scale=1.0):
+    """Time per output token of each served request with two output tokens or more: (e2e - TTFT) / (output tokens
+    - 1), the decode time after the first token spread over the rest (what decode interference slows, and what
+    disaggregation removes), per full-size token (x token_scale, as ITL)."""
+    return [(r.e2e_s - r.ttft_s) / (r.completion_tokens - 1) * token_scale for r in records
+            if r.ok and r.completion_tokens >= 2 and 0 <= r.ttft_s <= r.e2e_s]
+
+
 def summarize(strategy, records, requests_by_rid, wall_s, engine_hit_ratio=None, token_scale=1.0):
     """The report row of one strategy's run: throughput, latency percentiles, hit ratios, pod load, errors.
     Output tokens/s and ITL are given per full-size token: a workload at token scale k sends one token for every
@@ -114,6 +122,8 @@ def summarize(strategy, records, requests_by_rid, wall_s, engine_hit_ratio=None,
     _, _, bound = upper_bound_ratio(requests_by_rid, records)
     ttfts = [r.ttft_s for r in ok if r.ttft_s >= 0]
     itls = [gap for r in ok for gap in r.itl_s]
+    tpots = tpot_values(ok, token_scale)
+    prefill_pods = Counter(r.prefill_pod for r in ok if r.prefill_pod)
     per_pod = Counter(r.pod for r in ok)
     _, series = pod_inflight_series(ok)
     counts = list(per_pod.values())
@@ -129,11 +139,13 @@ def summarize(strategy, records, requests_by_rid, wall_s, engine_hit_ratio=None,
         "ttft_p50": percentile(ttfts, 50), "ttft_p90": percentile(ttfts, 90), "ttft_p99": percentile(ttfts, 99),
         "itl_p50": percentile(itls, 50) * token_scale, "itl_p99": percentile(itls, 99) * token_scale,
         "e2e_p50": percentile([r.e2e_s for r in ok], 50),
+        "tpot_p50": percentile(tpots, 50), "tpot_p90": percentile(tpots, 90),
         "hit_ratio": hit, "upper_bound": bound, "of_bound": hit / bound if bound else float("nan"),
         "engine_hit_ratio": engine_hit_ratio,
         "prompt_tokens_mean": prompt / len(ok) if ok else 0.0,
         "prompt_tokens_match": all(r.prompt_tokens == r.expected_prompt_tokens for r in ok),
         "pod_requests": dict(sorted(per_pod.items())),
+        "prefill_pod_requests": dict(sorted(prefill_pods.items())),   # the prefill-pod header (pd runs), else {}
         "pod_load_max": max(counts, default=0), "pod_load_mean": mean_load,
         "pod_inflight_peak": max((max(v) for v in series.values()), default=0),
     } | lag_summary(records)

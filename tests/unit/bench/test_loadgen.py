@@ -14,11 +14,12 @@ from bench.oracle import OracleRouter
 
 class FakePod:
     """A tiny HTTP/1.1 keep-alive server: streams 3 SSE content events per completion, answers cache matches with
-    a fixed cached_tokens; `match_header` is sent as x-prefix-match-percent on completions (None: no header)."""
+    a fixed cached_tokens; `match_header` is sent as x-prefix-match-percent on completions (None: no header), and
+    `prefill_header` as prefill-pod (a disaggregated request's prefill pod; None: no header)."""
 
-    def __init__(self, name, cached_tokens=0, match_header=None):
+    def __init__(self, name, cached_tokens=0, match_header=None, prefill_header=None):
         self.name, self.cached_tokens, self.matches, self.completions = name, cached_tokens, 0, 0
-        self.match_header = match_header
+        self.match_header, self.prefill_header = match_header, prefill_header
         self.port = None
         self.session_ids = []  # each completion's x-session-id header (None when absent)
         self.bodies = []       # each completion's body, as received
@@ -44,6 +45,7 @@ class FakePod:
                     self.session_ids.append(next((line.split(b":", 1)[1].strip().decode() for line in head.split(b"\r\n")
                                                   if line.lower().startswith(b"x-session-id:")), None))
                     match = f"x-prefix-match-percent: {self.match_header}\r\n" if self.match_header else ""
+                    match += f"prefill-pod: {self.prefill_header}\r\n" if self.prefill_header else ""
                     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked"
                                  b"\r\nx-sim-pod: " + self.name.encode() + b"\r\n" + match.encode() + b"\r\n")
                     events = [b'data: {"choices":[{"delta":{"content":" the"}}]}\n\n'] * 3 + [
@@ -64,7 +66,8 @@ class FakePod:
 def pods():
     """Two fake pods served from a background event loop."""
     loop = asyncio.new_event_loop()
-    fakes = [FakePod("pod-a", cached_tokens=0), FakePod("pod-b", cached_tokens=64, match_header="75")]
+    fakes = [FakePod("pod-a", cached_tokens=0),
+             FakePod("pod-b", cached_tokens=64, match_header="75", prefill_header="prefill-0")]
     ready = threading.Event()
 
     async def start():
@@ -201,6 +204,15 @@ def test_each_record_carries_the_gateways_prefix_match_header(pods):
     assert match_percent({"x-prefix-match-percent": "100"}) == 100
     assert match_percent({"x-prefix-match-percent": "-"}) == match_percent({}) == -1
     assert match_percent({"x-prefix-match-percent": "\xb2"}) == -1   # a latin-1 superscript two: isdigit(), no int
+
+
+def test_each_record_carries_the_gateways_prefill_pod_header(pods):
+    """Ensures a disaggregated request's prefill-pod header is recorded next to its target pod (pod-b sends
+    prefill-0), and "" without it (pod-a: an aggregated request)."""
+    w = Workload(name="fake", title="", description="", sessions=chat([1, 1]))
+    replicas = [("127.0.0.1", p.port) for p in pods]
+    records, _, _ = run_workload("127.0.0.1", 0, w, 1.0, 30, progress=False, replicas=replicas)
+    assert sorted((r.pod, r.prefill_pod) for r in records) == [("pod-a", ""), ("pod-b", "prefill-0")]
 
 
 def test_a_conversation_carries_the_replies_the_engine_streamed(pods):

@@ -5,7 +5,7 @@ import pytest
 
 from bench.model import BenchRequest, Record
 from bench.stats import (LAG_LIMIT_MS, is_steady, lag_summary, percentile, stage_bounds, stage_part, stage_ttft,
-                         steady_stages, summarize)
+                         steady_stages, summarize, tpot_values)
 
 
 def rec(rid, ttft=0.1, stage=0, lag=0.0, send=0.0, **kw):
@@ -108,3 +108,23 @@ def test_summarize_reports_hits_bound_lag_and_errors():
     assert row["pod_requests"] == {"p1": 1, "p2": 1} and row["pod_load_max"] == 1
     assert row["output_tps"] == pytest.approx(20 / 2.1 / 0.5)     # first send 0 to last end 1.1 + 1.0
     assert row["lag_max_ms"] == 3.0 and row["valid"] and row["prompt_tokens_match"] is False
+
+
+def test_tpot_spreads_the_decode_time_after_the_first_token_over_the_rest():
+    """Ensures time per output token = (e2e - TTFT) / (output tokens - 1) per full-size token (x token scale), that
+    requests with fewer than two output tokens, failed ones and ones without a first token are left out, and that
+    the row's TPOT p50/p90 are percentiles of it."""
+    a = rec(0, ttft=0.5, completion_tokens=11)            # e2e 1.5: 1.0 s over 10 tokens
+    b = rec(1, ttft=0.2, completion_tokens=5)             # e2e 1.2: 1.0 s over 4 tokens
+    one = rec(2, ttft=0.3, completion_tokens=1)
+    failed = rec(3, ttft=0.1, completion_tokens=9, status=500)
+    no_token = rec(4, ttft=-1.0, completion_tokens=9)
+    assert tpot_values([a, b, one, failed, no_token]) == pytest.approx([0.1, 0.25])
+    assert tpot_values([a], token_scale=0.25) == pytest.approx([0.025])
+    by_rid = {r.rid: breq(r.rid) for r in (a, b, one)}
+    row = summarize("x", [a, b, one], by_rid, wall_s=1.0, token_scale=0.5)
+    assert row["tpot_p50"] == pytest.approx(percentile([0.05, 0.125], 50))
+    assert row["tpot_p90"] == pytest.approx(percentile([0.05, 0.125], 90))
+    assert row["prefill_pod_requests"] == {}
+    a.prefill_pod, b.prefill_pod = "prefill-0", "prefill-0"
+    assert summarize("x", [a, b], by_rid, wall_s=1.0)["prefill_pod_requests"] == {"prefill-0": 2}
