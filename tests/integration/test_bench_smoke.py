@@ -122,6 +122,24 @@ def test_quality_runner_spreads_requests_over_replicas_and_reports_their_sync(tm
 
 @pytest.mark.skipif(bool(missing_tools()),
                     reason=f"the overhead benchmark needs nginx, haproxy and wrk; missing: {', '.join(missing_tools())}")
+def test_quality_runner_runs_a_disaggregated_fleet_and_compares_it_with_the_aggregated_one(tmp_path):
+    """Ensures a pd- strategy runs on a fleet of prefill and decode pods (the gateway splits every request: each
+    is counted disaggregated), that its row reports TPOT and the prefill pods' hit ratio, and that the report has the
+    disaggregated table and the comparison with the aggregated strategy."""
+    run(["loadtest/bench/quality.py", "--tiny", "--pods", "4", "--prefill-pods", "2",
+         "--strategies", "prefix-cache,pd-prefix-cache", "--workloads", "shared-prefix", "--seeds", "1",
+         "--rerun-invalid", "0", "--progress", "never", "--min-valid-seeds", "0", "--out", str(tmp_path)])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    runs = {r["strategy"]: r for r in summary["workloads"]["shared-prefix"]["runs"]}
+    pd, whole = runs["pd-prefix-cache"], runs["prefix-cache"]
+    assert pd["pd"] and not whole["pd"]
+    assert pd["pd_outcomes"]["disaggregated"] == pd["ok"] > 0, pd["pd_outcomes"]
+    assert pd["tpot_p90"] > 0 and whole["tpot_p90"] > 0
+    assert 0 < pd["prefill_hit_ratio"] <= 1
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "Disaggregated prefill/decode" in report
+
+
 def test_overhead_benchmark_runs_one_loop_proxies_and_prefix_cache_matches_over_eight_pods(tmp_path):
     """Ensures the overhead benchmark drives every target through wrk in every phase with one worker / thread per
     proxy, reports per-round figures and ratios to nginx, and that on the rotating conversation families
