@@ -4,11 +4,8 @@
 
 #include <set>
 
-#include "routing/prefix/prefix_metrics.h"
-#include "routing/prefix/prefix_services.h"
-#include "routing/router.h"
-#include "unit/core/kv_fixtures.h"
 #include "unit/core/pod_specs.h"
+#include "unit/core/prefix_router_fixture.h"
 
 namespace prefixgate::routing {
 namespace {
@@ -21,25 +18,11 @@ discovery::PodSpec rolePod(const std::string& name, uint16_t port, PodRole role)
 
 // prefix-cache over two prefill pods (p0, p1), two decode pods (d0, d1) and one both pod (b), on the character
 // tokenizer (4 characters a block).
-class DisaggregationTest : public ::testing::Test {
+class DisaggregationTest : public testing::PrefixRouterTest {
  protected:
   void SetUp() override {
-    config_.discovery.file = "p.yaml";
-    config_.routing.strategy = "prefix-cache";
-    config_.routing.prefix_cache.block_size = 4;
-    index::PrefixIndexOptions options;
-    options.block_capacity = 1000;
-    options.expiry = std::chrono::minutes(20);
-    services_ = std::make_unique<PrefixServices>(std::make_unique<tokenize::CharacterTokenizer>(), 4, 0, options,
-                                                 &clock_);
-    metrics_ = std::make_unique<PrefixMetrics>(registry_);
-    pods_.update({rolePod("p0", 1, PodRole::kPrefill), rolePod("p1", 2, PodRole::kPrefill),
-                  rolePod("d0", 3, PodRole::kDecode), rolePod("d1", 4, PodRole::kDecode),
-                  rolePod("b", 5, PodRole::kBoth)});
-    for (const auto& p : pods_.snapshot()->pods()) p->recordHealth(true, 1, 1);
-    router_ = std::make_unique<Router>(StrategyRegistry::builtin(),
-                                       StrategyDeps{config_, services_.get(), metrics_.get()}, pods_,
-                                       [this] { return now_ms_; });
+    start({rolePod("p0", 1, PodRole::kPrefill), rolePod("p1", 2, PodRole::kPrefill), rolePod("d0", 3, PodRole::kDecode),
+           rolePod("d1", 4, PodRole::kDecode), rolePod("b", 5, PodRole::kBoth)});
     request_.model = "m";
     request_.stream = true;
   }
@@ -60,17 +43,6 @@ class DisaggregationTest : public ::testing::Test {
       if (c.pod->name() == pod) return c.match_percent;
     return -1;
   }
-
-  config::Config config_;
-  testing::FixedClock clock_;
-  int64_t now_ms_ = 1'000'000;
-  prometheus::Registry registry_;
-  std::unique_ptr<PrefixServices> services_;
-  std::unique_ptr<PrefixMetrics> metrics_;
-  discovery::PodRegistry pods_;
-  std::unique_ptr<Router> router_;
-  openai::RequestView request_;
-  std::mt19937_64 rng_{7};
 };
 
 const std::string kPrompt = "aaaabbbbccccddddeeeeffffgggghhhh";  // 8 blocks

@@ -3,34 +3,16 @@
 
 #include <gtest/gtest.h>
 
-#include "routing/prefix/prefix_metrics.h"
-#include "routing/prefix/prefix_services.h"
-#include "routing/router.h"
-#include "unit/core/kv_fixtures.h"
 #include "unit/core/pod_specs.h"
+#include "unit/core/prefix_router_fixture.h"
 
 namespace prefixgate::routing {
 namespace {
 
-// A Router with prefix-cache on the real index and the character tokenizer (4 characters a block), over pods a, b, c.
-class TicketTest : public ::testing::Test {
+// prefix-cache over pods a, b, c (PrefixRouterTest).
+class TicketTest : public testing::PrefixRouterTest {
  protected:
-  void SetUp() override {
-    config_.discovery.file = "p.yaml";
-    config_.routing.strategy = "prefix-cache";
-    config_.routing.prefix_cache.block_size = 4;
-    index::PrefixIndexOptions options;
-    options.block_capacity = 1000;
-    options.expiry = std::chrono::minutes(20);
-    services_ = std::make_unique<PrefixServices>(std::make_unique<tokenize::CharacterTokenizer>(), 4, 0, options,
-                                                 &clock_);
-    metrics_ = std::make_unique<PrefixMetrics>(registry_);
-    pods_.update({testing::podSpec("a", 1), testing::podSpec("b", 2), testing::podSpec("c", 3)});
-    for (const auto& p : pods_.snapshot()->pods()) p->recordHealth(true, 1, 1);
-    router_ = std::make_unique<Router>(StrategyRegistry::builtin(),
-                                       StrategyDeps{config_, services_.get(), metrics_.get()}, pods_,
-                                       [this] { return now_ms_; });
-  }
+  void SetUp() override { start({testing::podSpec("a", 1), testing::podSpec("b", 2), testing::podSpec("c", 3)}); }
   RouteQuery query(const std::string& prompt, bool dry = false, std::span<const PodId> exclude = {}) {
     request_.model = "m";
     request_.stream = true;
@@ -60,17 +42,6 @@ class TicketTest : public ::testing::Test {
     c.output_tokens = 50;
     return c;
   }
-
-  config::Config config_;
-  testing::FixedClock clock_;
-  int64_t now_ms_ = 1'000'000;
-  prometheus::Registry registry_;
-  std::unique_ptr<PrefixServices> services_;
-  std::unique_ptr<PrefixMetrics> metrics_;
-  discovery::PodRegistry pods_;
-  std::unique_ptr<Router> router_;
-  openai::RequestView request_;
-  std::mt19937_64 rng_{7};
 };
 
 const std::string kPrompt = "aaaabbbbccccddddeeeeffffgggghhhh";  // 8 blocks
