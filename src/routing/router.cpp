@@ -75,8 +75,10 @@ FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, 
   const bool panic = panicking(serving, filter.panic_threshold_percent, filter.now_ms);
   bool other_replicas = false;
   out.candidates.reserve(serving.size());
+  // Roles matter only to a leg or to a disaggregated model's whole request (the spec is not read otherwise).
+  const bool by_role = filter.leg != PodRole::kBoth || filter.disaggregated;
   for (const discovery::PodPtr& pod : serving) {
-    if (!servesLeg(pod->spec().role, filter.leg, filter.disaggregated)) continue;
+    if (by_role && !servesLeg(pod->spec().role, filter.leg, filter.disaggregated)) continue;
     if (!(panic ? pod->healthy() && !pod->removed() : pod->ready(filter.now_ms))) continue;
     if (std::find(filter.exclude.begin(), filter.exclude.end(), pod->id()) != filter.exclude.end()) continue;
     // The per-pod queue bound (limits.max_in_flight_per_pod): a full pod takes no more.
@@ -275,6 +277,10 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
     d.prompt = std::move(prompt);
   }
   RoutingInput input{query.request, candidates, plan.settings, rng, query.dry_run, now, d.prompt.get()};
+  if (query.dry_run) {
+    d.explanations.assign(candidates.size(), Explanation{});
+    input.explanations = d.explanations;
+  }
   if (d.prompt) {
     const PromptBlocks& p = d.prompt->prompt;
     input.details = {{"tokens", static_cast<int64_t>(p.tokens)},

@@ -57,6 +57,8 @@ struct Decision {
   int match_percent = -1;               // the chosen pod's prefix match, when a prefix strategy ran
   std::string_view outcome;             // strategy-specific selection label ("" = none)
   std::vector<Candidate> candidates;    // every scored candidate (for /debug/route)
+  // Dry runs: per scored candidate (candidates' order; the excluded have none), the scorer's explanation.
+  std::vector<Explanation> explanations;
   std::vector<std::pair<std::string, int64_t>> details;  // facts the strategy computed (tokens, blocks)
   RoutePlan plan;                       // kept for failover (chooseAgain)
   std::shared_ptr<PromptMatch> prompt;  // the prompt's blocks and match, when the strategy matches the prompt

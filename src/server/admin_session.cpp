@@ -249,7 +249,8 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
 // One decision as /debug/route explains it: the strategy, the pick, and every candidate's numbers.
 json decisionJson(const routing::Decision& d) {
   json pods = json::array();
-  for (const auto& c : d.candidates) {
+  for (size_t i = 0; i < d.candidates.size(); ++i) {
+    const routing::Candidate& c = d.candidates[i];
     pods.push_back({{"name", c.pod->name()},
                     {"match_percent", c.match_percent < 0 ? json(nullptr) : json(c.match_percent)},
                     {"load_score", std::isnan(c.load_score) ? json(nullptr) : json(c.load_score)},
@@ -264,10 +265,11 @@ json decisionJson(const routing::Decision& d) {
                     // Filtered out before scoring (KV cache nearly full): never picked while another pod is not.
                     {"excluded", c.excluded}});
     // The scorer's explanation under its name (the wait scorer's "wait": its estimate and parts in ms).
-    if (const routing::ExplanationKeys* keys = c.explanation.keys) {
+    const routing::Explanation* explained = i < d.explanations.size() ? &d.explanations[i] : nullptr;
+    if (const routing::ExplanationKeys* keys = explained ? explained->keys : nullptr) {
       json parts = json::object();
-      for (size_t i = 0; i < keys->size && i < routing::Explanation::kMax; ++i)
-        parts[std::string(keys->keys[i])] = c.explanation.values[i];
+      for (size_t k = 0; k < keys->size && k < routing::Explanation::kMax; ++k)
+        parts[std::string(keys->keys[k])] = explained->values[k];
       pods.back()[std::string(keys->name)] = std::move(parts);
     }
   }

@@ -198,7 +198,8 @@ void candidateRates(std::span<const Candidate> candidates, const WaitSettings& s
 }
 
 void waitScores(std::span<Candidate> candidates, std::span<const double> uncached_tokens, double prompt_tokens,
-                std::span<const ServiceRates::Rates> rates, double fleet_work_weight) {
+                std::span<const ServiceRates::Rates> rates, double fleet_work_weight,
+                std::span<Explanation> explanations) {
   double least_uncached = INFINITY;
   for (size_t i = 0; i < candidates.size(); ++i) least_uncached = std::min(least_uncached, std::max(0.0, uncached_tokens[i]));
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -214,8 +215,9 @@ void waitScores(std::span<Candidate> candidates, std::span<const double> uncache
     c.load_score = total;
     c.score = -(total + work);
     // The estimate and its parts, in milliseconds (/debug/route's "wait").
-    c.explanation.keys = &kWaitExplanation;
-    c.explanation.values = {total * 1000, base * 1000, prefill * 1000, queue * 1000, decode * 1000, work * 1000};
+    if (i < explanations.size())
+      explanations[i] = {&kWaitExplanation,
+                         {total * 1000, base * 1000, prefill * 1000, queue * 1000, decode * 1000, work * 1000}};
   }
 }
 

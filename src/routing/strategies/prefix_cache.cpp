@@ -81,7 +81,7 @@ class PrefixCacheStrategy final : public PrefixStrategy {
     for (size_t i = 0; i < n; ++i) uncached[i] = tokens * (1 - m.fraction(i));
     candidateRates(input.candidates, wait_settings_, rates);
     setMatchPercents(input.candidates, m.matched, m.prompt.hashes.size());
-    waitScores(input.candidates, uncached, tokens, rates, wait_settings_.fleet_work_weight);
+    waitScores(input.candidates, uncached, tokens, rates, wait_settings_.fleet_work_weight, input.explanations);
     // New work (no pod holds half of it) balances the requests sent over the window when they are skewed; the
     // window loads (under their mutex) are read only for new work.
     input.outcome = {};

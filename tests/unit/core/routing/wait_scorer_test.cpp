@@ -106,19 +106,20 @@ TEST(WaitScores, PartsAddUpToTheScore) {
   std::vector<Candidate> cs = waitCandidates({3, 0}, {1, 0}, {1000, 0});
   const double uncached[] = {100, 2000};
   const ServiceRates::Rates rates[] = {{0.02, 1e-4, 5e-5, 0.001, 10}, {0.03, 2e-4, 1e-4, 0.002, 10}};
-  waitScores(cs, uncached, 2000, rates, 1);
-  EXPECT_DOUBLE_EQ(cs[0].explanation.get("base_ms") / 1000, 0.02);
-  EXPECT_DOUBLE_EQ(cs[0].explanation.get("prefill_ms") / 1000, 100 * 1e-4);
-  EXPECT_DOUBLE_EQ(cs[0].explanation.get("queue_ms") / 1000, 1000 * 5e-5);
-  EXPECT_DOUBLE_EQ(cs[0].explanation.get("decode_ms") / 1000, 2 * 0.001);  // 3 in flight, 1 of them not begun
-  EXPECT_DOUBLE_EQ(cs[0].explanation.get("total_ms") / 1000, 0.02 + 0.01 + 0.05 + 0.002);
-  EXPECT_DOUBLE_EQ(cs[1].explanation.get("total_ms") / 1000, 0.03 + 0.4);
+  std::vector<Explanation> why(2);
+  waitScores(cs, uncached, 2000, rates, 1, why);
+  EXPECT_DOUBLE_EQ(why[0].get("base_ms") / 1000, 0.02);
+  EXPECT_DOUBLE_EQ(why[0].get("prefill_ms") / 1000, 100 * 1e-4);
+  EXPECT_DOUBLE_EQ(why[0].get("queue_ms") / 1000, 1000 * 5e-5);
+  EXPECT_DOUBLE_EQ(why[0].get("decode_ms") / 1000, 2 * 0.001);  // 3 in flight, 1 of them not begun
+  EXPECT_DOUBLE_EQ(why[0].get("total_ms") / 1000, 0.02 + 0.01 + 0.05 + 0.002);
+  EXPECT_DOUBLE_EQ(why[1].get("total_ms") / 1000, 0.03 + 0.4);
   // The fleet's extra prefill: none for the pod missing least, 1,900 tokens at its own rate for the other.
-  EXPECT_DOUBLE_EQ(cs[0].explanation.get("fleet_work_ms") / 1000, 0);
-  EXPECT_DOUBLE_EQ(cs[1].explanation.get("fleet_work_ms") / 1000, 1900 * 2e-4);
-  EXPECT_DOUBLE_EQ(cs[0].score, -cs[0].explanation.get("total_ms") / 1000);
-  EXPECT_DOUBLE_EQ(cs[1].score, -(cs[1].explanation.get("total_ms") / 1000 + cs[1].explanation.get("fleet_work_ms") / 1000));
-  EXPECT_DOUBLE_EQ(cs[1].load_score, cs[1].explanation.get("total_ms") / 1000);
+  EXPECT_DOUBLE_EQ(why[0].get("fleet_work_ms") / 1000, 0);
+  EXPECT_DOUBLE_EQ(why[1].get("fleet_work_ms") / 1000, 1900 * 2e-4);
+  EXPECT_DOUBLE_EQ(cs[0].score, -why[0].get("total_ms") / 1000);
+  EXPECT_DOUBLE_EQ(cs[1].score, -(why[1].get("total_ms") / 1000 + why[1].get("fleet_work_ms") / 1000));
+  EXPECT_DOUBLE_EQ(cs[1].load_score, why[1].get("total_ms") / 1000);
 }
 
 // Ensures "sticky until saturated": the warm pod (little to compute) wins while its queue costs less than what a

@@ -303,12 +303,14 @@ TEST_F(PrefixRulesTest, WaitFollowsTheCacheUntilItsQueueCostsMore) {
   EXPECT_EQ(warm.pod->name(), holder);
   EXPECT_EQ(warm.match_percent, 88);  // 8 of 9 blocks
   EXPECT_DOUBLE_EQ(warm.ticket.facts().sent.own_tokens, 1);  // only the new block to compute
-  for (const Candidate& c : warm.candidates)
-    if (c.pod->name() != holder) {
-      EXPECT_GT(c.explanation.get("prefill_ms") / 1000, 0);
-      EXPECT_DOUBLE_EQ(c.explanation.get("queue_ms") / 1000, 0);
-    }
   warm = Decision{};
+  Decision explained = route(prompt + "zzzz", true);  // a dry run explains its scores
+  ASSERT_EQ(explained.explanations.size(), explained.candidates.size());
+  for (size_t i = 0; i < explained.candidates.size(); ++i)
+    if (explained.candidates[i].pod->name() != holder) {
+      EXPECT_GT(explained.explanations[i].get("prefill_ms") / 1000, 0);
+      EXPECT_DOUBLE_EQ(explained.explanations[i].get("queue_ms") / 1000, 0);
+    }
 
   // Another client's uncached tokens queued on the holder: 15 cost less than what a move costs (the 8 tokens the
   // holder saves, and the fleet's 8 extra: fleet_work_weight 1), 18 cost more.
@@ -319,10 +321,10 @@ TEST_F(PrefixRulesTest, WaitFollowsTheCacheUntilItsQueueCostsMore) {
   PrefillGuard queued(pod(holder), 18);
   Decision moved = route(prompt + "xxxx", true);
   EXPECT_NE(moved.pod->name(), holder);
-  for (const Candidate& c : moved.candidates)
-    if (c.pod->name() == holder) {
-      EXPECT_DOUBLE_EQ(c.prefill_tokens, 18);
-      EXPECT_GT(c.explanation.get("queue_ms") / 1000, 0);
+  for (size_t i = 0; i < moved.candidates.size(); ++i)
+    if (moved.candidates[i].pod->name() == holder) {
+      EXPECT_DOUBLE_EQ(moved.candidates[i].prefill_tokens, 18);
+      EXPECT_GT(moved.explanations[i].get("queue_ms") / 1000, 0);
     }
 }
 
@@ -336,7 +338,7 @@ TEST_F(PrefixRulesTest, ScorerSettingChoosesPrefixCachesRule) {
     RouteQuery q{r, header, "", {}, true};
     Decision d = router_->choose(q, rng_);
     int filled = 0;
-    for (const Candidate& c : d.candidates) filled += !std::isnan(c.explanation.get("total_ms"));
+    for (const Explanation& e : d.explanations) filled += !std::isnan(e.get("total_ms"));
     return filled;
   };
   config_.routing.prefix_cache.scorer = "blend";
