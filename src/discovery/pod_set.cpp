@@ -27,22 +27,6 @@ std::string changedFields(const PodSpec& before, const PodSpec& after) {
   return out;
 }
 
-std::string_view roleName(PodRole role) {
-  switch (role) {
-    case PodRole::kPrefill: return "prefill";
-    case PodRole::kDecode: return "decode";
-    case PodRole::kBoth: break;
-  }
-  return "both";
-}
-
-std::optional<PodRole> parseRole(std::string_view name) {
-  for (PodRole role : {PodRole::kBoth, PodRole::kPrefill, PodRole::kDecode})
-    if (name == roleName(role)) return role;
-  if (name == "prefill-decode") return PodRole::kBoth;  // llm-d's name for a pod serving both legs
-  return std::nullopt;
-}
-
 std::vector<std::string> undecodableModels(const std::vector<PodSpec>& pods) {
   std::map<std::string, std::string> prefill_pods;  // by model: its prefill pods' names, joined
   std::set<std::string> decodable;
@@ -130,11 +114,12 @@ PodSet::PodSet(std::vector<PodPtr> pods) : pods_(std::move(pods)) {
     }
   }
   models_.assign(models.begin(), models.end());
-  for (const auto& [model, serving] : by_model_) {
+  for (const auto& entry : by_model_) {
+    const std::vector<PodPtr>& serving = entry.second;
     const auto has = [&serving](PodRole role) {
       return std::any_of(serving.begin(), serving.end(), [role](const PodPtr& p) { return p->spec().role == role; });
     };
-    if (has(PodRole::kPrefill) && has(PodRole::kDecode)) disaggregated_.insert(model);
+    if (has(PodRole::kPrefill) && has(PodRole::kDecode)) disaggregated_.insert(entry.first);
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "discovery/kv_sync_state.h"
+#include "discovery/pod_role.h"
 #include "discovery/passive_ejection.h"
 #include "engine/engine_load.h"
 #include "prefixgate/types.h"
@@ -43,12 +44,6 @@ struct PodSpec {
 // The fields (by their config key) in which two specs of one pod differ, e.g. "models, kv_capacity_tokens".
 std::string changedFields(const PodSpec& before, const PodSpec& after);
 
-// A role's name in the pods file, the Kubernetes label and /debug/pods: "prefill", "decode" or "both".
-std::string_view roleName(PodRole role);
-// The role named `name`: prefill, decode, both, or llm-d's prefill-decode (= both); nullopt for anything else.
-std::optional<PodRole> parseRole(std::string_view name);
-// What a configuration may say, for error messages.
-inline constexpr std::string_view kRoleChoices = "prefill, decode or both";
 
 // One line per model that has prefill pods but no pod to decode on (role decode or both): its requests could
 // never be decoded. "model 'm': prefill pods p-0, p-1 but no pod with role decode or both (...)"; empty = none.

@@ -1,5 +1,6 @@
 // libFuzzer target for the record and session pin batches replicas exchange through Redis (sync/record_batch.h):
-// another replica's stream entry or a snapshot member is read as untrusted bytes, as records and as session pins.
+// another replica's stream entry or a snapshot member is read as untrusted bytes, as records, session pins and
+// withdrawals.
 // Nothing may crash, leak, over-allocate or trip a sanitizer; every record or pin read, written again, reads back
 // the same; a batch read without error, written again, reads back as many entries without error; a key that
 // decodes, encoded again, decodes to the same record or pin; no session id over SessionTable::kMaxIdBytes is read.
@@ -54,11 +55,29 @@ void sessions(std::string_view in) {
   }
 }
 
+// Withdrawals: each one read keeps no more than its blocks, and written again reads back the same.
+void withdrawals(std::string_view in) {
+  WithdrawalBatchReader reader(in);
+  Withdrawal w;
+  while (reader.next(w)) {
+    check(w.keep <= w.record.hashes.size() && w.withdrawn().size() == w.record.hashes.size() - w.keep);
+    std::string one;
+    appendWithdrawal(one, w.record.wall_ms, w.keep, w.record.model, w.record.pod, w.record.hashes);
+    std::string_view view = one;
+    Withdrawal back;
+    std::string error;
+    check(readWithdrawal(view, back, error) && view.empty() && back.keep == w.keep &&
+          back.record.wall_ms == w.record.wall_ms && back.record.model == w.record.model &&
+          back.record.pod == w.record.pod && back.record.hashes == w.record.hashes);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   sessions(in);
+  withdrawals(in);
   BatchReader reader(in);
   Record r;
   std::string again;
