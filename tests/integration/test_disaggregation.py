@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness import Gateway, Sim, stream_content
+from harness import Gateway, Sim, stream_content, wait_until
 
 SYSTEM = "You are the support assistant of a large shipping company; answer from the policy below. " + " ".join(
     f"Clause {i}: parcels of class {i} travel by road unless marked urgent." for i in range(40))
@@ -32,8 +32,11 @@ def fleet(tmp_path):
 
 def gateway(tmp_path, prefill, decode, mode="connector", **disaggregation):
     pods = [pod(s, "prefill") for s in prefill] + [pod(s, "decode") for s in decode]
-    return Gateway(tmp_path, pods, config={"routing": {"strategy": "prefix-cache"},
-                                           "disaggregation": {"mode": mode, **disaggregation}})
+    gw = Gateway(tmp_path, pods, config={"routing": {"strategy": "prefix-cache"},
+                                         "disaggregation": {"mode": mode, **disaggregation}})
+    # /readyz needs one ready pod; each leg needs its own kind: wait until every pod passed its health check.
+    wait_until(lambda: all(p["ready"] for p in gw.debug_pods()), timeout=10, what="every pod ready")
+    return gw
 
 
 def send(gw, body, headers=None):
