@@ -9,7 +9,10 @@ StepWork stepWork(const StepPlan& plan) {
   work.sequences = static_cast<uint32_t>(plan.entries.size());
   work.restored_tokens = plan.restored_tokens;
   for (const StepEntry& entry : plan.entries) {
-    if (entry.decode) {
+    // One token computed is a decode row whatever it is for: vLLM runs a step whose every entry schedules one
+    // token (a decode leg's last prompt token after its KV was pulled included) as a uniform decode batch
+    // (gpu_model_runner.py: max_query_len == 1), in the decode CUDA graph, without a prefill step's overhead.
+    if (entry.decode || entry.new_tokens == 1) {
       work.decode_context += entry.computed_before + entry.new_tokens;
       continue;
     }

@@ -4,6 +4,7 @@
 //   decode_ms_per_token                      one pass over the weights (memory bound: the floor of every step)
 //   decode_ms_per_running_seq x sequences    per-sequence work in the batch (sampling, bookkeeping)
 //   step_overhead_ms                         only in a step that prefills: the extra cost of a mixed batch
+//                                            (an entry computing one token counts as a decode, as in vLLM)
 //   prefill tokens / prefill_tokens_per_s    the linear layers over the prompt tokens computed (compute bound)
 //   attention_ms_per_1k_context x decode context / 1000
 //                                            decoding sequences read the KV of their whole context

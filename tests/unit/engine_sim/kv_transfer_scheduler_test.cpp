@@ -163,8 +163,9 @@ TEST(KvTransferEngine, DecodeLegWaitsForTheTransferWithoutComputingIt) {
   EXPECT_DOUBLE_EQ(decode.sequence->kvTransferMs(), 200.0);
   EXPECT_GE(waited_ms, 95.0);
   EXPECT_EQ(decode.sequence->cachedTokens(), 99u);
-  EXPECT_EQ(engine.snapshot().activity.prefill_tokens, 1u);  // the transfer is not prefill compute
-  EXPECT_EQ(engine.snapshot().activity.steps, 2u);           // nor a step: the last prompt token, then a decode
+  // The transfer is not prefill compute, nor is its last prompt token (a decode row).
+  EXPECT_EQ(engine.snapshot().activity.prefill_tokens, 0u);
+  EXPECT_EQ(engine.snapshot().activity.steps, 2u);  // nor a step: the last prompt token, then a decode
 }
 
 // Ensures a request without kv_transfer_params computes its whole prompt (aggregated), whatever the pod's role.

@@ -43,6 +43,22 @@ TEST(TimingModel, StepWorkOfPlan) {
   EXPECT_DOUBLE_EQ(work.prefill_pairs, 10 * (20 + 5.5));
 }
 
+// Ensures an entry that computes a single prompt token (a decode leg's last prompt token once its KV was pulled)
+// costs as a decode: a step of such entries and decodes is a uniform decode batch, without the prefill overhead.
+TEST(TimingModel, OneTokenPrefillIsADecodeRow) {
+  StepPlan plan;
+  plan.entries.push_back(StepEntry{1, 1, 99, true});
+  plan.entries.push_back(StepEntry{2, 1, 4999, false});  // pulled 4,999 tokens, computes the 5,000th
+  StepWork work = stepWork(plan);
+  EXPECT_EQ(work.prefill_tokens, 0u);
+  EXPECT_EQ(work.decode_context, 100u + 5000u);
+  EXPECT_DOUBLE_EQ(work.prefill_pairs, 0);
+  EXPECT_DOUBLE_EQ(stepMilliseconds(config(), work), stepMilliseconds(config(), decodeOnly(2, 5100)));
+  // Two tokens are a prefill chunk: the mixed batch pays the overhead.
+  plan.entries.back().new_tokens = 2;
+  EXPECT_GT(stepMilliseconds(config(), stepWork(plan)), stepMilliseconds(config(), decodeOnly(2, 100)) + 15);
+}
+
 // Ensures a workload at token scale k takes as long as the full-size one: k times the tokens in a prefill step,
 // and k times the steps (each 1/k as long) for decoding.
 TEST(TimingModel, TokenScaleKeepsDurations) {
