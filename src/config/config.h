@@ -226,6 +226,9 @@ struct DisaggregationConfig {
   // whole by one pod (a `both` pod, else a decode pod): a short prefill costs less than the KV hand-off. 0 = every
   // request of a disaggregated model is split.
   uint32_t aggregate_below_tokens = 0;
+  // A client's own `kv_transfer_params` is removed from its body before any pod sees it (it names hosts the
+  // engine's KV connector would connect to); true passes it on to the pod of a request the gateway does not split.
+  bool pass_client_kv_transfer_params = false;
   // The prefill pod's kv_transfer_params larger than this are ignored (the request then decodes aggregated).
   static constexpr size_t kMaxTransferParamsBytes = 64 * 1024;
 };

@@ -248,6 +248,8 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
       const char* start = value.raw_json_token().data();
       if (auto err = readPrompt(value, out)) return err;
       out.raw_prompt = rawSince(start, doc);
+    } else if (key == "kv_transfer_params") {
+      out.has_kv_transfer_params = true;
     } else if (key == "input" && endpoint == Endpoint::kEmbeddings) {
       has_input = true;
       std::string_view raw;

@@ -23,6 +23,9 @@ struct RequestView {
   // Completions given token ids (`prompt: [1, 2, 3]`): used as tokens directly instead of prompt_text.
   std::vector<uint32_t> prompt_token_ids;
   bool has_token_ids = false;
+  // The body has a top-level `kv_transfer_params` (vLLM's KV connector instructions: which host to pull KV from or
+  // keep it for). Only the gateway's own legs may carry one (disaggregation.pass_client_kv_transfer_params).
+  bool has_kv_transfer_params = false;
 
   // The raw JSON text of the fields the engine templates, exactly as they appear in the body (views into it: valid
   // while the body lives; the remote tokenizer sends them as they are). Chat: `messages` and `tools` ("" when

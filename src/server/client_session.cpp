@@ -448,8 +448,23 @@ class ClientSession {
     if (prepared.refusal) co_return co_await refusePrepared(outcome, *prepared.refusal, keep_alive);
     routing::Decision& decision = prepared.decision;
     auth.stripCredentials(head);
+    // A client's kv_transfer_params never reaches a pod unless the configuration says so: it names the hosts the
+    // engine's KV connector would pull KV from (a way to make pods connect anywhere). The decode leg's own is the
+    // prefill pod's answer; a split request never passes the client's.
+    std::string stripped_body;
+    if (prepared.request.has_kv_transfer_params &&
+        (prepared.decode || !services_.config.disaggregation.pass_client_kv_transfer_params)) {
+      proxy::pd::BodyEdit edit = proxy::pd::decodeBody(head.body(), "");
+      if (!edit.ok()) {
+        prepared.decision.ticket.attemptFailed(routing::AttemptFailure::kNotComputed);
+        if (prepared.decode) prepared.decode->ticket.attemptFailed(routing::AttemptFailure::kNotComputed);
+        co_return co_await reject(outcome, GatewayError::kInvalidRequest, edit.error, keep_alive);
+      }
+      stripped_body = std::move(edit.body);
+    }
     proxy::PodHealth health{services_.pods, services_.config.health_check, routing::steadyNowMs};
-    proxy::RelayRequest relay_request{stream_, worker_.pool, services_.config.upstream, health, head, head.body(),
+    proxy::RelayRequest relay_request{stream_, worker_.pool, services_.config.upstream, health, head,
+                                      stripped_body.empty() ? head.body() : stripped_body,
                                       outcome.requestId(), relay_heads_, keep_alive,
                                       [&](routing::Decision& failed, std::span<const PodId> exclude) {
                                         return preparation_.chooseAgain(prepared, failed, exclude, worker_.rng);

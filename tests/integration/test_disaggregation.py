@@ -150,3 +150,49 @@ def test_short_prompts_are_served_whole_by_a_decode_pod_below_the_threshold(tmp_
         assert gw.metric("prefixgate_pd_requests_total", outcome="aggregated") == 1
     finally:
         gw.stop()
+
+
+def foreign_kv(gw, question):
+    """kv_transfer_params telling a pod to pull the prompt's KV from a host of the client's choosing (as many block
+    ids as the prompt fills, so that an engine would act on them)."""
+    _, raw = send(gw, chat_body(question, stream=False))
+    blocks = -(-json.loads(raw)["usage"]["prompt_tokens"] // 16)
+    return {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": list(range(blocks)),
+            "remote_engine_id": "elsewhere", "remote_request_id": "r-1", "remote_host": "169.254.169.254",
+            "remote_port": 80, "tp_size": 1}
+
+
+def test_a_clients_kv_transfer_params_never_reach_a_pod_unless_allowed(tmp_path):
+    # A client's kv_transfer_params would make the pod's KV connector pull from any host it names: removed for a
+    # model that is not disaggregated too, unless disaggregation.pass_client_kv_transfer_params says otherwise.
+    sim = Sim(tmp_path, "both-0")
+    try:
+        for allowed in (False, True):
+            gw = Gateway(tmp_path, [sim.pod_entry()],
+                         config={"disaggregation": {"pass_client_kv_transfer_params": allowed}})
+            try:
+                params = foreign_kv(gw, "Where is my parcel?")
+                _, raw = send(gw, chat_body("Where is my parcel?", stream=False, kv_transfer_params=params))
+                seen = sim.completions_seen()[-1]
+                if allowed:
+                    assert seen["kv_role_leg"] == "decode", seen  # the pod was told to pull from the named host
+                    assert "kv_transfer_params" in json.loads(raw)
+                else:
+                    assert seen["kv_role_leg"] == "" and seen["kv_pulled_tokens"] == 0, seen
+                    assert "kv_transfer_params" not in json.loads(raw)  # the pod never saw the field
+            finally:
+                gw.stop()
+    finally:
+        sim.stop()
+
+
+def test_a_split_request_never_passes_the_clients_kv_transfer_params(tmp_path, fleet):
+    prefill, decode = fleet
+    gw = gateway(tmp_path, prefill, decode, mode="sidecar", pass_client_kv_transfer_params=True)
+    try:
+        params = foreign_kv(gw, "Do you ship abroad?")
+        headers, _ = send(gw, chat_body("Do you ship abroad?", stream=False, kv_transfer_params=params))
+        seen = by_name(decode)[headers["target-pod"]].completions_seen()[-1]
+        assert seen["kv_role_leg"] == "" and seen["kv_pulled_tokens"] == 0, seen
+    finally:
+        gw.stop()

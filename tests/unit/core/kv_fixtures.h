@@ -8,6 +8,7 @@
 
 #include "engine/kv_event_decoder.h"
 #include "prefixgate/types.h"
+#include "unit/token_runs.h"
 
 namespace prefixgate::testing {
 
@@ -15,13 +16,6 @@ class FixedClock final : public Clock {
  public:
   SteadyTime now() const override { return SteadyTime{}; }
 };
-
-// n consecutive token ids from `first`: prompts that share nothing unless their ranges overlap.
-inline std::vector<uint32_t> tokens(uint32_t first, size_t n) {
-  std::vector<uint32_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<uint32_t>(i);
-  return out;
-}
 
 // One publisher message of `events`, from data-parallel rank `rank` (none: a publisher without ranks).
 inline engine::KvEventBatch batch(std::vector<engine::KvCacheEvent> events,

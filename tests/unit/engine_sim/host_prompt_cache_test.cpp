@@ -3,22 +3,15 @@
 #include "engine_sim/host_prompt_cache.h"
 
 #include <gtest/gtest.h>
+#include "unit/token_runs.h"
 
 namespace prefixgate::sim {
 namespace {
 
+using testing::tokens;
+using testing::concat;
+
 // `n` distinct tokens starting at `first`.
-std::vector<uint32_t> tokens(uint32_t first, size_t n) {
-  std::vector<uint32_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<uint32_t>(i);
-  return out;
-}
-
-std::vector<uint32_t> concat(std::vector<uint32_t> a, const std::vector<uint32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // Ensures the common prefix counts leading equal tokens only.
 TEST(HostPromptCache, CommonPrefix) {
   EXPECT_EQ(commonPrefix(tokens(0, 10), tokens(0, 4)), 4u);

@@ -6,17 +6,14 @@
 #include <nlohmann/json.hpp>
 
 #include "engine_sim/scheduler.h"
+#include "unit/token_runs.h"
 
 namespace prefixgate::sim {
 namespace {
 
-using nlohmann::json;
+using testing::tokens;
 
-std::vector<uint32_t> tokens(uint32_t first, size_t n) {
-  std::vector<uint32_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<uint32_t>(i);
-  return out;
-}
+using nlohmann::json;
 
 json decode(const std::string& bytes) { return json::from_msgpack(bytes); }
 

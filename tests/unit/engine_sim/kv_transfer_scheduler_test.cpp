@@ -12,25 +12,18 @@
 #include "engine_sim/engine.h"
 #include "engine_sim/output_text.h"
 #include "engine_sim/scheduler.h"
+#include "unit/token_runs.h"
 
 namespace prefixgate::sim {
 namespace {
+
+using testing::tokens;
+using testing::concat;
 namespace asio = boost::asio;
 
 constexpr uint32_t kBlock = 16;
 
 Scheduler makeScheduler(uint64_t blocks = 100) { return Scheduler(SchedulerConfig{blocks, kBlock, 8, 8192}); }
-
-std::vector<uint32_t> tokens(uint32_t first, size_t n) {
-  std::vector<uint32_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<uint32_t>(i);
-  return out;
-}
-
-std::vector<uint32_t> concat(std::vector<uint32_t> a, const std::vector<uint32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 
 void drain(Scheduler& scheduler) {
   for (int i = 0; i < 1000 && scheduler.hasWork(); ++i) scheduler.complete(scheduler.schedule());

@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include "engine_sim/tokenizer.h"
+#include "unit/token_runs.h"
 
 namespace prefixgate::sim {
 namespace {
+
+using testing::tokens;
+using testing::concat;
 
 constexpr uint32_t kBlock = 16;
 
@@ -16,17 +20,6 @@ SchedulerConfig config(uint64_t blocks, uint32_t max_num_seqs = 8, uint32_t budg
 }
 
 // `n` distinct tokens starting at `first` (token ids are opaque numbers to the scheduler).
-std::vector<uint32_t> tokens(uint32_t first, size_t n) {
-  std::vector<uint32_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<uint32_t>(i);
-  return out;
-}
-
-std::vector<uint32_t> concat(std::vector<uint32_t> a, const std::vector<uint32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // Runs steps until nothing is left (bounded); returns how many steps it took.
 int drain(Scheduler& scheduler, int max_steps = 10000) {
   int steps = 0;

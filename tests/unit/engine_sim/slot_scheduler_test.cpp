@@ -6,20 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include "unit/token_runs.h"
 
 namespace prefixgate::sim {
 namespace {
 
-std::vector<uint32_t> tokens(uint32_t first, size_t n) {
-  std::vector<uint32_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<uint32_t>(i);
-  return out;
-}
-
-std::vector<uint32_t> concat(std::vector<uint32_t> a, const std::vector<uint32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+using testing::tokens;
+using testing::concat;
 
 SlotSchedulerConfig config(uint32_t slots, uint64_t host_cache_tokens = 0, uint32_t budget = 8192,
                            uint64_t slot_context = 4096) {

@@ -4,20 +4,13 @@
 #include "engine_sim/slot_table.h"
 
 #include <gtest/gtest.h>
+#include "unit/token_runs.h"
 
 namespace prefixgate::sim {
 namespace {
 
-std::vector<uint32_t> tokens(uint32_t first, size_t n) {
-  std::vector<uint32_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = first + static_cast<uint32_t>(i);
-  return out;
-}
-
-std::vector<uint32_t> concat(std::vector<uint32_t> a, const std::vector<uint32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+using testing::tokens;
+using testing::concat;
 
 SlotTableConfig slotsConfig(uint32_t slots, uint64_t host_cache_tokens = 0, bool save_idle_slots = false) {
   return SlotTableConfig{slots, 0.1f, host_cache_tokens, save_idle_slots};

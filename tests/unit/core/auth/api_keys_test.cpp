@@ -7,15 +7,12 @@
 #include "auth/credentials.h"
 #include "auth/request_check.h"
 #include "config/config.h"
+#include "unit/problems.h"
 
 namespace prefixgate::auth {
 namespace {
 
-bool hasProblem(const std::vector<std::string>& problems, const std::string& needle) {
-  for (const auto& p : problems)
-    if (p.find(needle) != std::string::npos) return true;
-  return false;
-}
+using testing::hasProblem;
 
 std::string joined(const std::vector<std::string>& problems) {
   std::string out;

@@ -3,17 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include "unit/problems.h"
 
 namespace prefixgate::config {
 namespace {
 
 const std::vector<std::string> kStrategies = {"least-request", "prefix-cache", "random"};
 
-bool hasProblem(const Problems& problems, const std::string& needle) {
-  for (const auto& p : problems)
-    if (p.find(needle) != std::string::npos) return true;
-  return false;
-}
+using testing::hasProblem;
 
 // Defaults match CONTRACT.md when the file sets nothing but discovery.
 TEST(Config, DefaultsMatchTheContract) {

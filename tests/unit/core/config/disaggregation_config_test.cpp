@@ -6,32 +6,32 @@
 
 #include "config/config.h"
 #include "routing/strategy_registry.h"
+#include "unit/problems.h"
 
 namespace prefixgate::config {
 namespace {
 
 const std::vector<std::string> kStrategies = {"least-request", "prefix-cache", "random"};
 
-bool hasProblem(const Problems& problems, const std::string& needle) {
-  for (const auto& p : problems)
-    if (p.find(needle) != std::string::npos) return true;
-  return false;
-}
+using testing::hasProblem;
 
-// Ensures the defaults are the contract's (connector, least-request, 0) and that a file's values are read.
+// Ensures the defaults are the contract's (connector, least-request, 0, client params removed) and that a file's values are read.
 TEST(DisaggregationConfig, DefaultsAndValuesAreRead) {
   Problems problems;
   Config d = parseYaml("discovery: {file: pods.yaml}\n", "gw.yaml", problems);
   EXPECT_EQ(d.disaggregation.mode, DisaggregationConfig::Mode::kConnector);
   EXPECT_EQ(d.disaggregation.decode_strategy, "least-request");
   EXPECT_EQ(d.disaggregation.aggregate_below_tokens, 0u);
+  EXPECT_FALSE(d.disaggregation.pass_client_kv_transfer_params);
   Config c = parseYaml(
       "discovery: {file: pods.yaml}\n"
-      "disaggregation: {mode: sidecar, decode_strategy: random, aggregate_below_tokens: 256}\n",
+      "disaggregation: {mode: sidecar, decode_strategy: random, aggregate_below_tokens: 256,\n"
+      "                 pass_client_kv_transfer_params: true}\n",
       "gw.yaml", problems);
   EXPECT_EQ(c.disaggregation.mode, DisaggregationConfig::Mode::kSidecar);
   EXPECT_EQ(c.disaggregation.decode_strategy, "random");
   EXPECT_EQ(c.disaggregation.aggregate_below_tokens, 256u);
+  EXPECT_TRUE(c.disaggregation.pass_client_kv_transfer_params);
   validate(c, kStrategies, problems);
   validateDecodeStrategy(c, kStrategies, {"prefix-cache"}, problems);
   EXPECT_TRUE(problems.empty()) << problems.front();

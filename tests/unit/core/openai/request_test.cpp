@@ -60,6 +60,24 @@ TEST(ParseRequest, CompletionPromptForms) {
   EXPECT_EQ(r.prompt_token_ids, (std::vector<uint32_t>{1, 2, 4294967295u}));
 }
 
+// Ensures a top-level kv_transfer_params is noticed (the gateway removes a client's before a pod sees it), whatever
+// its value, and a nested one is not.
+TEST(ParseRequest, NoticesKvTransferParams) {
+  RequestView r;
+  ASSERT_FALSE(parse(Endpoint::kCompletions, R"({"model":"m","prompt":"abc"})", r));
+  EXPECT_FALSE(r.has_kv_transfer_params);
+  ASSERT_FALSE(parse(Endpoint::kCompletions, R"({"model":"m","kv_transfer_params":{"remote_host":"h"},"prompt":"a"})",
+                     r));
+  EXPECT_TRUE(r.has_kv_transfer_params);
+  RequestView chat;
+  ASSERT_FALSE(parse(Endpoint::kChatCompletions,
+                     R"({"model":"m","messages":[{"role":"user","content":"x","kv_transfer_params":{}}]})", chat));
+  EXPECT_FALSE(chat.has_kv_transfer_params);
+  ASSERT_FALSE(parse(Endpoint::kChatCompletions,
+                     R"({"model":"m","messages":[{"role":"user","content":"x"}],"kv_transfer_params":null})", chat));
+  EXPECT_TRUE(chat.has_kv_transfer_params);
+}
+
 // Each kind of bad input gets a 400 with a message naming the field.
 TEST(ParseRequest, BadInputNamesTheField) {
   struct Case {

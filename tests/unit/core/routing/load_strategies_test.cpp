@@ -11,6 +11,7 @@
 #include "routing/prefix/selection.h"
 #include "routing/router.h"
 #include "unit/core/pod_specs.h"
+#include "unit/problems.h"
 
 namespace prefixgate::routing {
 namespace {
@@ -299,11 +300,7 @@ TEST_F(RouterLoadTest, CapacityFromRelayedTokens) {
 
 // ---- configuration: routing_config.load_balance per model and profile ----
 
-bool hasProblem(const config::Problems& problems, const std::string& needle) {
-  for (const auto& p : problems)
-    if (p.find(needle) != std::string::npos) return true;
-  return false;
-}
+using testing::hasProblem;
 
 // A model's and a profile's load_balance overrides are read; unset fields inherit the level above.
 TEST(LoadBalanceConfig, PerModelAndProfileOverridesParse) {

@@ -13,6 +13,7 @@
 #include "routing/router.h"
 #include "routing/strategy_registry.h"
 #include "unit/core/pod_specs.h"
+#include "unit/problems.h"
 
 namespace prefixgate::routing {
 namespace {
@@ -23,9 +24,7 @@ std::vector<Candidate> withInFlight(std::vector<int32_t> in_flight) {
   return out;
 }
 
-bool hasProblem(const std::vector<std::string>& problems, const std::string& text) {
-  return std::any_of(problems.begin(), problems.end(), [&](const std::string& p) { return p.find(text) != std::string::npos; });
-}
+using testing::hasProblem;
 
 // Ensures every strategy file's one registration line reaches the built-in registry (the build collects them).
 TEST(StrategyRegistry, BuiltinHasEveryStrategyFile) {
