@@ -16,7 +16,7 @@ PD_PREFIX = "pd-"
 PREFILL, DECODE, BOTH = "prefill", "decode", "both"
 DEFAULT_PREFILL_PODS = 2
 DEFAULT_KV_TRANSFER_MS_PER_1K = 2.0   # the simulator's own default
-PD_OUTCOMES = ("disaggregated", "no_transfer_params", "prefill_failed", "sidecar", "aggregated")
+PD_OUTCOMES = ("disaggregated", "no_transfer_params", "prefill_failed", "sidecar", "aggregated", "prefill_busy")
 # The targets of issue 26 item 7, reported (never asserted): TPOT p90 at least 1.5x better disaggregated, TTFT p90
 # no more than 1.2x worse, the prefill pods' hit ratio within 5 points of the aggregated strategy's.
 TPOT_GAIN_TARGET, TTFT_LOSS_LIMIT, HIT_POINTS_LIMIT = 1.5, 1.2, 5.0

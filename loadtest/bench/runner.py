@@ -94,9 +94,14 @@ def _setting_value(text):
     return {"true": True, "false": False}.get(text, text)
 
 
+# Settings named `pd.KEY` go to the gateway's `disaggregation.KEY` (gateway_config takes them out of the routing).
+PD_SETTING_PREFIX, DISAGGREGATION = "pd.", "_disaggregation"
+
+
 def with_settings(specs, name):
     """`NAME:key=value[+key=value]`: the strategy NAME (a named one or the gateway's) with those settings under
-    routing.strategies.<its gateway strategy> (e.g. `prefill-cost:prefill_weight=4`, for a sweep). None when NAME is
+    routing.strategies.<its gateway strategy> (e.g. `prefill-cost:prefill_weight=4`, for a sweep), and `pd.KEY`
+    ones as the gateway's disaggregation.KEY (`pd-prefix-cache:pd.max_prefill_in_flight=4`). None when NAME is
     unknown or a pair is malformed."""
     base, _, pairs = name.partition(":")
     if base not in specs or specs[base] is None or not pairs:
@@ -108,8 +113,22 @@ def with_settings(specs, name):
         key, eq, value = pair.partition("=")
         if not key or not eq:
             return None
-        settings[key] = _setting_value(value)
+        if key.startswith(PD_SETTING_PREFIX):
+            routing.setdefault(DISAGGREGATION, {})[key[len(PD_SETTING_PREFIX):]] = _setting_value(value)
+        else:
+            settings[key] = _setting_value(value)
+    if not settings:
+        del routing["strategies"][strategy]
+        if not routing["strategies"]:
+            del routing["strategies"]
     return routing
+
+
+def gateway_config(routing):
+    """The gateway config's `routing` and `disaggregation` sections of a strategy's routing (see with_settings)."""
+    routing = dict(routing)
+    disaggregation = routing.pop(DISAGGREGATION, None)
+    return {"routing": routing, **({"disaggregation": disaggregation} if disaggregation else {})}
 
 
 def resolve_strategies(text, offered, oracle=True, extra=None, pd=False):
@@ -266,7 +285,7 @@ def gateway_figures(gateways, records, redis, time_scale=1.0):
 def start_gateways(tmp, sims, routing, seed, args, seeded_gateway, label):
     """args.replicas gateways in front of `sims`, each seeing every pod ready; with several and args.sync, a Redis
     they share their state through. Returns (gateways, the Redis or None)."""
-    config = {"routing": routing, "log_level": "warn", "threads": args.gateway_threads}
+    config = {**gateway_config(routing), "log_level": "warn", "threads": args.gateway_threads}
     redis, gateways = None, []
     try:
         if args.replicas > 1 and args.sync:

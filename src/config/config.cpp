@@ -133,6 +133,7 @@ void readDisaggregation(YamlReader r, DisaggregationConfig& c) {
   else r.problem("mode", "expected connector or sidecar, got '" + mode + "'");
   r.read("decode_strategy", c.decode_strategy);
   r.read("aggregate_below_tokens", c.aggregate_below_tokens);
+  r.read("max_prefill_in_flight", c.max_prefill_in_flight);
   r.read("pass_client_kv_transfer_params", c.pass_client_kv_transfer_params);
   r.finish();
 }

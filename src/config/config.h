@@ -226,6 +226,10 @@ struct DisaggregationConfig {
   // whole by one pod (a `both` pod, else a decode pod): a short prefill costs less than the KV hand-off. 0 = every
   // request of a disaggregated model is split.
   uint32_t aggregate_below_tokens = 0;
+  // When every prefill pod has at least this many requests in flight (all replicas), a request is served whole by
+  // a decode pod, which prefills it itself, instead of queueing behind the prefill side (Dynamo's conditional
+  // disaggregation: remote prefill only while the prefill queue is short). 0 = always split.
+  uint32_t max_prefill_in_flight = 0;
   // A client's own `kv_transfer_params` is removed from its body before any pod sees it (it names hosts the
   // engine's KV connector would connect to); true passes it on to the pod of a request the gateway does not split.
   bool pass_client_kv_transfer_params = false;

@@ -241,7 +241,8 @@ GatewayMetrics::GatewayMetrics()
                        "(prefilled on one pod, decoded on another), no_transfer_params (the prefill answer carried "
                        "none: decoded aggregated on the decode pod), prefill_failed (no prefill pod answered), "
                        "sidecar (sent once to the decode pod's routing sidecar), aggregated (short or mostly cached: "
-                       "disaggregation.aggregate_below_tokens)")
+                       "disaggregation.aggregate_below_tokens), prefill_busy (every prefill pod busy: served whole by "
+                       "a decode pod, disaggregation.max_prefill_in_flight)")
                  .Register(*registry_);
   for (std::string_view outcome : kPdOutcomes) pd_requests_.emplace_back(outcome, &pd.Add({{"outcome", std::string(outcome)}}));
   const prometheus::Histogram::BucketBoundaries leg_buckets{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};

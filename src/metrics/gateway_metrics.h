@@ -45,7 +45,7 @@ class GatewayMetrics {
   // duration and its KV hand-off (the prefill leg's end to the decode leg's response head); a negative time is not
   // observed. Thread-safe.
   static constexpr std::string_view kPdOutcomes[] = {"disaggregated", "no_transfer_params", "prefill_failed",
-                                                     "sidecar", "aggregated"};
+                                                     "sidecar", "aggregated", "prefill_busy"};
   void disaggregated(std::string_view outcome, double prefill_seconds, double handoff_seconds);
 
   // Counts another part keeps itself (e.g. the tokenizer's cache), brought into the registry's counters at each

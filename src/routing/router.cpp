@@ -205,6 +205,20 @@ RoutePlan Router::decodePlan(const RouteQuery& query) const {
 
 bool Router::disaggregated(std::string_view model) const { return pods_.snapshot()->disaggregated(model); }
 
+bool Router::prefillPoolBusy(std::string_view model, uint32_t in_flight) const {
+  auto snapshot = pods_.snapshot();
+  const std::vector<discovery::PodPtr>* serving = snapshot->podsFor(model);
+  if (!serving) return false;
+  const int64_t now = now_ms_();
+  bool any = false;
+  for (const discovery::PodPtr& pod : *serving) {
+    if (!servesLeg(pod->spec().role, PodRole::kPrefill, true) || !pod->ready(now)) continue;
+    if (pod->signals().inFlightAllReplicas() < static_cast<int32_t>(in_flight)) return false;
+    any = true;
+  }
+  return any;
+}
+
 Decision Router::chooseDecode(const RouteQuery& query, const Decision& prefill, std::mt19937_64& rng) {
   return decide(decodePlan(query), query, rng, prefill.prompt);
 }

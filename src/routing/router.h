@@ -80,6 +80,9 @@ class Router {
   RoutePlan decodePlan(const RouteQuery& query) const;
   // Whether `model`'s requests are split into a prefill leg and a decode leg (discovery::PodSet::disaggregated).
   bool disaggregated(std::string_view model) const;
+  // Whether every ready pod that takes `model`'s prefill legs has at least `in_flight` requests in flight (all
+  // replicas): the prefill side is saturated (disaggregation.max_prefill_in_flight). False with no such pod.
+  bool prefillPoolBusy(std::string_view model, uint32_t in_flight) const;
   // Filters the pods, hashes and matches the prompt when the plan's strategy wants it, lets the strategy score,
   // picks the best and, unless a dry run, counts the request against it and records the prompt for it (the ticket
   // holds both). Thread-safe; never blocks. `rng` is the calling thread's generator.

@@ -46,9 +46,14 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
   // The strategy, resolved once: the tokenizer step prepares for it, the choice applies it.
   routing::RoutePlan plan = deps_.router.plan(query);
   out.tokens = co_await fetchRemoteTokens(plan, query, out.request, in.connections);
-  if (disaggregated && servedWhole(plan, query, in.rng)) {
-    out.leg = plan.leg = query.leg = PodRole::kBoth;
-    out.pd_outcome = "aggregated";
+  if (disaggregated) {
+    if (servedWhole(plan, query, in.rng)) {
+      out.pd_outcome = "aggregated";
+    } else if (const uint32_t busy = deps_.config.disaggregation.max_prefill_in_flight;
+               busy > 0 && deps_.router.prefillPoolBusy(out.request.model, busy)) {
+      out.pd_outcome = "prefill_busy";  // the decode side prefills it rather than queue behind the prefill pods
+    }
+    if (!out.pd_outcome.empty()) out.leg = plan.leg = query.leg = PodRole::kBoth;
   }
   out.decision = deps_.router.choose(plan, query, in.rng);
   if (out.decision.failure != routing::RouteFailure::kNone) {

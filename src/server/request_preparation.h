@@ -99,7 +99,8 @@ struct PreparedRequest {
   // leg is kBoth (a whole request) and decode is empty.
   PodRole leg = PodRole::kBoth;
   std::optional<routing::Decision> decode;
-  // A disaggregated model's request served whole (disaggregation.aggregate_below_tokens): "aggregated"; "" else.
+  // A disaggregated model's request served whole: "aggregated" (disaggregation.aggregate_below_tokens) or
+  // "prefill_busy" (disaggregation.max_prefill_in_flight); "" else.
   std::string_view pd_outcome;
   // The query the decision answered, for choosing again without `exclude`'s pods. Views into this object.
   routing::RouteQuery query(std::span<const PodId> exclude = {}) const {

@@ -3,6 +3,7 @@ speaks NixlConnector's kv_transfer_params: docs/simulator.md, "Prefill/decode ro
 feature broke: without disaggregation a request goes whole to one pod (no prefill leg on a prefill pod, nothing
 pulled on the decode pod, no prefill-pod header), and in sidecar mode no prefill pod is named to the decode pod."""
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -196,3 +197,34 @@ def test_a_split_request_never_passes_the_clients_kv_transfer_params(tmp_path, f
         assert seen["kv_role_leg"] == "" and seen["kv_pulled_tokens"] == 0, seen
     finally:
         gw.stop()
+
+
+def test_a_busy_prefill_side_sends_the_request_whole_to_a_decode_pod(tmp_path):
+    # Prefill pods 20 times slower than real time hold their legs long enough to be seen busy.
+    prefill = [Sim(tmp_path, f"prefill-{i}", "--role", "prefill", time_scale="20") for i in range(2)]
+    decode = [Sim(tmp_path, f"decode-{i}", "--role", "decode") for i in range(2)]
+    gw = None
+    try:
+        gw = gateway(tmp_path, prefill, decode, max_prefill_in_flight=1)
+        with ThreadPoolExecutor(2) as pool:
+            # Nothing in common: prefix-cache spreads them by load, one per prefill pod.
+            slow = [pool.submit(send, gw, {"model": "sim-model", "max_tokens": 2, "messages": [
+                {"role": "user", "content": f"{i} " + "unrelated words " * 200}]}) for i in range(2)]
+            wait_until(lambda: all(p["in_flight"] >= 1 for p in gw.debug_pods() if p["role"] == "prefill"),
+                       timeout=10, what="both prefill pods busy")
+            headers, _ = send(gw, chat_body("Quick one."))
+            assert "prefill-pod" not in headers and headers["target-pod"] in by_name(decode), headers
+            done = by_name(decode)[headers["target-pod"]].completions_seen()[-1]
+            assert done["kv_role_leg"] == "" and done["kv_pulled_tokens"] == 0  # the decode pod prefilled it
+            assert gw.metric("prefixgate_pd_requests_total", outcome="prefill_busy") == 1
+            for future in slow:
+                assert "prefill-pod" in future.result(timeout=30)[0]
+        # The prefill side free again: split as usual.
+        headers, _ = send(gw, chat_body("Another question."))
+        assert "prefill-pod" in headers
+        assert gw.metric("prefixgate_pd_requests_total", outcome="disaggregated") == 3
+    finally:
+        if gw is not None:
+            gw.stop()
+        for s in prefill + decode:
+            s.stop()

@@ -8,7 +8,8 @@ import yaml
 
 from bench.pd import (DECODE, PREFILL, base_strategy, fleet_roles, is_pd, pd_comparison, pd_notes,
                       prefill_hit_ratio, sim_role_args, with_role)
-from bench.runner import ORACLE, RoleSim, engine_counters, fleet_label, resolve_strategies, sum_counters
+from bench.runner import (ORACLE, RoleSim, engine_counters, fleet_label, gateway_config, resolve_strategies,
+                          sum_counters)
 from harness import write_pods
 
 
@@ -55,14 +56,21 @@ def test_the_pods_file_names_each_pods_role_and_none_for_an_aggregated_fleet(tmp
 
 
 def test_a_pd_name_runs_its_base_strategys_routing_with_settings_and_never_for_the_oracle():
-    """Ensures `pd-NAME` resolves to NAME's gateway routing (settings after ':' applied like NAME's), only when
-    asked for (pd=True; real.py has no pd fleet), never in `all`, and not for the oracle."""
+    """Ensures `pd-NAME` resolves to NAME's gateway routing (settings after ':' applied like NAME's, `pd.KEY` ones
+    to the gateway's disaggregation section), only when asked for (pd=True; real.py has no pd fleet), never in
+    `all`, and not for the oracle."""
     got = dict(resolve_strategies("prefix-cache,pd-prefix-cache,pd-prefix-cache-prefill:prefill_weight=2",
                                   ["prefix-cache"], pd=True))
     assert got["pd-prefix-cache"] == got["prefix-cache"] == {"strategy": "prefix-cache"}
     assert got["pd-prefix-cache-prefill:prefill_weight=2"] == {
         "strategy": "prefix-cache-blend", "blend": {"prefill_cost_weight": 4},
         "strategies": {"prefix-cache-blend": {"prefill_weight": 2}}}
+    busy = dict(resolve_strategies("pd-prefix-cache:pd.max_prefill_in_flight=4", ["prefix-cache"], pd=True))
+    assert busy["pd-prefix-cache:pd.max_prefill_in_flight=4"] == {
+        "strategy": "prefix-cache", "_disaggregation": {"max_prefill_in_flight": 4}}
+    assert gateway_config(busy["pd-prefix-cache:pd.max_prefill_in_flight=4"]) == {
+        "routing": {"strategy": "prefix-cache"}, "disaggregation": {"max_prefill_in_flight": 4}}
+    assert gateway_config(got["prefix-cache"]) == {"routing": {"strategy": "prefix-cache"}}
     assert not any(is_pd(name) for name in dict(resolve_strategies("all", ["prefix-cache"], pd=True)))
     for text, pd in ((f"pd-{ORACLE}", True), ("pd-prefix-cache", False), ("pd-no-such", True)):
         with pytest.raises(SystemExit):
@@ -96,6 +104,7 @@ prefixgate_pd_requests_total{outcome="no_transfer_params"} 1
 prefixgate_pd_requests_total{outcome="prefill_failed"} 0
 prefixgate_pd_requests_total{outcome="sidecar"} 0
 prefixgate_pd_requests_total{outcome="aggregated"} 0
+prefixgate_pd_requests_total{outcome="prefill_busy"} 3
 # TYPE prefixgate_pd_prefill_seconds histogram
 prefixgate_pd_prefill_seconds_bucket{le="0.1"} 8
 prefixgate_pd_prefill_seconds_bucket{le="+Inf"} 10
@@ -113,7 +122,7 @@ def test_pd_notes_count_outcomes_and_give_mean_legs_in_simulated_seconds():
     by the time scale; a gateway without the series gives None."""
     notes = pd_notes([GATEWAY_TEXT, GATEWAY_TEXT], time_scale=0.5)
     assert notes["pd_outcomes"] == {"disaggregated": 18, "no_transfer_params": 2, "prefill_failed": 0,
-                                    "sidecar": 0, "aggregated": 0}
+                                    "sidecar": 0, "aggregated": 0, "prefill_busy": 6}
     assert notes["pd_prefill_s_mean"] == pytest.approx(1.0 / 20 / 0.5)
     assert notes["pd_handoff_s_mean"] == pytest.approx(0.18 / 18 / 0.5)
     assert pd_notes(["# nothing\n"], 0.5) == {"pd_outcomes": None, "pd_prefill_s_mean": None,

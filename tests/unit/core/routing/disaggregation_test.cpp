@@ -125,5 +125,27 @@ TEST_F(DisaggregationTest, DryRunsRecordNothingAndAMissingLegSaysWhich) {
   EXPECT_NE(none.message.find("no ready decode pod"), std::string::npos) << none.message;
 }
 
+// Ensures the prefill side is busy only when every ready pod taking prefill legs (prefill and both pods, decode pods
+// never) has the given requests in flight, other replicas' included, and that a pod out of service does not count.
+TEST_F(DisaggregationTest, ThePrefillPoolIsBusyWhenEveryPrefillPodIs) {
+  auto pod = [&](const char* name) { return pods_.snapshot()->find(name); };
+  EXPECT_FALSE(router_->prefillPoolBusy("m", 1));
+  for (const char* name : {"d0", "d1"}) pod(name)->signals().addInFlight();  // decode pods do not count
+  pod("p0")->signals().addInFlight();
+  pod("p1")->signals().addInFlight();
+  EXPECT_FALSE(router_->prefillPoolBusy("m", 1));  // b, a both pod, still takes prefill legs
+  pod("b")->signals().setRemoteInFlight(1, 1);     // another replica's request
+  EXPECT_TRUE(router_->prefillPoolBusy("m", 1));
+  EXPECT_FALSE(router_->prefillPoolBusy("m", 2));
+  EXPECT_FALSE(router_->prefillPoolBusy("other", 1));  // no pod serves it
+  pod("p0")->signals().releaseInFlight();
+  EXPECT_FALSE(router_->prefillPoolBusy("m", 1));
+  config_.health_check.panic_threshold_percent = 0;
+  pod("p0")->recordHealth(false, 1, 1);  // out of service: the others decide
+  EXPECT_TRUE(router_->prefillPoolBusy("m", 1));
+  for (const char* name : {"p1", "b"}) pod(name)->recordHealth(false, 1, 1);
+  EXPECT_FALSE(router_->prefillPoolBusy("m", 1));  // no prefill pod: the prefill leg itself fails, not "busy"
+}
+
 }  // namespace
 }  // namespace prefixgate::routing
