@@ -1,0 +1,175 @@
+#pragma once
+// The gateway's queue while its pods are saturated (issue 27; docs/flow-control.md): strict priority between
+// classes, and within a class fair sharing between tenants by tokens served (Virtual Token Counter, "Fairness in
+// Serving Large Language Models", Sheng et al., OSDI'24). Bounded in items, bytes, time and tenants tracked.
+//
+// Pure and single-threaded: no clock (times are passed in, in ms), no locks (the caller serialises every call),
+// no exceptions (misuse is answered, not thrown).
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "flow/flow_config.h"
+
+namespace prefixgate::flow {
+
+// Why a request left (or never entered) the queue without being dispatched.
+enum class ShedReason {
+  kTenantQueueFull,  // its tenant's own queue length or bytes bound: the tenant's quota (429)
+  kQueueFull,        // the total queue length or bytes bound: the gateway's capacity (503)
+  kTimeout,          // waited past its deadline (503)
+  kInvalid,          // the caller's bug: unknown class, id already queued (500)
+};
+// Stable label for logs and metrics: tenant_queue_full, queue_full, timeout, invalid.
+std::string_view reasonLabel(ShedReason reason);
+int httpStatus(ShedReason reason);
+
+struct QueuedItem {
+  uint64_t id = 0;     // unique among queued items (cancel() names it)
+  std::string tenant;  // from resolveFlow; on the way out, the flow it was queued in (kOverflowTenant past the cap)
+  size_t class_index = 0;
+  size_t bytes = 0;  // counted against the byte bounds
+  uint64_t prompt_tokens = 0;
+  int64_t enqueued_ms = 0;
+  int64_t deadline_ms = 0;  // expire() removes it once now_ms >= deadline_ms (see queueDeadlineMs)
+};
+
+struct EnqueueResult {
+  std::optional<ShedReason> shed;  // empty: queued
+  std::string flow;                // the tenant it was counted under
+  bool queued() const { return !shed; }
+  std::string_view reasonLabel() const { return shed ? flow::reasonLabel(*shed) : std::string_view("queued"); }
+};
+
+struct TenantSnapshot {
+  std::string tenant;
+  size_t queued = 0;
+  size_t bytes = 0;
+  double counter = 0;
+  uint32_t in_flight = 0;
+};
+struct ClassSnapshot {
+  std::string name;
+  size_t queued = 0;
+  size_t bytes = 0;
+  std::vector<TenantSnapshot> tenants;  // every flow tracked in the class, by tenant name
+};
+struct QueueSnapshot {
+  size_t queued = 0;
+  size_t bytes = 0;
+  size_t tenants_tracked = 0;  // not counting kOverflowTenant
+  std::vector<ClassSnapshot> classes;
+};
+
+class FairQueue {
+ public:
+  using Item = QueuedItem;
+
+  // Takes what it needs from `config` (which validateFlowConfig should have accepted).
+  explicit FairQueue(const FlowConfig& config);
+  ~FairQueue();
+  FairQueue(const FairQueue&) = delete;
+  FairQueue& operator=(const FairQueue&) = delete;
+
+  // Queues `item`, or sheds it (checked in this order): kInvalid for an unknown class or a queued id, kTimeout
+  // when deadline_ms <= enqueued_ms, kTenantQueueFull when its tenant's count or bytes would pass the per-tenant
+  // bound, kQueueFull when the totals would. A shed item changes nothing. A tenant not tracked while
+  // max_tenants are is queued as kOverflowTenant.
+  EnqueueResult enqueue(Item item);
+  // Removes and returns the next item to dispatch: from the highest class with anything queued, the tenant with
+  // the smallest counter (ties: the one whose oldest item was queued first), its oldest item. Charges the
+  // prompt tokens x input weight to that tenant and counts the item in flight until finished().
+  std::optional<Item> popNext();
+  // Removes a queued item (its client left). False when it is not queued (dispatched, expired, unknown).
+  bool cancel(uint64_t id);
+  // Removes and returns, oldest deadline first, every item whose deadline_ms <= now_ms.
+  std::vector<Item> expire(int64_t now_ms);
+  // Adds output tokens x output weight to a flow's counter; may be called as tokens stream or once at the end,
+  // but before finished(). `tenant` is the flow popNext() returned in Item::tenant. Unknown flows are ignored.
+  void charge(const std::string& tenant, size_t class_index, uint64_t output_tokens);
+  // A dispatched item is done (completed, failed or abandoned): once a flow has nothing queued and nothing in
+  // flight, its counter may be forgotten (see docs/flow-control.md).
+  void finished(const std::string& tenant, size_t class_index);
+
+  size_t size() const { return queued_; }
+  size_t bytes() const { return bytes_; }
+  // Tenants tracked, not counting kOverflowTenant: at most max_tenants.
+  size_t tenantCount() const;
+  // (tenant, class) flows tracked, the overflow flow included.
+  size_t flowCount() const { return flows_; }
+  // The counter of a tracked flow; nullopt when it is not tracked (never seen, or forgotten).
+  std::optional<double> counter(const std::string& tenant, size_t class_index) const;
+  QueueSnapshot snapshot() const;
+
+ private:
+  struct Tenant;
+  struct Flow;
+  struct Entry {
+    Item item;
+    uint64_t seq = 0;  // global enqueue order: breaks counter ties between tenants
+  };
+  // Orders a class's backlogged flows: smallest counter first, then earliest head.
+  struct BacklogKey {
+    double counter;
+    uint64_t head_seq;
+    Flow* flow;
+    bool operator<(const BacklogKey& other) const {
+      return std::tie(counter, head_seq) < std::tie(other.counter, other.head_seq);
+    }
+  };
+  struct IdleKey {
+    double counter;
+    Flow* flow;
+    bool operator<(const IdleKey& other) const { return std::tie(counter, flow) < std::tie(other.counter, other.flow); }
+  };
+  struct ClassState {
+    std::set<BacklogKey> backlog;  // flows with something queued
+    std::set<IdleKey> idle;        // flows with nothing queued or in flight, counter above the floor
+    double last_left = 0;          // counter of the last flow to leave an empty backlog
+    size_t queued = 0;
+    size_t bytes = 0;
+  };
+  struct Location {
+    Flow* flow;
+    std::list<Entry>::iterator entry;
+  };
+
+  double floor(size_t class_index) const;
+  Tenant* tenantFor(const std::string& name, bool create);
+  Flow* flowFor(Tenant& tenant, size_t class_index);
+  Flow* findFlow(const std::string& tenant, size_t class_index) const;
+  Item removeEntry(Flow& flow, std::list<Entry>::iterator entry);
+  void rekey(Flow& flow);
+  void settle(Flow& flow);
+  void forgetBelowFloor(size_t class_index);
+  void destroy(Flow& flow);
+
+  std::vector<ClassSpec> specs_;
+  size_t max_queued_total_;
+  size_t max_queued_per_tenant_;
+  size_t max_queued_bytes_total_;
+  size_t max_queued_bytes_per_tenant_;
+  size_t max_tenants_;
+  double input_weight_;
+  double output_weight_;
+
+  std::vector<ClassState> classes_;
+  std::unordered_map<std::string, std::unique_ptr<Tenant>> tenants_;
+  std::unordered_map<uint64_t, Location> by_id_;
+  std::set<std::pair<int64_t, uint64_t>> by_deadline_;  // (deadline_ms, id)
+  uint64_t next_seq_ = 0;
+  size_t queued_ = 0;
+  size_t bytes_ = 0;
+  size_t flows_ = 0;
+};
+
+}  // namespace prefixgate::flow
