@@ -138,6 +138,35 @@ void readDisaggregation(YamlReader r, DisaggregationConfig& c) {
   r.finish();
 }
 
+void readFlowControl(YamlReader r, flow::FlowConfig& c) {
+  r.read("enabled", c.enabled);
+  r.read("tenant_header", c.tenant_header);
+  r.read("default_class", c.default_class);
+  r.read("min_ttft_slo_ms", c.min_ttft_slo_ms);
+  r.read("max_ttft_slo_ms", c.max_ttft_slo_ms);
+  r.read("max_queued_total", c.max_queued_total);
+  r.read("max_queued_per_tenant", c.max_queued_per_tenant);
+  r.read("max_queued_bytes_total", c.max_queued_bytes_total);
+  r.read("max_queued_bytes_per_tenant", c.max_queued_bytes_per_tenant);
+  r.read("max_tenants", c.max_tenants);
+  r.read("input_token_weight", c.input_token_weight);
+  r.read("output_token_weight", c.output_token_weight);
+  r.read("max_in_flight_per_pod", c.max_in_flight_per_pod);
+  r.read("max_engine_waiting", c.max_engine_waiting);
+  if (std::vector<YamlReader> items = r.children("classes"); !items.empty()) {
+    c.classes.clear();
+    for (YamlReader& item : items) {
+      flow::ClassSpec spec;
+      item.read("name", spec.name);
+      item.read("ttft_slo_ms", spec.ttft_slo_ms);
+      item.read("max_wait_ms", spec.max_wait_ms);
+      item.finish();
+      c.classes.push_back(std::move(spec));
+    }
+  }
+  r.finish();
+}
+
 }  // namespace
 
 Config parseYaml(const std::string& text, const std::string& source, Problems& problems) {
@@ -220,6 +249,7 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   auth.read("file_poll_interval_ms", c.auth.file_poll_interval_ms);
   auth.finish();
   readDisaggregation(r.child("disaggregation"), c.disaggregation);
+  readFlowControl(r.child("flow_control"), c.flow_control);
   r.read("random_seed", c.random_seed);
   r.finish();
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "flow/flow_config.h"
 #include "prefixgate/types.h"
 
 namespace prefixgate::config {
@@ -263,6 +264,8 @@ struct Config {
   LimitsConfig limits;
   AuthConfig auth;
   DisaggregationConfig disaggregation;
+  // Flow control (CONTRACT.md "flow_control:"; docs/flow-control.md): queues in the gateway while pods are saturated.
+  flow::FlowConfig flow_control;
   // 0 = random; any other value seeds every generator (routing, request ids, the prefix hash seed when
   // routing.prefix_cache.hash_seed is null) reproducibly, each purpose and thread its own stream (random_seed.h).
   uint64_t random_seed = 0;

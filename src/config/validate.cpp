@@ -226,6 +226,14 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
     check.fail("limits.max_buffered_body_bytes", "must be at least limits.max_body_bytes (" +
                                                      std::to_string(c.limits.max_body_bytes) + ")");
   check.positive("auth.file_poll_interval_ms", c.auth.file_poll_interval_ms);
+  if (c.flow_control.enabled) {
+    // validateFlowConfig names its own key (flow_control.<key>).
+    if (std::string error = flow::validateFlowConfig(c.flow_control); !error.empty())
+      problems.push_back((c.source.empty() ? "(defaults)" : c.source) + ": " + error);
+    if (c.flow_control.max_in_flight_per_pod == 0 && c.limits.max_in_flight_per_pod == 0)
+      check.fail("flow_control.max_in_flight_per_pod",
+                 "flow control needs a pod's room: set it or limits.max_in_flight_per_pod");
+  }
   // Above Python's default recursion limit (1000) the engines' JSON parsers fail on what the gateway lets through.
   if (c.limits.max_json_depth < 1 || c.limits.max_json_depth > kMaxJsonDepthBound)
     check.fail("limits.max_json_depth", "must be from 1 to " + std::to_string(kMaxJsonDepthBound));

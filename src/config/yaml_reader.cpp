@@ -142,6 +142,20 @@ void YamlReader::read(const std::string& key, std::vector<std::string>& out) {
 
 YamlReader YamlReader::child(const std::string& key) { return YamlReader(get(key), source_, keyPath(key), problems_); }
 
+std::vector<YamlReader> YamlReader::children(const std::string& key) {
+  std::vector<YamlReader> out;
+  if (active_log) active_log->keys_[keyPath(key)] = "[]";  // lists of mappings default to none
+  const YAML::Node value = get(key);
+  if (!value || value.IsNull()) return out;
+  if (!value.IsSequence()) {
+    problem(key, "expected a list");
+    return out;
+  }
+  for (size_t i = 0; i < value.size(); ++i)
+    out.emplace_back(value[i], source_, keyPath(key) + "[" + std::to_string(i) + "]", problems_);
+  return out;
+}
+
 std::vector<std::string> YamlReader::keys() const {
   std::vector<std::string> out;
   if (!node_.IsMap()) return out;

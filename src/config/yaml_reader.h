@@ -46,6 +46,9 @@ class YamlReader {
   void read(const std::string& key, std::vector<std::string>& out);
   // A nested mapping; an absent key yields an empty reader.
   YamlReader child(const std::string& key);
+  // A list of mappings (`classes: [{name: a}, ...]`): one reader per item, its keys named `key[i].field`; an absent
+  // key yields none, and a value that is not a list is a problem.
+  std::vector<YamlReader> children(const std::string& key);
   // The keys of a mapping-valued key (for maps keyed by user names, like models).
   std::vector<std::string> keys() const;
   // A key's value as YAML text (read later by whoever owns it); "" when absent.

@@ -47,6 +47,11 @@ struct FlowConfig {
   // output tokens x output weight as they are served (VTC, OSDI'24; the paper's defaults).
   double input_token_weight = 1;
   double output_token_weight = 2;
+  // Saturation (when requests queue instead of going straight to a pod): a pod has no room when it has this many
+  // requests in flight (all replicas); 0 = limits.max_in_flight_per_pod. One of the two must be set.
+  uint32_t max_in_flight_per_pod = 0;
+  // A pod whose engine reports this many requests waiting in its own queue has no room either; 0 = not used.
+  uint32_t max_engine_waiting = 0;
 };
 
 inline constexpr std::string_view kDefaultClassName = "default";

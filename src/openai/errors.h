@@ -26,11 +26,14 @@ enum class GatewayError : uint8_t {
   kRateLimited,              // 429: over the API key's requests or tokens per minute
   kOverloaded,               // 429: limits.max_in_flight
   kAllPodsBusy,              // 429: every pod at limits.max_in_flight_per_pod
+  kTenantQueueFull,          // 429: flow control: the tenant's own queue bound (its quota)
   kClientGone,               // 499: the client closed its connection before the end (never written)
   // The gateway or the engines (5xx).
   kNoReadyPod,               // 503: the model's pods are all down or ejected
   kGatewayResources,         // 503: the gateway could not open a socket (EMFILE, ENFILE, ENOBUFS, EADDRNOTAVAIL)
   kBodyBufferFull,           // 503: the request's body would take the bodies held over limits.max_buffered_body_bytes
+  kQueueFull,                // 503: flow control: the gateway's queue is full (its capacity)
+  kQueueTimeout,             // 503: flow control: waited in the queue past its class's max_wait_ms or its TTFT objective
   // What went wrong with the engine (proxy::FailureKind maps one to one).
   kUpstreamConnect,          // 502: connection refused or unreachable, or the host name did not resolve
   kUpstreamConnectTimeout,   // 504: no connection within upstream.connect_timeout_ms

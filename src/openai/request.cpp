@@ -250,6 +250,10 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
       out.raw_prompt = rawSince(start, doc);
     } else if (key == "kv_transfer_params") {
       out.has_kv_transfer_params = true;
+    } else if (key == "user") {
+      // OpenAI's end-user id; another type is the engine's to refuse.
+      std::string_view user;
+      if (value.get_string().get(user) == simdjson::SUCCESS) out.user.assign(user);
     } else if (key == "input" && endpoint == Endpoint::kEmbeddings) {
       has_input = true;
       std::string_view raw;

@@ -26,6 +26,8 @@ struct RequestView {
   // The body has a top-level `kv_transfer_params` (vLLM's KV connector instructions: which host to pull KV from or
   // keep it for). Only the gateway's own legs may carry one (disaggregation.pass_client_kv_transfer_params).
   bool has_kv_transfer_params = false;
+  // The body's `user` (when a string): flow control's tenant when no key or header names one.
+  std::string user;
 
   // The raw JSON text of the fields the engine templates, exactly as they appear in the body (views into it: valid
   // while the body lives; the remote tokenizer sends them as they are). Chat: `messages` and `tools` ("" when

@@ -118,6 +118,7 @@ Pipelined keepPipelined(beast::tcp_stream& client, ClientWatch& watch) {
 
 void hangUp(ClientWatch& watch) {
   watch.gone = true;
+  if (watch.waiter) watch.waiter->cancel();
   if (watch.upstream) {
     error_code ignored;
     watch.upstream->socket().close(ignored);

@@ -2,6 +2,7 @@
 // One attempt of a relayed request on one pod: a connection (pooled or fresh), the request written, the final
 // response head read (1xx interim heads skipped). The result is a typed FailureKind; failover.h decides what next.
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -27,6 +28,8 @@ struct ClientWatch {
   bool done = false;
   bool gone = false;
   UpstreamStream* upstream = nullptr;
+  // A request waiting in flow control's queue sleeps on this timer: the hang-up cancels it (same thread).
+  boost::asio::steady_timer* waiter = nullptr;
   boost::beast::flat_buffer* pipelined = nullptr;
   char peek[1];  // the watcher's peeked byte (left in the socket)
 };

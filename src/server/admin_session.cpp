@@ -1,4 +1,4 @@
-// The admin listener: /metrics, /healthz, /readyz, /debug/pods, /debug/route; and the health listener (/healthz
+// The admin listener: /metrics, /healthz, /readyz, /debug/pods, /debug/route, /debug/queues; and the health listener (/healthz
 // and /readyz only). Both run on the control thread, one coroutine per connection: every read has a deadline
 // (a stalled client loses its connection, never the thread) and a body is bounded by limits.admin_max_body_bytes.
 #include <boost/asio/co_spawn.hpp>
@@ -227,7 +227,11 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   else if (target.find("endpoint=embeddings") != std::string_view::npos) endpoint = openai::Endpoint::kEmbeddings;
   PreparedRequest prepared;
   co_await control.admin->preparation.prepare(
-      {.endpoint = endpoint, .body = req.body(), .headers = routeHeaders(req), .rng = control.rng, .dry_run = true},
+      {.endpoint = endpoint,
+       .body = req.body(),
+       .headers = routeHeaders(req, control.admin->config.flow_control.tenant_header),
+       .rng = control.rng,
+       .dry_run = true},
       prepared);
   if (prepared.refusal)
     co_return errorResponse(prepared.refusal->error, prepared.refusal->message, prepared.refusal->param);
@@ -314,7 +318,11 @@ AdminResponse handle(const AdminServices& admin, http::request<http::string_body
     return {200, "text/plain; version=0.0.4; charset=utf-8",
             admin.metrics.serialize(*admin.pods.snapshot(), routing::steadyNowMs()), {}};
   if (path == "/debug/pods" && get) return {200, "application/json", podsJson(admin).dump(2), {}};
-  if (isProbe(path) || path == "/metrics" || path == "/debug/pods" || path == "/debug/route")
+  if (path == "/debug/queues" && get) {
+    nlohmann::json queues = admin.flow ? admin.flow->snapshot() : nlohmann::json{{"enabled", false}};
+    return {200, "application/json", queues.dump(2), {}};
+  }
+  if (isProbe(path) || path == "/metrics" || path == "/debug/pods" || path == "/debug/route" || path == "/debug/queues")
     return errorResponse(openai::GatewayError::kMethodNotAllowed, "method not allowed");
   return errorResponse(openai::GatewayError::kNotFound, "unknown admin path '" + openai::printable(path) + "'");
 }

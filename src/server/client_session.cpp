@@ -439,10 +439,12 @@ class ClientSession {
     PreparedRequest prepared;
     co_await preparation_.prepare({.endpoint = endpoint,
                                    .body = head.body(),
-                                   .headers = routeHeaders(head),
+                                   .headers = routeHeaders(head, services_.config.flow_control.tenant_header),
                                    .rng = worker_.rng,
                                    .auth = &auth,
-                                   .connections = &worker_.tokenizer_connections},
+                                   .connections = &worker_.tokenizer_connections,
+                                   .client = &stream_,
+                                   .pipelined = &buffer_},
                                   prepared);
     outcome.setRequest(prepared.request);
     if (prepared.refusal) co_return co_await refusePrepared(outcome, *prepared.refusal, keep_alive);
@@ -473,6 +475,7 @@ class ClientSession {
     if (prepared.decode) co_return co_await serveDisaggregated(prepared, relay_request, outcome, auth, keep_alive);
     outcome.setDisaggregation(prepared.pd_outcome);
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
+    prepared.flow.served(relayed.output_tokens);
     outcome.setDecision(decision, relayed);
     auth.charge(relayed);
     if (!relayed.response_started && !relayed.client_gone) {
@@ -539,6 +542,7 @@ class ClientSession {
     decode_rq.prefill_pod = prefill.pod->name();
     decode_rq.prefiller_host_port = host_port;
     proxy::RelayOutcome relayed = co_await proxy::relay(decode_rq, decode);
+    prepared.flow.served(relayed.output_tokens);
     if (!leg) {
       // Sidecar: the prefill pod's part is the sidecar's; the gateway learns only whether the decode leg began.
       if (relayed.first_byte_seconds < 0 && relayed.failure != proxy::FailureKind::kClientGone)

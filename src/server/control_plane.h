@@ -40,6 +40,7 @@ class RemoteTokenizer;
 
 namespace prefixgate::server {
 
+class FlowGate;
 class RequestPreparation;
 
 // What the admin handlers read, each given explicitly (the admin listener has no Gateway to reach through). All
@@ -54,6 +55,7 @@ struct AdminServices {
   RequestPreparation& preparation;  // /debug/route's dry run of a request's steps
   const sync::StateSync* state_sync = nullptr;  // null: state sync is off
   const tokenize::RemoteTokenizer* remote_tokenizer = nullptr;  // null: the remote tokenizer is off
+  const FlowGate* flow = nullptr;  // /debug/queues; null: flow control is off
 };
 
 class ControlPlane {

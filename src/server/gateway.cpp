@@ -6,12 +6,14 @@
 #include <chrono>
 
 #include "config/random_seed.h"
+#include "engine/engine_load.h"
 #include "net/listener.h"
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
 #include "routing/kv/kv_sync.h"
 #include "routing/session_table.h"
 #include "server/control_plane.h"
+#include "server/flow_gate.h"
 #include "server/request_outcome.h"
 #include "server/request_preparation.h"
 #include "server/worker.h"
@@ -156,6 +158,13 @@ bool Gateway::start(std::string& error) {
     remote_tokenizer_ = makeRemoteTokenizer();
     addRemoteTokenizerCounters();
   }
+  if (config_.flow_control.enabled) {
+    flow_ = std::make_unique<FlowGate>(
+        config_.flow_control, config_.limits.max_in_flight_per_pod,
+        engine::maxEngineMetricsAgeMs(config_.engine_metrics.scrape_interval_ms,
+                                      config_.engine_metrics.scrape_timeout_ms),
+        pods_, flow_metrics_, routing::steadyNowMs);
+  }
   preparation_ = std::make_unique<RequestPreparation>(RequestPreparation::Deps{
       .config = config_,
       .router = *router_,
@@ -166,6 +175,7 @@ bool Gateway::start(std::string& error) {
       .prefix_metrics = *prefix_metrics_,
       .active_requests = active_requests_,
       .tokenizer = remote_tokenizer_.get(),
+      .flow = flow_.get(),
   });
   session_services_ = std::make_unique<SessionServices>(SessionServices{
       .config = config_,
@@ -251,6 +261,7 @@ bool Gateway::start(std::string& error) {
       .preparation = *preparation_,
       .state_sync = state_sync_.get(),
       .remote_tokenizer = remote_tokenizer_.get(),
+      .flow = flow_.get(),
   });
   startAdmin(*control_);
   control_->thread = std::thread([this] { control_->io.run(); });

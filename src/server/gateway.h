@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "discovery/pod_set.h"
 #include "metrics/api_key_metrics.h"
+#include "metrics/flow_metrics.h"
 #include "metrics/gateway_metrics.h"
 #include "routing/router.h"
 #include "server/request_body.h"
@@ -37,6 +38,7 @@ namespace prefixgate::server {
 struct Worker;
 struct SessionServices;
 class ControlPlane;
+class FlowGate;
 class RequestPreparation;
 
 class Gateway {
@@ -68,6 +70,7 @@ class Gateway {
   metrics::GatewayMetrics metrics_;
   auth::Credentials credentials_;
   metrics::ApiKeyMetrics api_key_metrics_{metrics_.registry()};
+  metrics::FlowMetrics flow_metrics_{metrics_.registry()};
   std::unique_ptr<routing::PrefixServices> prefix_;
   std::unique_ptr<routing::PrefixMetrics> prefix_metrics_;
   std::unique_ptr<routing::SessionTable> sessions_;  // session-affinity's pins; before router_, whose strategy uses it
@@ -77,6 +80,8 @@ class Gateway {
   std::unique_ptr<sync::StateSync> state_sync_;  // after prefix_ and pods_, which it uses
   // Before workers_: a session the workers' io_contexts destroy still releases its body's charge into it.
   BodyBudget body_budget_{config_.limits.max_buffered_body_bytes};
+  // Flow control's queues (flow_control.enabled; else null): before preparation_ and workers_, which use it.
+  std::unique_ptr<FlowGate> flow_;
   // The steps before the relay, shared by the workers and /debug/route: after what it uses, before workers_.
   std::unique_ptr<RequestPreparation> preparation_;
   std::unique_ptr<SessionServices> session_services_;  // what the workers' sessions use (built after preparation_)

@@ -40,6 +40,12 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
     if (out.refusal) co_return;
   }
   out.request.session_id = in.headers.session_id;
+  if (!in.dry_run && deps_.flow) {
+    if (std::optional<FlowRefusal> held = co_await deps_.flow->admit(flowAdmission(in, out.request), out.flow)) {
+      out.refusal = PrepareRefusal{held->error, std::move(held->message), std::move(held->param)};
+      co_return;
+    }
+  }
   const bool disaggregated = deps_.router.disaggregated(out.request.model);
   if (disaggregated) out.leg = PodRole::kPrefill;
   routing::RouteQuery query = out.query();
@@ -60,6 +66,7 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
     out.refusal = PrepareRefusal{routing::errorFor(out.decision.failure), out.decision.message, {}};
     co_return;
   }
+  out.flow.routed();  // its pod counts it in flight now
   if (out.leg != PodRole::kPrefill) co_return;
   out.decode.emplace(deps_.router.chooseDecode(query, out.decision, in.rng));
   if (out.decode->failure != routing::RouteFailure::kNone) {
@@ -67,6 +74,19 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
     if (!in.dry_run) out.decision.ticket.attemptFailed(routing::AttemptFailure::kNotComputed);
     out.refusal = PrepareRefusal{routing::errorFor(out.decode->failure), out.decode->message, {}};
   }
+}
+
+FlowAdmission RequestPreparation::flowAdmission(const RequestToPrepare& in, const openai::RequestView& request) {
+  const std::string* key = in.auth ? in.auth->keyName() : nullptr;
+  flow::FlowRequest flow;
+  flow.api_key_name = key ? std::string_view(*key) : std::string_view();
+  flow.tenant_header = in.headers.tenant;
+  flow.body_user = request.user;
+  flow.priority_header = in.headers.priority;
+  flow.slo_ttft_header = in.headers.slo_ttft_ms;
+  const int64_t tokens = routing::estimatedPromptTokens(request);
+  return FlowAdmission{request.model, flow, static_cast<uint64_t>(std::max<int64_t>(tokens, 0)), in.body.size(),
+                       in.client, in.pipelined};
 }
 
 bool RequestPreparation::servedWhole(const routing::RoutePlan& plan, const routing::RouteQuery& query,

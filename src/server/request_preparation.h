@@ -17,6 +17,7 @@
 #include "openai/errors.h"
 #include "openai/request.h"
 #include "routing/router.h"
+#include "server/flow_gate.h"
 #include "util/log.h"
 
 namespace prefixgate::auth {
@@ -44,11 +45,17 @@ struct RouteHeaders {
   std::string_view routing_strategy;  // `routing-strategy`: overrides the configured strategy
   std::string_view config_profile;    // `config-profile`: the model's profile
   std::string_view session_id;        // `x-session-id`: session-affinity's pin
+  // Flow control: flow_control.tenant_header, `x-request-priority`, `x-slo-ttft-ms`.
+  std::string_view tenant;
+  std::string_view priority;
+  std::string_view slo_ttft_ms;
 };
-// Reads them from a Beast head (any fields type: the client's and the admin listener's differ).
+// Reads them from a Beast head (any fields type: the client's and the admin listener's differ); `tenant_header` is
+// flow_control.tenant_header.
 template <class Head>
-RouteHeaders routeHeaders(const Head& head) {
-  return {head["routing-strategy"], head["config-profile"], head["x-session-id"]};
+RouteHeaders routeHeaders(const Head& head, std::string_view tenant_header) {
+  return {head["routing-strategy"], head["config-profile"], head["x-session-id"],
+          head[tenant_header],      head[flow::kPriorityHeader], head[flow::kSloTtftHeader]};
 }
 
 // What the remote tokenizer did for one request, for /debug/route.
@@ -85,10 +92,17 @@ struct RequestToPrepare {
   // /debug/route: decide and explain, but record and count nothing (no key allowance, no in-flight count, no
   // metrics, no index record), and the gateway's in-flight bound does not apply.
   bool dry_run = false;
+  // The client connection, watched while the request waits in flow control's queue (null: not watched), and its
+  // read buffer (bytes it sends meanwhile: see proxy::ClientWatch).
+  boost::beast::tcp_stream* client = nullptr;
+  boost::beast::flat_buffer* pipelined = nullptr;
 };
 
 // A prepared request: either refused, or routed (decision.pod set, its in-flight count taken unless a dry run).
 struct PreparedRequest {
+  // Flow control's hold on the request (first, so it ends last: after the decisions' tickets gave back their
+  // in-flight counts, so the queue it serves sees the room). Empty when flow control is off or for a dry run.
+  FlowPass flow;
   openai::RequestView request;            // as parsed (partly, when the body was refused), with remote tokens
   std::optional<PrepareRefusal> refusal;  // set: answer it; nothing was chosen
   routing::Decision decision;             // the choice when there is no refusal
@@ -126,6 +140,8 @@ class RequestPreparation {
     const std::atomic<int64_t>& active_requests;
     // The engine /tokenize client (routing.prefix_cache.use_remote_tokenizer or kv_event_sync); null when off.
     tokenize::PromptTokenizer* tokenizer = nullptr;
+    // Flow control (flow_control.enabled); null: requests are never held.
+    FlowGate* flow = nullptr;
   };
   explicit RequestPreparation(const Deps& deps);
   RequestPreparation(const RequestPreparation&) = delete;
@@ -148,6 +164,8 @@ class RequestPreparation {
   // Whether a disaggregated model's request is served whole by one pod instead: fewer prompt tokens than
   // disaggregation.aggregate_below_tokens, or fewer not cached on the pod a whole request would go to.
   bool servedWhole(const routing::RoutePlan& plan, const routing::RouteQuery& query, std::mt19937_64& rng);
+  // What flow control needs of a parsed request (its flow's sources, size and connection).
+  static FlowAdmission flowAdmission(const RequestToPrepare& in, const openai::RequestView& request);
 
   // Another pod for a prepared request whose attempt on `failed`'s pod failed, none of `exclude` (the relay's
   // failover): the same plan and prompt blocks (routing::Router::chooseAgain). Thread-safe; never blocks.

@@ -1,0 +1,284 @@
+#include "server/flow_gate.h"
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "discovery/pod_set.h"
+#include "metrics/flow_metrics.h"
+#include "proxy/upstream_attempt.h"
+
+namespace prefixgate::server {
+
+namespace asio = boost::asio;
+
+namespace {
+// A queued request also looks for room on its own this often: room can appear without a request of this gateway
+// ending (another replica's requests end, a pod becomes ready, an engine's queue drains).
+constexpr int64_t kRecheckMs = 200;
+// The tenant label of the flow metrics: API key names only (bounded by the keys file).
+std::string tenantLabel(const flow::FlowRequest& request) {
+  return request.api_key_name.empty() ? std::string("-") : std::string(request.api_key_name);
+}
+}  // namespace
+
+struct FlowGate::Waiter {
+  explicit Waiter(const asio::any_io_executor& executor) : timer(executor) {}
+  asio::steady_timer timer;  // cancelled (through its executor) by a dispatch or the client's hang-up
+  bool dispatched = false;   // under the gate's mutex
+  std::string class_name;
+  std::string tenant_label;
+  int64_t enqueued_ms = 0;
+};
+
+struct FlowGate::ModelQueue {
+  explicit ModelQueue(const flow::FlowConfig& config) : queue(config) {}
+  flow::FairQueue queue;
+  int64_t reserved = 0;  // dispatched, not yet routed: room they will take
+};
+
+FlowPass& FlowPass::operator=(FlowPass&& other) noexcept {
+  if (this == &other) return *this;
+  release();
+  gate_ = std::exchange(other.gate_, nullptr);
+  model_ = std::move(other.model_);
+  tenant_ = std::move(other.tenant_);
+  class_index_ = other.class_index_;
+  queued_ = other.queued_;
+  reserved_ = std::exchange(other.reserved_, false);
+  output_tokens_ = other.output_tokens_;
+  return *this;
+}
+
+FlowPass::~FlowPass() { release(); }
+
+void FlowPass::routed() {
+  if (!gate_ || !reserved_) return;
+  std::lock_guard lock(gate_->mutex_);
+  if (auto it = gate_->queues_.find(model_); it != gate_->queues_.end()) --it->second->reserved;
+  reserved_ = false;
+}
+
+void FlowPass::release() {
+  if (FlowGate* gate = std::exchange(gate_, nullptr)) gate->done(*this);
+}
+
+FlowGate::FlowGate(const flow::FlowConfig& config, uint32_t limits_max_in_flight_per_pod,
+                   int64_t max_engine_age_ms, const discovery::PodRegistry& pods, metrics::FlowMetrics& metrics,
+                   Clock now_ms)
+    : config_(config),
+      classes_(flow::classesOf(config)),
+      pod_limit_(config.max_in_flight_per_pod > 0 ? config.max_in_flight_per_pod : limits_max_in_flight_per_pod),
+      max_engine_age_ms_(max_engine_age_ms),
+      pods_(pods),
+      metrics_(metrics),
+      now_ms_(now_ms) {}
+
+FlowGate::~FlowGate() = default;
+
+FlowGate::ModelQueue& FlowGate::queueFor(const std::string& model) {
+  auto it = queues_.find(model);
+  if (it == queues_.end()) it = queues_.emplace(model, std::make_unique<ModelQueue>(config_)).first;
+  return *it->second;
+}
+
+int64_t FlowGate::room(const std::string& model, const ModelQueue& queue) const {
+  auto snapshot = pods_.snapshot();
+  const std::vector<discovery::PodPtr>* serving = snapshot->podsFor(model);
+  if (!serving) return 1;  // no pod serves it (any more): routing refuses it at once
+  const int64_t now = now_ms_();
+  int64_t total = 0;
+  bool any = false;
+  for (const discovery::PodPtr& pod : *serving) {
+    if (!pod->ready(now)) continue;
+    any = true;
+    if (config_.max_engine_waiting > 0) {
+      const engine::EngineLoadView view = pod->engine().view();
+      if (view.fresh(now, max_engine_age_ms_) && !std::isnan(view.waiting) &&
+          view.waiting >= static_cast<double>(config_.max_engine_waiting))
+        continue;
+    }
+    total += std::max<int64_t>(0, int64_t{pod_limit_} - pod->signals().inFlightAllReplicas());
+  }
+  // No ready pod: nothing frees up by waiting here, and routing answers at once (503).
+  if (!any) return 1;
+  return total - queue.reserved;
+}
+
+void FlowGate::serveLocked(const std::string& model, ModelQueue& mq) {
+  if (mq.queue.size() == 0) return;
+  int64_t available = room(model, mq);
+  while (available > 0) {
+    std::optional<flow::QueuedItem> item = mq.queue.popNext();
+    if (!item) return;
+    auto it = waiters_.find(item->id);
+    if (it == waiters_.end()) {  // never happens: every queued item has its waiter until it leaves
+      mq.queue.finished(item->tenant, item->class_index);
+      continue;
+    }
+    std::shared_ptr<Waiter> waiter = std::move(it->second);
+    waiters_.erase(it);
+    waiter->dispatched = true;
+    ++mq.reserved;
+    --available;
+    metrics_.queued(waiter->class_name, -1);
+    metrics_.dispatched(waiter->class_name, waiter->tenant_label,
+                        static_cast<double>(now_ms_() - waiter->enqueued_ms) / 1000.0);
+    // The waiter's own thread wakes it: its timer is touched only there.
+    asio::post(waiter->timer.get_executor(), [waiter] { waiter->timer.cancel(); });
+  }
+}
+
+void FlowGate::serve(const std::string& model) {
+  std::lock_guard lock(mutex_);
+  if (auto it = queues_.find(model); it != queues_.end()) serveLocked(model, *it->second);
+}
+
+void FlowGate::done(FlowPass& pass) {
+  std::lock_guard lock(mutex_);
+  auto it = queues_.find(pass.model_);
+  if (it == queues_.end()) return;
+  ModelQueue& mq = *it->second;
+  if (pass.reserved_) --mq.reserved;
+  pass.reserved_ = false;
+  if (pass.queued_) {
+    mq.queue.charge(pass.tenant_, pass.class_index_, pass.output_tokens_);
+    mq.queue.finished(pass.tenant_, pass.class_index_);
+  }
+  serveLocked(pass.model_, mq);
+}
+
+asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission& request, FlowPass& pass) {
+  if (!config_.enabled) co_return std::nullopt;
+  flow::ResolvedFlow resolved = flow::resolveFlow(request.flow, config_);
+  if (!resolved.error.empty())
+    co_return FlowRefusal{openai::GatewayError::kInvalidRequest, std::move(resolved.error), {}};
+  const std::string model(request.model);
+  // A model no pod serves is refused by routing (404); its name is the client's, so it gets no queue.
+  if (pods_.snapshot()->podsFor(model) == nullptr) co_return std::nullopt;
+  const int64_t now = now_ms_();
+  int64_t deadline = flow::queueDeadlineMs(config_, resolved.class_index, now);
+  // A request still queued when its TTFT objective has passed can no longer meet it.
+  const bool objective_first = resolved.ttft_slo_ms > 0 && now + int64_t{resolved.ttft_slo_ms} < deadline;
+  if (objective_first) deadline = now + resolved.ttft_slo_ms;
+
+  auto waiter = std::make_shared<Waiter>(co_await asio::this_coro::executor);
+  waiter->class_name = classes_[resolved.class_index].name;
+  waiter->tenant_label = tenantLabel(request.flow);
+  waiter->enqueued_ms = now;
+  uint64_t id = 0;
+  pass = FlowPass();
+  pass.gate_ = this;
+  pass.model_ = model;
+  pass.class_index_ = resolved.class_index;
+  {
+    std::lock_guard lock(mutex_);
+    id = next_id_++;
+    ModelQueue& mq = queueFor(model);
+    // Straight through while there is room and nobody waits before it.
+    if (mq.queue.size() == 0 && room(model, mq) > 0) co_return std::nullopt;
+    flow::EnqueueResult result = mq.queue.enqueue(
+        {id, std::move(resolved.tenant), resolved.class_index, request.bytes, request.prompt_tokens, now, deadline});
+    pass.tenant_ = result.flow;
+    if (!result.queued()) {
+      metrics_.shed(result.reasonLabel(), waiter->class_name, waiter->tenant_label);
+      pass.gate_ = nullptr;  // nothing to give back
+      const bool quota = *result.shed == flow::ShedReason::kTenantQueueFull;
+      co_return FlowRefusal{quota ? openai::GatewayError::kTenantQueueFull : openai::GatewayError::kQueueFull,
+                            quota ? "the tenant '" + result.flow + "' has as many requests queued as "
+                                        "flow_control.max_queued_per_tenant (or its bytes) allows; retry later"
+                                  : std::string("the gateway's flow-control queue is full "
+                                                "(flow_control.max_queued_total or its bytes); retry later"),
+                            {}};
+    }
+    metrics_.queued(waiter->class_name, 1);
+    waiters_.emplace(id, waiter);
+    serveLocked(model, mq);
+  }
+
+  auto watch = std::make_shared<proxy::ClientWatch>();
+  watch->pipelined = request.pipelined;
+  watch->waiter = &waiter->timer;
+  if (request.client) proxy::watchClient(*request.client, watch);
+  std::string_view shed;
+  while (true) {
+    {
+      std::lock_guard lock(mutex_);
+      if (waiter->dispatched) break;
+      if (watch->gone || now_ms_() >= deadline) {
+        ModelQueue& mq = queueFor(model);
+        mq.queue.cancel(id);
+        waiters_.erase(id);
+        metrics_.queued(waiter->class_name, -1);
+        shed = watch->gone ? "client_gone" : objective_first ? "objective" : "timeout";
+        break;
+      }
+      serveLocked(model, queueFor(model));
+      if (waiter->dispatched) break;
+    }
+    const int64_t wait = std::min(deadline - now_ms_(), kRecheckMs);
+    waiter->timer.expires_after(std::chrono::milliseconds(std::max<int64_t>(wait, 0)));
+    boost::system::error_code ec;
+    co_await waiter->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  // The relay watches the client again from its own start: this watch's read must not outlive the wait.
+  watch->done = true;
+  watch->waiter = nullptr;
+  if (request.client) {
+    boost::system::error_code ignored;
+    request.client->socket().cancel(ignored);
+  }
+  if (shed.empty()) {
+    pass.queued_ = true;
+    pass.reserved_ = true;
+    co_return std::nullopt;
+  }
+  pass.gate_ = nullptr;  // it left the queue: nothing dispatched, nothing to give back
+  metrics_.shed(shed, waiter->class_name, waiter->tenant_label);
+  if (shed == "client_gone")
+    co_return FlowRefusal{openai::GatewayError::kClientGone, "the client left while its request was queued", {}};
+  co_return FlowRefusal{openai::GatewayError::kQueueTimeout,
+                        shed == "objective"
+                            ? "the request waited in the flow-control queue past its TTFT objective ("
+                                  + std::to_string(resolved.ttft_slo_ms) + " ms); retry later"
+                            : "the request waited in the flow-control queue longer than its class's max_wait_ms ("
+                                  + std::to_string(classes_[resolved.class_index].max_wait_ms) + " ms); retry later",
+                        {}};
+}
+
+nlohmann::json FlowGate::snapshot() const {
+  nlohmann::json out = nlohmann::json::object();
+  out["enabled"] = config_.enabled;
+  nlohmann::json models = nlohmann::json::object();
+  std::lock_guard lock(mutex_);
+  for (const auto& [model, mq] : queues_) {
+    const flow::QueueSnapshot s = mq->queue.snapshot();
+    nlohmann::json m;
+    const int64_t room_now = room(model, *mq);
+    m["room"] = room_now;
+    m["saturated"] = room_now <= 0;
+    m["reserved"] = mq->reserved;
+    m["queued"] = s.queued;
+    m["bytes"] = s.bytes;
+    m["tenants_tracked"] = s.tenants_tracked;
+    nlohmann::json classes = nlohmann::json::array();
+    for (const flow::ClassSnapshot& c : s.classes) {
+      nlohmann::json tenants = nlohmann::json::array();
+      for (const flow::TenantSnapshot& t : c.tenants)
+        tenants.push_back({{"tenant", t.tenant}, {"queued", t.queued}, {"bytes", t.bytes}, {"counter", t.counter},
+                           {"in_flight", t.in_flight}});
+      classes.push_back({{"name", c.name}, {"queued", c.queued}, {"bytes", c.bytes}, {"tenants", tenants}});
+    }
+    m["classes"] = std::move(classes);
+    models[model] = std::move(m);
+  }
+  out["models"] = std::move(models);
+  return out;
+}
+
+}  // namespace prefixgate::server

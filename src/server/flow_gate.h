@@ -1,0 +1,121 @@
+#pragma once
+// Flow control in the request path (docs/flow-control.md): while no pod of a model has room, its requests wait in
+// the gateway, in that model's flow::FairQueue (strict priority between classes, fair sharing by tokens between
+// tenants), and each is dispatched the moment a pod has room again. One gate serves every event-loop thread: a
+// mutex guards the queues; a queued request sleeps on a timer of its own thread, which a dispatch cancels through
+// that thread's executor.
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "flow/fair_queue.h"
+#include "flow/flow_resolution.h"
+#include "openai/errors.h"
+
+namespace prefixgate::discovery {
+class PodRegistry;
+}
+namespace prefixgate::metrics {
+class FlowMetrics;
+}
+
+namespace prefixgate::server {
+
+class FlowGate;
+
+// What a request holds from its admission to its end. Ending it (destruction) gives back a dispatch's room and,
+// for a request that was queued, tells its flow it is done (VTC counts its output tokens); then the model's queue
+// is served again, as the request's in-flight count has gone by then. Move-only.
+class FlowPass {
+ public:
+  FlowPass() = default;
+  FlowPass(FlowPass&& other) noexcept { *this = std::move(other); }
+  FlowPass& operator=(FlowPass&& other) noexcept;
+  ~FlowPass();
+  // The request has been routed: its pod counts it in flight, so the room its dispatch held is given back.
+  void routed();
+  // Output tokens served (called once, before the end).
+  void served(uint64_t output_tokens) { output_tokens_ = output_tokens; }
+  bool queued() const { return queued_; }
+
+ private:
+  friend class FlowGate;
+  void release();
+  FlowGate* gate_ = nullptr;
+  std::string model_;
+  std::string tenant_;  // the flow (kOverflowTenant beyond max_tenants)
+  size_t class_index_ = 0;
+  bool queued_ = false;    // it waited in the queue (dispatched by popNext)
+  bool reserved_ = false;  // its dispatch holds room until routed()
+  uint64_t output_tokens_ = 0;
+};
+
+// The request being admitted: its flow's sources, its size, and the client connection to watch while it waits.
+struct FlowAdmission {
+  std::string_view model;
+  flow::FlowRequest flow;
+  uint64_t prompt_tokens = 0;
+  size_t bytes = 0;
+  boost::beast::tcp_stream* client = nullptr;     // watched while queued (a hang-up leaves the queue at once)
+  boost::beast::flat_buffer* pipelined = nullptr;  // where bytes the client sends meanwhile go (see ClientWatch)
+};
+
+struct FlowRefusal {
+  openai::GatewayError error = openai::GatewayError::kInvalidRequest;
+  std::string message;
+  std::string param;
+};
+
+class FlowGate {
+ public:
+  using Clock = int64_t (*)();  // steady milliseconds
+  // `max_engine_age_ms`: engine numbers older than this are not read (engine::maxEngineMetricsAgeMs).
+  FlowGate(const flow::FlowConfig& config, uint32_t limits_max_in_flight_per_pod, int64_t max_engine_age_ms,
+           const discovery::PodRegistry& pods, metrics::FlowMetrics& metrics, Clock now_ms);
+  ~FlowGate();
+  FlowGate(const FlowGate&) = delete;
+  FlowGate& operator=(const FlowGate&) = delete;
+
+  bool enabled() const { return config_.enabled; }
+  // Resolves the request's flow (a bad header: refusal), then lets it through at once while the model's pods have
+  // room and nobody waits before it; else queues it until it is dispatched (returns nullopt, `pass` set), shed by
+  // a bound or its deadline (refusal), or its client leaves (kClientGone). Off: nullopt at once.
+  boost::asio::awaitable<std::optional<FlowRefusal>> admit(const FlowAdmission& request, FlowPass& pass);
+  // Dispatches what the model's pods have room for now.
+  void serve(const std::string& model);
+  // /debug/queues: per model, its classes and tenants (queued, bytes, counter, in flight), room and reservations.
+  nlohmann::json snapshot() const;
+
+ private:
+  friend class FlowPass;
+  struct Waiter;
+  struct ModelQueue;
+  ModelQueue& queueFor(const std::string& model);  // under mutex_
+  // Requests the model's ready pods could take now beyond those already dispatched and not yet routed.
+  int64_t room(const std::string& model, const ModelQueue& queue) const;
+  void serveLocked(const std::string& model, ModelQueue& queue);
+  void done(FlowPass& pass);
+
+  flow::FlowConfig config_;
+  std::vector<flow::ClassSpec> classes_;
+  uint32_t pod_limit_;  // flow_control.max_in_flight_per_pod, else limits.max_in_flight_per_pod
+  int64_t max_engine_age_ms_;
+  const discovery::PodRegistry& pods_;
+  metrics::FlowMetrics& metrics_;
+  Clock now_ms_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::unique_ptr<ModelQueue>, std::less<>> queues_;  // models pods serve: bounded
+  std::unordered_map<uint64_t, std::shared_ptr<Waiter>> waiters_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace prefixgate::server

@@ -1,0 +1,178 @@
+"""Flow control through the real gateway (docs/flow-control.md): while its one pod has no room (flow_control
+.max_in_flight_per_pod: 1, held by a long request), requests wait in the gateway and leave it in the order the
+discipline says (strict priority, then fair sharing by tokens between tenants), or are shed with a clear status.
+Each check fails without the feature: without a queue every request goes straight to the pod (their order is their
+arrival, nothing is ever 429/503 from a queue, and /debug/queues shows nothing)."""
+import json
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from harness import Gateway, Sim, wait_until
+
+CLASSES = [{"name": "interactive"}, {"name": "batch"}]
+
+
+@pytest.fixture
+def sim(tmp_path):
+    # Real time: a 400-token answer holds the pod for about two seconds.
+    s = Sim(tmp_path, "engine", time_scale="1")
+    yield s
+    s.stop()
+
+
+def flow_gateway(tmp_path, sim, **flow):
+    config = {"flow_control": {"enabled": True, "max_in_flight_per_pod": 1, "classes": CLASSES,
+                               "default_class": "batch", **flow}}
+    return Gateway(tmp_path, [sim], config=config)
+
+
+def body(content, max_tokens=2):
+    return json.dumps({"model": "sim-model", "max_tokens": max_tokens,
+                       "messages": [{"role": "user", "content": content}]})
+
+
+def post(gw, request_id, headers=None, max_tokens=2, content=None):
+    return gw.call("POST", "/v1/chat/completions", body(content or f"question {request_id}", max_tokens),
+                   {"x-request-id": request_id, **(headers or {})})
+
+
+def queues(gw):
+    status, _, raw = gw.admin("GET", "/debug/queues")
+    assert status == 200, raw
+    return json.loads(raw)
+
+
+def queued(gw):
+    return queues(gw)["models"].get("sim-model", {}).get("queued", 0)
+
+
+def arrival_order(sim):
+    """The request ids in the order the pod received them."""
+    return [r["headers"].get("x-request-id") for r in sim.completions_seen()]
+
+
+def hold(pool, gw):
+    """A long request that takes the pod's only slot; returns its future once the pod has it."""
+    future = pool.submit(post, gw, "hold", max_tokens=400)
+    wait_until(lambda: gw.debug_pods()[0]["in_flight"] == 1, timeout=10, what="the pod busy")
+    return future
+
+
+def queue_up(pool, gw, request_id, headers=None):
+    before = queued(gw)
+    future = pool.submit(post, gw, request_id, headers)
+    wait_until(lambda: queued(gw) == before + 1, timeout=10, what=f"{request_id} queued")
+    return future
+
+
+def test_an_idle_pod_takes_requests_straight_through(tmp_path, sim):
+    gw = flow_gateway(tmp_path, sim)
+    try:
+        for i in range(3):
+            assert post(gw, f"r{i}")[0] == 200
+        assert gw.metric("prefixgate_flow_dispatched_total") == 0  # nothing waited
+        assert queues(gw)["enabled"] is True
+    finally:
+        gw.stop()
+
+
+def test_a_higher_class_goes_first_and_tenants_share_by_tokens(tmp_path, sim):
+    gw = flow_gateway(tmp_path, sim)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            futures = [hold(pool, gw)]
+            # Tenant a floods three, tenant b sends one after them; then one interactive request arrives last.
+            futures += [queue_up(pool, gw, f"a{i}", {"x-tenant-id": "a"}) for i in range(3)]
+            futures.append(queue_up(pool, gw, "b0", {"x-tenant-id": "b"}))
+            futures.append(queue_up(pool, gw, "vip", {"x-tenant-id": "c", "x-request-priority": "interactive"}))
+            snapshot = queues(gw)["models"]["sim-model"]
+            assert snapshot["saturated"] is True
+            by_class = {c["name"]: c for c in snapshot["classes"]}
+            assert by_class["interactive"]["queued"] == 1 and by_class["batch"]["queued"] == 4
+            assert {t["tenant"]: t["queued"] for t in by_class["batch"]["tenants"]} == {"a": 3, "b": 1}
+            assert all(f.result(timeout=30)[0] == 200 for f in futures)
+        # Strict priority first; then a0 (a's head came first), then b0: after one dispatch a has been charged its
+        # prompt, b has not; FIFO would have served a1 and a2 before b0.
+        assert arrival_order(sim) == ["hold", "vip", "a0", "b0", "a1", "a2"]
+        assert gw.metric("prefixgate_flow_dispatched_total", **{"class": "interactive"}) == 1
+        assert gw.metric("prefixgate_flow_dispatched_total", **{"class": "batch"}) == 4
+        assert gw.metric("prefixgate_flow_queued") == 0
+        assert gw.metric("prefixgate_flow_queue_wait_seconds_count") == 5
+    finally:
+        gw.stop()
+
+
+def test_a_tenant_over_its_queue_bound_gets_429_and_others_still_queue(tmp_path, sim):
+    gw = flow_gateway(tmp_path, sim, max_queued_per_tenant=1)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            futures = [hold(pool, gw), queue_up(pool, gw, "a0", {"x-tenant-id": "a"})]
+            status, headers, raw = post(gw, "a1", {"x-tenant-id": "a"})
+            assert status == 429 and "retry-after" in headers, raw
+            error = json.loads(raw)["error"]
+            assert error["type"] == "rate_limit_error" and "max_queued_per_tenant" in error["message"]
+            futures.append(queue_up(pool, gw, "b0", {"x-tenant-id": "b"}))  # another tenant is not disturbed
+            assert all(f.result(timeout=30)[0] == 200 for f in futures)
+        assert "a1" not in arrival_order(sim)
+        assert gw.metric("prefixgate_flow_shed_total", reason="tenant_queue_full") == 1
+    finally:
+        gw.stop()
+
+
+def test_a_request_queued_past_its_wait_or_objective_gets_503(tmp_path, sim):
+    classes = [{"name": "interactive", "max_wait_ms": 300}, {"name": "batch"}]
+    gw = flow_gateway(tmp_path, sim, classes=classes)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            held = hold(pool, gw)
+            started = time.monotonic()
+            status, headers, raw = post(gw, "late", {"x-request-priority": "interactive"})
+            assert status == 503 and "retry-after" in headers, raw
+            assert time.monotonic() - started >= 0.29
+            assert "max_wait_ms" in json.loads(raw)["error"]["message"]
+            # A TTFT objective shorter than the class's wait sheds it sooner, counted apart.
+            status, _, raw = post(gw, "hurry", {"x-slo-ttft-ms": "100"})
+            assert status == 503 and "objective" in json.loads(raw)["error"]["message"], raw
+            assert held.result(timeout=30)[0] == 200
+        assert arrival_order(sim) == ["hold"]
+        assert gw.metric("prefixgate_flow_shed_total", reason="timeout") == 1
+        assert gw.metric("prefixgate_flow_shed_total", reason="objective") == 1
+        assert queued(gw) == 0
+    finally:
+        gw.stop()
+
+
+def test_a_client_that_leaves_while_queued_leaves_the_queue_at_once(tmp_path, sim):
+    gw = flow_gateway(tmp_path, sim)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            held = hold(pool, gw)
+            payload = body("never mind").encode()
+            client = socket.create_connection(("127.0.0.1", gw.port))
+            client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                           b"x-request-id: gone\r\ncontent-length: " + str(len(payload)).encode() + b"\r\n\r\n" +
+                           payload)
+            wait_until(lambda: queued(gw) == 1, timeout=10, what="the request queued")
+            client.close()
+            wait_until(lambda: queued(gw) == 0, timeout=2, what="the queue emptied by the hang-up")
+            assert gw.metric("prefixgate_flow_shed_total", reason="client_gone") == 1
+            assert held.result(timeout=30)[0] == 200
+        assert arrival_order(sim) == ["hold"]  # no engine work for the request that left
+    finally:
+        gw.stop()
+
+
+def test_bad_flow_headers_are_refused_naming_the_header(tmp_path, sim):
+    gw = flow_gateway(tmp_path, sim)
+    try:
+        for headers, name in (({"x-request-priority": "gold"}, "x-request-priority"),
+                              ({"x-slo-ttft-ms": "soon"}, "x-slo-ttft-ms"),
+                              ({"x-tenant-id": "a\u00e9"}, "x-tenant-id")):
+            status, _, raw = post(gw, "bad", headers)
+            assert status == 400 and name in json.loads(raw)["error"]["message"], (headers, raw)
+        assert arrival_order(sim) == []
+    finally:
+        gw.stop()
