@@ -78,7 +78,9 @@ int main(int argc, char** argv) {
       cfg, strategies.names(), problems.empty() ? promptMatchStrategies(strategies, cfg) : std::vector<std::string>{},
       problems);
   if (problems.empty() && check && !cfg.discovery.file.empty()) discovery::checkPodsFile(cfg.discovery.file, problems);
-  if (problems.empty() && check) auth::checkFiles(cfg.auth, problems);
+  if (problems.empty() && check)
+    auth::checkFiles(cfg.auth, problems,
+                     cfg.flow_control.enabled ? flow::classNames(cfg.flow_control) : std::vector<std::string>{});
   if (!problems.empty()) {
     for (const auto& p : problems) std::fprintf(stderr, "%s\n", p.c_str());
     return 1;

@@ -24,7 +24,7 @@ std::string entryPath(const YAML::Node& entry, size_t index) {
   return path;
 }
 
-void checkEntry(config::YamlReader& r, const ApiKeySpec& spec) {
+void checkEntry(config::YamlReader& r, const ApiKeySpec& spec, const std::vector<std::string>& classes) {
   if (spec.name.empty()) r.problem("name", "required (shown in logs and metrics)");
   if (spec.key.empty()) r.problem("key", "required and must not be empty");
   if (spec.requests_per_minute && *spec.requests_per_minute == 0)
@@ -33,12 +33,21 @@ void checkEntry(config::YamlReader& r, const ApiKeySpec& spec) {
     r.problem("tokens_per_minute", "must be greater than 0 (omit it for no limit)");
   for (const std::string& model : spec.models)
     if (model.empty()) r.problem("models", "a model name must not be empty");
+  if (!spec.priority_class.empty() && !classes.empty() &&
+      std::find(classes.begin(), classes.end(), spec.priority_class) == classes.end()) {
+    std::string names;
+    for (const std::string& c : classes) names += (names.empty() ? "" : ", ") + c;
+    r.problem("priority_class", "unknown class '" + spec.priority_class + "' (flow_control.classes: " + names + ")");
+  }
+  if (spec.ttft_slo_ms && (*spec.ttft_slo_ms == 0 || *spec.ttft_slo_ms > UINT32_MAX))
+    r.problem("ttft_slo_ms", "must be from 1 to 4294967295 (omit it for none)");
 }
 
 }  // namespace
 
 std::vector<ApiKeySpec> parseApiKeysFile(const std::string& text, const std::string& source,
-                                         std::vector<std::string>& problems) {
+                                         std::vector<std::string>& problems,
+                                         const std::vector<std::string>& priority_classes) {
   std::vector<ApiKeySpec> specs;
   YAML::Node root;
   try {
@@ -70,8 +79,10 @@ std::vector<ApiKeySpec> parseApiKeysFile(const std::string& text, const std::str
     r.read("models", spec.models);
     r.read("requests_per_minute", spec.requests_per_minute);
     r.read("tokens_per_minute", spec.tokens_per_minute);
+    r.read("priority_class", spec.priority_class);
+    r.read("ttft_slo_ms", spec.ttft_slo_ms);
     r.finish();
-    checkEntry(r, spec);
+    checkEntry(r, spec, priority_classes);
     if (!spec.name.empty() && !names.emplace(spec.name, path).second)
       r.problem("name", "duplicate name (also " + names[spec.name] + ")");
     // The message names the other entry, never the key.
@@ -82,7 +93,8 @@ std::vector<ApiKeySpec> parseApiKeysFile(const std::string& text, const std::str
   return specs;
 }
 
-std::vector<ApiKeySpec> loadApiKeysFile(const std::string& path, std::vector<std::string>& problems) {
+std::vector<ApiKeySpec> loadApiKeysFile(const std::string& path, std::vector<std::string>& problems,
+                                        const std::vector<std::string>& priority_classes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     problems.push_back(path + ": cannot read the API keys file");
@@ -90,7 +102,7 @@ std::vector<ApiKeySpec> loadApiKeysFile(const std::string& path, std::vector<std
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  return parseApiKeysFile(ss.str(), path, problems);
+  return parseApiKeysFile(ss.str(), path, problems, priority_classes);
 }
 
 bool constantTimeEquals(std::string_view a, std::string_view b) {
@@ -126,6 +138,8 @@ ApiKeySet::ApiKeySet(std::vector<ApiKeySpec> specs, const ApiKeySet* previous, i
     key->name = std::move(spec.name);
     key->key = std::move(spec.key);
     key->models = std::move(spec.models);
+    key->priority_class = std::move(spec.priority_class);
+    key->ttft_slo_ms = static_cast<uint32_t>(spec.ttft_slo_ms.value_or(0));
     longest_key_bytes_ = std::max(longest_key_bytes_, key->key.size());
     // Keys are unique (parseApiKeysFile): the first one stays. A key whose digest failed is never found.
     if (auto digest = keyDigest(key->key)) by_digest_.emplace(*digest, key);

@@ -23,13 +23,18 @@ struct ApiKeySpec {
   std::vector<std::string> models;  // empty = every model
   std::optional<uint64_t> requests_per_minute;
   std::optional<uint64_t> tokens_per_minute;
+  std::string priority_class;            // flow control: the class of the key's requests ("" = the header's)
+  std::optional<uint64_t> ttft_slo_ms;   // flow control: the key's TTFT objective (absent = the model's, header's)
 };
 
 // Parses the YAML text of a keys file. Every problem is appended as "<source>: keys[i] (name).field: what is
-// wrong"; no message ever contains a key.
+// wrong"; no message ever contains a key. `priority_classes`: flow control's class names (empty when it is off: a
+// key's priority_class is then not checked, and not used).
 std::vector<ApiKeySpec> parseApiKeysFile(const std::string& text, const std::string& source,
-                                         std::vector<std::string>& problems);
-std::vector<ApiKeySpec> loadApiKeysFile(const std::string& path, std::vector<std::string>& problems);
+                                         std::vector<std::string>& problems,
+                                         const std::vector<std::string>& priority_classes = {});
+std::vector<ApiKeySpec> loadApiKeysFile(const std::string& path, std::vector<std::string>& problems,
+                                        const std::vector<std::string>& priority_classes = {});
 
 // True when `a` and `b` hold the same bytes. Its time depends only on the two lengths, never on the bytes or on
 // where they first differ, so a client cannot find a key byte by byte.
@@ -40,6 +45,8 @@ struct ApiKey {
   std::string name;
   std::string key;
   std::vector<std::string> models;
+  std::string priority_class;  // flow control ("" = none)
+  uint32_t ttft_slo_ms = 0;    // flow control (0 = none)
   std::shared_ptr<KeyLimiter> limiter;  // never null
   bool allows(std::string_view model) const;
 };

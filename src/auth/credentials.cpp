@@ -14,11 +14,13 @@ std::string parseAdminToken(const std::string& text, const std::string& source, 
   return text.substr(begin, text.find_last_not_of(kSpace) - begin + 1);
 }
 
-void checkFiles(const config::AuthConfig& config, std::vector<std::string>& problems) {
-  Credentials(config, [] { return int64_t{0}; }).load(problems);
+void checkFiles(const config::AuthConfig& config, std::vector<std::string>& problems,
+                const std::vector<std::string>& priority_classes) {
+  Credentials(config, [] { return int64_t{0}; }, priority_classes).load(problems);
 }
 
-Credentials::Credentials(config::AuthConfig config, Clock clock) : config_(std::move(config)), clock_(std::move(clock)) {}
+Credentials::Credentials(config::AuthConfig config, Clock clock, std::vector<std::string> priority_classes)
+    : config_(std::move(config)), priority_classes_(std::move(priority_classes)), clock_(std::move(clock)) {}
 
 bool Credentials::load(std::vector<std::string>& problems) {
   const size_t before = problems.size();
@@ -27,7 +29,7 @@ bool Credentials::load(std::vector<std::string>& problems) {
       problems.push_back(config_.api_keys_file + ": cannot read the API keys file (auth.api_keys_file)");
     } else {
       std::vector<std::string> found;
-      auto specs = parseApiKeysFile(keys_text_, config_.api_keys_file, found);
+      auto specs = parseApiKeysFile(keys_text_, config_.api_keys_file, found, priority_classes_);
       if (found.empty()) api_keys_.store(std::make_shared<const ApiKeySet>(std::move(specs), nullptr, clock_()));
       problems.insert(problems.end(), found.begin(), found.end());
     }
@@ -61,7 +63,7 @@ std::vector<std::unique_ptr<util::PolledFile>> Credentials::watch(boost::asio::i
 
 void Credentials::applyKeys(const std::string& text) {
   std::vector<std::string> problems;
-  auto specs = parseApiKeysFile(text, config_.api_keys_file, problems);
+  auto specs = parseApiKeysFile(text, config_.api_keys_file, problems, priority_classes_);
   if (!problems.empty()) {
     for (const auto& p : problems) log::warn("API keys file ignored, keeping the keys in force: {}", p);
     return;

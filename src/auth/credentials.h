@@ -22,12 +22,14 @@ namespace prefixgate::auth {
 std::string parseAdminToken(const std::string& text, const std::string& source, std::vector<std::string>& problems);
 
 // Reads and checks the files `config` names (for `--check`), appending every problem.
-void checkFiles(const config::AuthConfig& config, std::vector<std::string>& problems);
+// `priority_classes`: flow control's class names when it is on (a key's priority_class must name one), else empty.
+void checkFiles(const config::AuthConfig& config, std::vector<std::string>& problems,
+                const std::vector<std::string>& priority_classes = {});
 
 class Credentials {
  public:
   using Clock = std::function<int64_t()>;  // milliseconds, for the rate-limit windows
-  Credentials(config::AuthConfig config, Clock clock);
+  Credentials(config::AuthConfig config, Clock clock, std::vector<std::string> priority_classes = {});
 
   // Loads the configured files; false (with the problems) when one is missing or invalid.
   bool load(std::vector<std::string>& problems);
@@ -46,6 +48,7 @@ class Credentials {
   void applyKeys(const std::string& text);
   void applyAdminToken(const std::string& text);
   config::AuthConfig config_;
+  std::vector<std::string> priority_classes_;  // checked against each key's priority_class (see checkFiles)
   Clock clock_;
   std::atomic<std::shared_ptr<const ApiKeySet>> api_keys_;
   std::atomic<std::shared_ptr<const std::string>> admin_token_;

@@ -9,6 +9,12 @@ std::vector<ClassSpec> classesOf(const FlowConfig& config) {
   return {ClassSpec{std::string(kDefaultClassName)}};
 }
 
+std::vector<std::string> classNames(const FlowConfig& config) {
+  std::vector<std::string> names;
+  for (const ClassSpec& spec : classesOf(config)) names.push_back(spec.name);
+  return names;
+}
+
 size_t defaultClassIndex(const FlowConfig& config) {
   const std::vector<ClassSpec> classes = classesOf(config);
   for (size_t i = 0; i < classes.size(); ++i) {

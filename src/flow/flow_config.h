@@ -62,6 +62,8 @@ inline constexpr std::string_view kDefaultTenant = "_default";
 
 // The classes in force: config.classes, or one class named kDefaultClassName when that is empty.
 std::vector<ClassSpec> classesOf(const FlowConfig& config);
+// The names of classesOf(config), highest first.
+std::vector<std::string> classNames(const FlowConfig& config);
 // Index in classesOf(config) of the class a request naming none gets (see FlowConfig::default_class).
 // An unknown default_class (which validateFlowConfig rejects) gives the last class.
 size_t defaultClassIndex(const FlowConfig& config);

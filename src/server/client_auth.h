@@ -38,6 +38,8 @@ class ClientAuth {
   std::optional<auth::Refusal> authorize(std::string_view model);
   // The name of the key the request presented (for the log line; never the key itself); null when none.
   const std::string* keyName() const { return key_ ? &key_->name : nullptr; }
+  // The key itself (its flow-control class and objective); null when none.
+  const auth::ApiKey* key() const { return key_.get(); }
   // Whether the key may see `model` in /v1/models.
   bool allows(std::string_view model) const { return !key_ || key_->allows(model); }
   // The engine gets the client's authorization header only without keys, or with auth.forward_authorization.

@@ -51,7 +51,9 @@ void raiseFileLimit(uint32_t max_connections) {
 ControlPlane::ControlPlane(uint64_t seed) : rng(config::streamSeed(seed, config::SeedPurpose::kControlPlane)) {}
 
 Gateway::Gateway(config::Config config)
-    : config_(std::move(config)), credentials_(config_.auth, routing::steadyNowMs) {}
+    : config_(std::move(config)),
+      credentials_(config_.auth, routing::steadyNowMs,
+                   config_.flow_control.enabled ? flow::classNames(config_.flow_control) : std::vector<std::string>{}) {}
 
 std::unique_ptr<tokenize::RemoteTokenizer> Gateway::makeRemoteTokenizer() {
   const auto& pc = config_.routing.prefix_cache;

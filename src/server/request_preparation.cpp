@@ -77,9 +77,13 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
 }
 
 FlowAdmission RequestPreparation::flowAdmission(const RequestToPrepare& in, const openai::RequestView& request) {
-  const std::string* key = in.auth ? in.auth->keyName() : nullptr;
+  const auth::ApiKey* key = in.auth ? in.auth->key() : nullptr;
   flow::FlowRequest flow;
-  flow.api_key_name = key ? std::string_view(*key) : std::string_view();
+  if (key) {
+    flow.api_key_name = key->name;
+    flow.key_priority_class = key->priority_class;
+    flow.key_ttft_slo_ms = key->ttft_slo_ms;
+  }
   flow.tenant_header = in.headers.tenant;
   flow.body_user = request.user;
   flow.priority_header = in.headers.priority;

@@ -23,9 +23,9 @@ def sim(tmp_path):
     s.stop()
 
 
-def flow_gateway(tmp_path, sim, **flow):
+def flow_gateway(tmp_path, sim, extra=None, **flow):
     config = {"flow_control": {"enabled": True, "max_in_flight_per_pod": 1, "classes": CLASSES,
-                               "default_class": "batch", **flow}}
+                               "default_class": "batch", **flow}, **(extra or {})}
     return Gateway(tmp_path, [sim], config=config)
 
 
@@ -54,9 +54,9 @@ def arrival_order(sim):
     return [r["headers"].get("x-request-id") for r in sim.completions_seen()]
 
 
-def hold(pool, gw):
+def hold(pool, gw, headers=None):
     """A long request that takes the pod's only slot; returns its future once the pod has it."""
-    future = pool.submit(post, gw, "hold", max_tokens=400)
+    future = pool.submit(post, gw, "hold", headers, max_tokens=400)
     wait_until(lambda: gw.debug_pods()[0]["in_flight"] == 1, timeout=10, what="the pod busy")
     return future
 
@@ -174,5 +174,26 @@ def test_bad_flow_headers_are_refused_naming_the_header(tmp_path, sim):
             status, _, raw = post(gw, "bad", headers)
             assert status == 400 and name in json.loads(raw)["error"]["message"], (headers, raw)
         assert arrival_order(sim) == []
+    finally:
+        gw.stop()
+
+
+def test_an_api_keys_class_and_name_make_its_flow(tmp_path, sim):
+    keys = tmp_path / "keys.yaml"
+    keys.write_text("keys:\n  - {name: vip, key: sk-vip, priority_class: interactive}\n"
+                    "  - {name: standard, key: sk-std}\n")
+    gw = flow_gateway(tmp_path, sim, extra={"auth": {"api_keys_file": str(keys)}})
+    vip, std = {"authorization": "Bearer sk-vip"}, {"authorization": "Bearer sk-std"}
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            futures = [hold(pool, gw, std), queue_up(pool, gw, "s0", std),
+                       # The key's class wins over the header's.
+                       queue_up(pool, gw, "v0", {**vip, "x-request-priority": "batch"})]
+            tenants = {c["name"]: [t["tenant"] for t in c["tenants"]]
+                       for c in queues(gw)["models"]["sim-model"]["classes"]}
+            assert tenants == {"interactive": ["vip"], "batch": ["standard"]}
+            assert all(f.result(timeout=30)[0] == 200 for f in futures)
+        assert arrival_order(sim) == ["hold", "v0", "s0"]
+        assert gw.metric("prefixgate_flow_dispatched_total", tenant="vip", **{"class": "interactive"}) == 1
     finally:
         gw.stop()

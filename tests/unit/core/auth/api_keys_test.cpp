@@ -69,6 +69,34 @@ TEST(ApiKeysFile, ValidationNamesFileEntryAndFieldButNeverTheKey) {
   for (const auto& p : problems) EXPECT_EQ(p.find("secret"), std::string::npos) << p;
 }
 
+// Ensures a key's flow-control fields are read and reach the key set, that with flow control on (its class names
+// given) an unknown class names the entry and the classes, and that a zero objective is refused; with flow control
+// off (no names) any class is accepted, unused.
+TEST(ApiKeysFile, FlowControlClassAndObjective) {
+  const std::string text =
+      "keys:\n"
+      "  - {name: a, key: sk-a, priority_class: interactive, ttft_slo_ms: 1500}\n"
+      "  - {name: b, key: sk-b, priority_class: gold}\n"
+      "  - {name: c, key: sk-c, ttft_slo_ms: 0}\n";
+  std::vector<std::string> problems;
+  parseApiKeysFile(text, "/etc/keys.yaml", problems, {"interactive", "batch"});
+  EXPECT_TRUE(hasProblem(problems, "/etc/keys.yaml: keys[1] (b).priority_class: unknown class 'gold' "
+                                   "(flow_control.classes: interactive, batch)"));
+  EXPECT_TRUE(hasProblem(problems, "/etc/keys.yaml: keys[2] (c).ttft_slo_ms: must be from 1"));
+  EXPECT_EQ(problems.size(), 2u) << joined(problems);
+  problems.clear();
+  auto specs = parseApiKeysFile("keys:\n  - {name: a, key: sk-a, priority_class: interactive, ttft_slo_ms: 1500}\n"
+                                "  - {name: b, key: sk-b, priority_class: gold}\n",
+                                "/etc/keys.yaml", problems);
+  ASSERT_TRUE(problems.empty()) << joined(problems);
+  ApiKeySet set(std::move(specs), nullptr, 0);
+  auto a = set.find("sk-a");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->priority_class, "interactive");
+  EXPECT_EQ(a->ttft_slo_ms, 1500u);
+  EXPECT_EQ(set.find("sk-b")->ttft_slo_ms, 0u);
+}
+
 // A file that is not a list of keys is one clear problem.
 TEST(ApiKeysFile, RejectsAFileWithoutAKeysList) {
   std::vector<std::string> problems;
