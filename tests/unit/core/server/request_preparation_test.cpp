@@ -4,6 +4,7 @@
 #include "server/request_preparation.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -110,7 +111,11 @@ class RequestPreparationTest : public ::testing::Test {
   void start(const std::string& keys_yaml = "") {
     config::AuthConfig auth;
     if (!keys_yaml.empty()) {
-      auth.api_keys_file = ::testing::TempDir() + "prefixgate-request-preparation-keys.yaml";
+      // One file per test and process: ctest runs the cases as parallel processes, and a file another case is
+      // rewriting meanwhile would not load.
+      auth.api_keys_file = ::testing::TempDir() + "prefixgate-request-preparation-keys-" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
+                           std::to_string(::getpid()) + ".yaml";
       std::ofstream(auth.api_keys_file) << keys_yaml;
     }
     credentials_ = std::make_unique<auth::Credentials>(auth, [] { return int64_t{1000}; });
