@@ -382,7 +382,9 @@ def test_a_hostile_load_entry_cannot_wrap_a_pods_count_past_max_in_flight_per_po
             statuses = [None] * n
 
             def one(i):
-                statuses[i] = gw.chat(f"burst {i}", max_tokens=100)[0]
+                # 400 tokens at 10 ms: each admitted request holds its slot ~4 s, so all 16 arrive while the
+                # first 4 run even on a loaded machine (with 1 s requests a slow thread start let a 5th in).
+                statuses[i] = gw.chat(f"burst {i}", max_tokens=400)[0]
 
             threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
             for t in threads:
