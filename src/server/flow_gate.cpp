@@ -87,7 +87,7 @@ FlowGate::ModelQueue& FlowGate::queueFor(const std::string& model) {
   return *it->second;
 }
 
-int64_t FlowGate::room(const std::string& model, const ModelQueue& queue) const {
+int64_t FlowGate::room(const std::string& model, const ModelQueue& queue, int64_t enough) const {
   auto snapshot = pods_.snapshot();
   const std::vector<discovery::PodPtr>* serving = snapshot->podsFor(model);
   if (!serving) return 1;  // no pod serves it (any more): routing refuses it at once
@@ -104,6 +104,7 @@ int64_t FlowGate::room(const std::string& model, const ModelQueue& queue) const 
         continue;
     }
     total += std::max<int64_t>(0, int64_t{pod_limit_} - pod->signals().inFlightAllReplicas());
+    if (total - queue.reserved >= enough) return total - queue.reserved;  // the caller needs no more
   }
   // No ready pod: nothing frees up by waiting here, and routing answers at once (503).
   if (!any) return 1;
@@ -162,15 +163,13 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
   // A model no pod serves is refused by routing (404); its name is the client's, so it gets no queue.
   if (pods_.snapshot()->podsFor(model) == nullptr) co_return std::nullopt;
   const int64_t now = now_ms_();
-  int64_t deadline = flow::queueDeadlineMs(config_, resolved.class_index, now);
+  int64_t deadline = now + int64_t{classes_[resolved.class_index].max_wait_ms};
   // A request still queued when its TTFT objective has passed can no longer meet it.
   const bool objective_first = resolved.ttft_slo_ms > 0 && now + int64_t{resolved.ttft_slo_ms} < deadline;
   if (objective_first) deadline = now + resolved.ttft_slo_ms;
 
-  auto waiter = std::make_shared<Waiter>(co_await asio::this_coro::executor);
-  waiter->class_name = classes_[resolved.class_index].name;
-  waiter->tenant_label = tenantLabel(request.flow);
-  waiter->enqueued_ms = now;
+  const asio::any_io_executor executor = co_await asio::this_coro::executor;
+  std::shared_ptr<Waiter> waiter;
   uint64_t id = 0;
   pass = FlowPass();
   pass.gate_ = this;
@@ -180,8 +179,13 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
     std::lock_guard lock(mutex_);
     id = next_id_++;
     ModelQueue& mq = queueFor(model);
-    // Straight through while there is room and nobody waits before it.
-    if (mq.queue.size() == 0 && room(model, mq) > 0) co_return std::nullopt;
+    // Straight through while there is room and nobody waits before it: no allocation, and the pods are read only
+    // until one with room is found.
+    if (mq.queue.size() == 0 && room(model, mq, 1) > 0) co_return std::nullopt;
+    waiter = std::make_shared<Waiter>(executor);
+    waiter->class_name = classes_[resolved.class_index].name;
+    waiter->tenant_label = tenantLabel(request.flow);
+    waiter->enqueued_ms = now;
     flow::EnqueueResult result = mq.queue.enqueue(
         {id, std::move(resolved.tenant), resolved.class_index, request.bytes, request.prompt_tokens, now, deadline});
     pass.tenant_ = result.flow;

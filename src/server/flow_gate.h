@@ -8,6 +8,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -100,8 +101,10 @@ class FlowGate {
   struct Waiter;
   struct ModelQueue;
   ModelQueue& queueFor(const std::string& model);  // under mutex_
-  // Requests the model's ready pods could take now beyond those already dispatched and not yet routed.
-  int64_t room(const std::string& model, const ModelQueue& queue) const;
+  // Requests the model's ready pods could take now beyond those already dispatched and not yet routed; the pods are
+  // read only until that reaches `enough`.
+  int64_t room(const std::string& model, const ModelQueue& queue,
+               int64_t enough = std::numeric_limits<int64_t>::max()) const;
   void serveLocked(const std::string& model, ModelQueue& queue);
   void done(FlowPass& pass);
 
