@@ -90,6 +90,7 @@ void readModels(YamlReader r, std::map<std::string, ModelConfig>& models) {
     m.read("routing_strategy", mc.routing_strategy);
     m.read("locked_routing_strategy", mc.locked_routing_strategy);
     readRoutingOverrides(m.child("routing_config"), mc.standard_deviation_factor, mc.load_balance);
+    m.read("ttft_slo_ms", mc.ttft_slo_ms);
     YamlReader profiles = m.child("profiles");
     for (const std::string& pname : profiles.keys()) {
       YamlReader p = profiles.child(pname);

@@ -116,6 +116,9 @@ struct ModelConfig {
   std::optional<double> standard_deviation_factor;
   LoadBalanceOverrides load_balance;
   std::map<std::string, ModelProfile> profiles;
+  // Flow control: the TTFT objective of this model's requests when their API key gives none (before the
+  // x-slo-ttft-ms header and the class's); 0 = none.
+  uint32_t ttft_slo_ms = 0;
 };
 
 struct KubernetesConfig {

@@ -96,6 +96,13 @@ size_t FairQueue::tenantCount() const {
   return tenants_.size() - (tenants_.count(std::string(kOverflowTenant)) ? 1 : 0);
 }
 
+size_t FairQueue::queuedAhead(const std::string& tenant, size_t class_index) const {
+  size_t ahead = 0;
+  for (size_t c = 0; c < class_index && c < classes_.size(); ++c) ahead += classes_[c].queued;
+  if (const Flow* flow = findFlow(tenant, class_index)) ahead += flow->entries.size();
+  return ahead;
+}
+
 std::optional<double> FairQueue::counter(const std::string& tenant, size_t class_index) const {
   const Flow* flow = findFlow(tenant, class_index);
   if (!flow) return std::nullopt;

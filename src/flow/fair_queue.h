@@ -102,6 +102,10 @@ class FairQueue {
 
   size_t size() const { return queued_; }
   size_t bytes() const { return bytes_; }
+  // Queued items certain to be dispatched before the next item of `tenant`'s flow in `class_index`: everything
+  // queued in higher classes, and the flow's own (FIFO). Other tenants of the class may go first or not (their
+  // counters decide), so they are not counted: a lower bound, for predictions that must not overestimate.
+  size_t queuedAhead(const std::string& tenant, size_t class_index) const;
   // Tenants tracked, not counting kOverflowTenant: at most max_tenants.
   size_t tenantCount() const;
   // (tenant, class) flows tracked, the overflow flow included.

@@ -38,6 +38,7 @@ constexpr std::array kTable = {
     Entry{E::kBodyBufferFull, {503, "service_unavailable", "body_buffer_full", true}},
     Entry{E::kQueueFull, {503, "service_unavailable", "queue_full", true}},
     Entry{E::kQueueTimeout, {503, "service_unavailable", "queue_timeout", true}},
+    Entry{E::kObjectiveUnreachable, {503, "service_unavailable", "objective_unreachable", true}},
     Entry{E::kUpstreamConnect, {502, "bad_gateway", "connect", false}},
     Entry{E::kUpstreamConnectTimeout, {504, "gateway_timeout", "connect_timeout", false}},
     Entry{E::kUpstreamClosed, {502, "bad_gateway", "closed", false}},

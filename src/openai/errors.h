@@ -34,6 +34,7 @@ enum class GatewayError : uint8_t {
   kBodyBufferFull,           // 503: the request's body would take the bodies held over limits.max_buffered_body_bytes
   kQueueFull,                // 503: flow control: the gateway's queue is full (its capacity)
   kQueueTimeout,             // 503: flow control: waited in the queue past its class's max_wait_ms or its TTFT objective
+  kObjectiveUnreachable,     // 503: flow control: predicted at admission to miss its TTFT objective on every pod
   // What went wrong with the engine (proxy::FailureKind maps one to one).
   kUpstreamConnect,          // 502: connection refused or unreachable, or the host name did not resolve
   kUpstreamConnectTimeout,   // 504: no connection within upstream.connect_timeout_ms

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "discovery/pod_set.h"
+#include "flow/admission_estimate.h"
 #include "metrics/flow_metrics.h"
 #include "proxy/upstream_attempt.h"
 
@@ -40,6 +41,7 @@ struct FlowGate::ModelQueue {
   explicit ModelQueue(const flow::FlowConfig& config) : queue(config) {}
   flow::FairQueue queue;
   int64_t reserved = 0;  // dispatched, not yet routed: room they will take
+  flow::HoldTime hold;   // how long its requests keep their room
 };
 
 FlowPass& FlowPass::operator=(FlowPass&& other) noexcept {
@@ -52,6 +54,7 @@ FlowPass& FlowPass::operator=(FlowPass&& other) noexcept {
   queued_ = other.queued_;
   reserved_ = std::exchange(other.reserved_, false);
   output_tokens_ = other.output_tokens_;
+  started_ms_ = other.started_ms_;
   return *this;
 }
 
@@ -68,12 +71,13 @@ void FlowPass::release() {
   if (FlowGate* gate = std::exchange(gate_, nullptr)) gate->done(*this);
 }
 
-FlowGate::FlowGate(const flow::FlowConfig& config, uint32_t limits_max_in_flight_per_pod,
+FlowGate::FlowGate(const flow::FlowConfig& config, uint32_t limits_max_in_flight_per_pod, double kv_critical,
                    int64_t max_engine_age_ms, const discovery::PodRegistry& pods, metrics::FlowMetrics& metrics,
                    Clock now_ms)
     : config_(config),
       classes_(flow::classesOf(config)),
       pod_limit_(config.max_in_flight_per_pod > 0 ? config.max_in_flight_per_pod : limits_max_in_flight_per_pod),
+      kv_critical_(kv_critical),
       max_engine_age_ms_(max_engine_age_ms),
       pods_(pods),
       metrics_(metrics),
@@ -91,24 +95,57 @@ int64_t FlowGate::room(const std::string& model, const ModelQueue& queue, int64_
   auto snapshot = pods_.snapshot();
   const std::vector<discovery::PodPtr>* serving = snapshot->podsFor(model);
   if (!serving) return 1;  // no pod serves it (any more): routing refuses it at once
+  const bool split = snapshot->disaggregated(model);
   const int64_t now = now_ms_();
-  int64_t total = 0;
+  int64_t prefill = 0;  // a disaggregated model's prefill side (prefill and both pods)
+  int64_t total = 0;    // every pod, or a disaggregated model's decode side (decode and both pods)
   bool any = false;
   for (const discovery::PodPtr& pod : *serving) {
     if (!pod->ready(now)) continue;
     any = true;
-    if (config_.max_engine_waiting > 0) {
+    const int32_t in_flight = pod->signals().inFlightAllReplicas();
+    if (config_.max_engine_waiting > 0 || (kv_critical_ > 0 && in_flight > 0)) {
       const engine::EngineLoadView view = pod->engine().view();
-      if (view.fresh(now, max_engine_age_ms_) && !std::isnan(view.waiting) &&
-          view.waiting >= static_cast<double>(config_.max_engine_waiting))
-        continue;
+      if (view.fresh(now, max_engine_age_ms_)) {
+        if (config_.max_engine_waiting > 0 && !std::isnan(view.waiting) &&
+            view.waiting >= static_cast<double>(config_.max_engine_waiting))
+          continue;
+        if (kv_critical_ > 0 && in_flight > 0 && !std::isnan(view.kv_usage) && 1 - view.kv_usage < kv_critical_)
+          continue;
+      }
     }
-    total += std::max<int64_t>(0, int64_t{pod_limit_} - pod->signals().inFlightAllReplicas());
+    const int64_t free = std::max<int64_t>(0, int64_t{pod_limit_} - in_flight);
+    if (split) {
+      const PodRole role = pod->spec().role;
+      if (role != PodRole::kDecode) prefill += free;
+      if (role != PodRole::kPrefill) total += free;
+      continue;
+    }
+    total += free;
     if (total - queue.reserved >= enough) return total - queue.reserved;  // the caller needs no more
   }
   // No ready pod: nothing frees up by waiting here, and routing answers at once (503).
   if (!any) return 1;
+  if (split) total = std::min(total, prefill);
   return total - queue.reserved;
+}
+
+FlowGate::FleetView FlowGate::fleetView(const std::string& model) const {
+  FleetView view;
+  auto snapshot = pods_.snapshot();
+  const std::vector<discovery::PodPtr>* serving = snapshot->podsFor(model);
+  if (!serving) return view;
+  const int64_t now = now_ms_();
+  double fastest = -1;
+  for (const discovery::PodPtr& pod : *serving) {
+    if (!pod->ready(now)) continue;
+    view.capacity += pod_limit_;
+    const routing::ServiceRates::Rates rates = pod->signals().rates().read();
+    if (rates.samples == 0) continue;  // the defaults are another fleet's: predict nothing from them
+    if (fastest < 0 || rates.base_s < fastest) fastest = rates.base_s;
+  }
+  view.first_token_ms = fastest < 0 ? 0 : fastest * 1000.0;
+  return view;
 }
 
 void FlowGate::serveLocked(const std::string& model, ModelQueue& mq) {
@@ -147,6 +184,7 @@ void FlowGate::done(FlowPass& pass) {
   ModelQueue& mq = *it->second;
   if (pass.reserved_) --mq.reserved;
   pass.reserved_ = false;
+  if (pass.started_ms_ >= 0) mq.hold.add(static_cast<double>(now_ms_() - pass.started_ms_));
   if (pass.queued_) {
     mq.queue.charge(pass.tenant_, pass.class_index_, pass.output_tokens_);
     mq.queue.finished(pass.tenant_, pass.class_index_);
@@ -181,11 +219,35 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
     ModelQueue& mq = queueFor(model);
     // Straight through while there is room and nobody waits before it: no allocation, and the pods are read only
     // until one with room is found.
-    if (mq.queue.size() == 0 && room(model, mq, 1) > 0) co_return std::nullopt;
+    if (mq.queue.size() == 0 && room(model, mq, 1) > 0) {
+      pass.started_ms_ = now;
+      co_return std::nullopt;
+    }
     waiter = std::make_shared<Waiter>(executor);
     waiter->class_name = classes_[resolved.class_index].name;
     waiter->tenant_label = tenantLabel(request.flow);
     waiter->enqueued_ms = now;
+    if (resolved.ttft_slo_ms > 0) {
+      // Shed at once a request that cannot meet its objective even if it goes as soon as it possibly could (the
+      // requests certainly before it end at the learned rate, then the fastest pod answers); else wait only while
+      // the objective can still be met once sent.
+      const FleetView fleet = fleetView(model);
+      const double wait = flow::predictedQueueWaitMs(mq.queue.queuedAhead(resolved.tenant, resolved.class_index),
+                                                     room(model, mq), fleet.capacity, mq.hold.ms());
+      const flow::ObjectiveCheck check = flow::checkObjective(resolved.ttft_slo_ms, wait, fleet.first_token_ms);
+      if (!check.reachable) {
+        metrics_.shed("objective_predicted", waiter->class_name, waiter->tenant_label);
+        pass.gate_ = nullptr;  // nothing to give back
+        co_return FlowRefusal{openai::GatewayError::kObjectiveUnreachable,
+                              "the request cannot meet its TTFT objective (" + std::to_string(resolved.ttft_slo_ms) +
+                                  " ms): predicted at least " + std::to_string(std::lround(check.predicted_ms)) +
+                                  " ms (" + std::to_string(std::lround(wait)) + " ms queued behind the requests "
+                                  "before it, then " + std::to_string(std::lround(fleet.first_token_ms)) +
+                                  " ms on the fastest pod); retry later",
+                              {}};
+      }
+      if (objective_first) deadline = std::min(deadline, now + static_cast<int64_t>(check.queue_budget_ms));
+    }
     flow::EnqueueResult result = mq.queue.enqueue(
         {id, std::move(resolved.tenant), resolved.class_index, request.bytes, request.prompt_tokens, now, deadline});
     pass.tenant_ = result.flow;
@@ -240,6 +302,7 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
   if (shed.empty()) {
     pass.queued_ = true;
     pass.reserved_ = true;
+    pass.started_ms_ = now_ms_();
     co_return std::nullopt;
   }
   pass.gate_ = nullptr;  // it left the queue: nothing dispatched, nothing to give back
@@ -267,6 +330,7 @@ nlohmann::json FlowGate::snapshot() const {
     m["room"] = room_now;
     m["saturated"] = room_now <= 0;
     m["reserved"] = mq->reserved;
+    m["hold_ms"] = mq->hold.ms();  // how long a request keeps its room (0 until learned): admission's predictions
     m["queued"] = s.queued;
     m["bytes"] = s.bytes;
     m["tenants_tracked"] = s.tenants_tracked;

@@ -58,6 +58,7 @@ class FlowPass {
   bool queued_ = false;    // it waited in the queue (dispatched by popNext)
   bool reserved_ = false;  // its dispatch holds room until routed()
   uint64_t output_tokens_ = 0;
+  int64_t started_ms_ = -1;  // when it passed or was dispatched: its end teaches the model's hold time
 };
 
 // The request being admitted: its flow's sources, its size, and the client connection to watch while it waits.
@@ -79,9 +80,12 @@ struct FlowRefusal {
 class FlowGate {
  public:
   using Clock = int64_t (*)();  // steady milliseconds
-  // `max_engine_age_ms`: engine numbers older than this are not read (engine::maxEngineMetricsAgeMs).
-  FlowGate(const flow::FlowConfig& config, uint32_t limits_max_in_flight_per_pod, int64_t max_engine_age_ms,
-           const discovery::PodRegistry& pods, metrics::FlowMetrics& metrics, Clock now_ms);
+  // `kv_critical`: a busy pod whose engine reports less free KV cache than this fraction has no room
+  // (routing.load_balance.kv_critical). `max_engine_age_ms`: engine numbers older than this are not read
+  // (engine::maxEngineMetricsAgeMs).
+  FlowGate(const flow::FlowConfig& config, uint32_t limits_max_in_flight_per_pod, double kv_critical,
+           int64_t max_engine_age_ms, const discovery::PodRegistry& pods, metrics::FlowMetrics& metrics,
+           Clock now_ms);
   ~FlowGate();
   FlowGate(const FlowGate&) = delete;
   FlowGate& operator=(const FlowGate&) = delete;
@@ -101,8 +105,20 @@ class FlowGate {
   struct Waiter;
   struct ModelQueue;
   ModelQueue& queueFor(const std::string& model);  // under mutex_
+  // The model's ready pods as admission predicts with them: the requests they hold at once (the per-pod limit
+  // each), and the soonest any of them answers once sent (the fastest learned ServiceRates base; 0 when none has
+  // learned one yet).
+  struct FleetView {
+    int64_t capacity = 0;
+    double first_token_ms = 0;
+  };
+  FleetView fleetView(const std::string& model) const;
   // Requests the model's ready pods could take now beyond those already dispatched and not yet routed; the pods are
-  // read only until that reaches `enough`.
+  // read only until that reaches `enough`. A pod has no room at its limit, when its engine queues
+  // max_engine_waiting, or when it is busy with its KV cache critical (free fraction below kv_critical: the engine
+  // would preempt; a pod with nothing in flight always has room, so a stuck KV figure cannot stall the queue for
+  // good). A disaggregated model's request needs a prefill pod and then a decode
+  // pod: its room is the smaller of the two sides' (pods of role both count on each).
   int64_t room(const std::string& model, const ModelQueue& queue,
                int64_t enough = std::numeric_limits<int64_t>::max()) const;
   void serveLocked(const std::string& model, ModelQueue& queue);
@@ -111,6 +127,7 @@ class FlowGate {
   flow::FlowConfig config_;
   std::vector<flow::ClassSpec> classes_;
   uint32_t pod_limit_;  // flow_control.max_in_flight_per_pod, else limits.max_in_flight_per_pod
+  double kv_critical_;
   int64_t max_engine_age_ms_;
   const discovery::PodRegistry& pods_;
   metrics::FlowMetrics& metrics_;

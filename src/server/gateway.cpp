@@ -162,7 +162,7 @@ bool Gateway::start(std::string& error) {
   }
   if (config_.flow_control.enabled) {
     flow_ = std::make_unique<FlowGate>(
-        config_.flow_control, config_.limits.max_in_flight_per_pod,
+        config_.flow_control, config_.limits.max_in_flight_per_pod, config_.routing.load_balance.kv_critical,
         engine::maxEngineMetricsAgeMs(config_.engine_metrics.scrape_interval_ms,
                                       config_.engine_metrics.scrape_timeout_ms),
         pods_, flow_metrics_, routing::steadyNowMs);

@@ -76,7 +76,7 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
   }
 }
 
-FlowAdmission RequestPreparation::flowAdmission(const RequestToPrepare& in, const openai::RequestView& request) {
+FlowAdmission RequestPreparation::flowAdmission(const RequestToPrepare& in, const openai::RequestView& request) const {
   const auth::ApiKey* key = in.auth ? in.auth->key() : nullptr;
   flow::FlowRequest flow;
   if (key) {
@@ -88,6 +88,8 @@ FlowAdmission RequestPreparation::flowAdmission(const RequestToPrepare& in, cons
   flow.body_user = request.user;
   flow.priority_header = in.headers.priority;
   flow.slo_ttft_header = in.headers.slo_ttft_ms;
+  if (auto model = deps_.config.models.find(request.model); model != deps_.config.models.end())
+    flow.model_ttft_slo_ms = model->second.ttft_slo_ms;
   const int64_t tokens = routing::estimatedPromptTokens(request);
   return FlowAdmission{request.model, flow, static_cast<uint64_t>(std::max<int64_t>(tokens, 0)), in.body.size(),
                        in.client, in.pipelined};

@@ -165,7 +165,7 @@ class RequestPreparation {
   // disaggregation.aggregate_below_tokens, or fewer not cached on the pod a whole request would go to.
   bool servedWhole(const routing::RoutePlan& plan, const routing::RouteQuery& query, std::mt19937_64& rng);
   // What flow control needs of a parsed request (its flow's sources, size and connection).
-  static FlowAdmission flowAdmission(const RequestToPrepare& in, const openai::RequestView& request);
+  FlowAdmission flowAdmission(const RequestToPrepare& in, const openai::RequestView& request) const;
 
   // Another pod for a prepared request whose attempt on `failed`'s pod failed, none of `exclude` (the relay's
   // failover): the same plan and prompt blocks (routing::Router::chooseAgain). Thread-safe; never blocks.

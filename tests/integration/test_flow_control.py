@@ -197,3 +197,101 @@ def test_an_api_keys_class_and_name_make_its_flow(tmp_path, sim):
         assert gw.metric("prefixgate_flow_dispatched_total", tenant="vip", **{"class": "interactive"}) == 1
     finally:
         gw.stop()
+
+
+def test_a_models_objective_applies_when_the_key_gives_none(tmp_path, sim):
+    # models.<name>.ttft_slo_ms: a queued request of the model without its own objective is shed when the model's
+    # passes, long before its class's max_wait_ms (30 s). Without the setting it would wait for the held slot.
+    gw = flow_gateway(tmp_path, sim, extra={"models": {"sim-model": {"ttft_slo_ms": 300}}})
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            held = hold(pool, gw)
+            started = time.monotonic()
+            status, _, raw = post(gw, "late")
+            assert status == 503 and "objective (300 ms)" in json.loads(raw)["error"]["message"], raw
+            assert time.monotonic() - started < 1.5  # the 400-token hold lasts about two seconds
+            assert held.result(timeout=30)[0] == 200
+        assert arrival_order(sim) == ["hold"]
+        assert gw.metric("prefixgate_flow_shed_total", reason="objective") == 1
+    finally:
+        gw.stop()
+
+
+def test_an_objective_no_pod_can_meet_after_the_queue_is_shed_at_once(tmp_path, sim):
+    gw = flow_gateway(tmp_path, sim)
+    try:
+        # Three requests of ~100 tokens (~0.5 s each) teach the gateway how long a request keeps its slot.
+        for i in range(3):
+            assert post(gw, f"learn{i}", max_tokens=100)[0] == 200
+        assert queues(gw)["models"]["sim-model"]["hold_ms"] > 300
+        with ThreadPoolExecutor(8) as pool:
+            futures = [hold(pool, gw)] + [queue_up(pool, gw, f"a{i}", {"x-tenant-id": "a"}) for i in range(3)]
+            # Behind its own three queued requests and the held slot, the soonest it could start is ~4 x 0.5 s
+            # away: a 1.5 s objective cannot be met, so it is refused now instead of after 1.5 s in the queue.
+            started = time.monotonic()
+            status, headers, raw = post(gw, "doomed", {"x-tenant-id": "a", "x-slo-ttft-ms": "1500"})
+            elapsed = time.monotonic() - started
+            error = json.loads(raw)["error"]
+            assert status == 503 and "retry-after" in headers, raw
+            assert error["type"] == "service_unavailable" and "predicted at least" in error["message"], raw
+            assert elapsed < 1.0, elapsed
+            # Another tenant's request with the same objective has nothing certainly ahead of it: it queues.
+            futures.append(queue_up(pool, gw, "b0", {"x-tenant-id": "b", "x-slo-ttft-ms": "60000"}))
+            assert all(f.result(timeout=30)[0] == 200 for f in futures)
+        assert "doomed" not in arrival_order(sim)
+        assert gw.metric("prefixgate_flow_shed_total", reason="objective_predicted") == 1
+    finally:
+        gw.stop()
+
+
+def test_a_disaggregated_models_room_is_its_busier_side(tmp_path):
+    # One prefill pod and one decode pod, one request each: while a long request decodes, the prefill pod is free
+    # again but the decode pod is not, so the next request waits in the gateway (counting every pod would let it
+    # through to queue on the decode pod).
+    prefill, decode = Sim(tmp_path, "prefill", "--role", "prefill"), Sim(tmp_path, "decode", "--role", "decode",
+                                                                         time_scale="1")
+    try:
+        pods = [dict(prefill.pod_entry(), role="prefill"), dict(decode.pod_entry(), role="decode")]
+        gw = Gateway(tmp_path, pods, config={"flow_control": {"enabled": True, "max_in_flight_per_pod": 1}})
+        try:
+            wait_until(lambda: all(p["ready"] for p in gw.debug_pods()), timeout=10, what="every pod ready")
+            with ThreadPoolExecutor(2) as pool:
+                long = pool.submit(post, gw, "long", None, 400)
+                wait_until(lambda: {p["name"]: p["in_flight"] for p in gw.debug_pods()} ==
+                           {"prefill": 0, "decode": 1}, timeout=10, what="the prefill leg done, the decode leg on")
+                second = queue_up(pool, gw, "second")
+                assert queues(gw)["models"]["sim-model"]["saturated"] is True
+                assert long.result(timeout=30)[0] == 200 and second.result(timeout=30)[0] == 200
+            assert gw.metric("prefixgate_flow_dispatched_total") == 1
+        finally:
+            gw.stop()
+    finally:
+        prefill.stop()
+        decode.stop()
+
+
+def test_a_busy_pod_with_its_kv_cache_critical_has_no_room(tmp_path):
+    # The pod's KV cache (1,024 tokens) is mostly taken by one long request (~550 prompt + 400 output tokens): with
+    # less free than routing.load_balance.kv_critical (here 0.5) it has no room although it is far below its
+    # in-flight limit (8), so the next request waits in the gateway (where the engine would have to preempt).
+    # Without the rule (kv_critical 0) it goes straight through: checked by hand.
+    sim = Sim(tmp_path, "engine", "--kv-capacity-tokens", "1024", time_scale="1")
+    try:
+        gw = Gateway(tmp_path, [sim], config={
+            "flow_control": {"enabled": True, "max_in_flight_per_pod": 8},
+            "routing": {"load_balance": {"kv_critical": 0.5}},
+            "engine_metrics": {"scrape_interval_ms": 100}})
+        try:
+            with ThreadPoolExecutor(2) as pool:
+                long = pool.submit(post, gw, "long", None, 400, "word " * 440)
+                wait_until(lambda: ((gw.debug_pods()[0].get("engine_metrics") or {}).get("kv_cache_usage") or 0) > 0.5,
+                           timeout=10, what="the pod's KV cache over half full")
+                second = queue_up(pool, gw, "second")
+                assert queues(gw)["models"]["sim-model"]["saturated"] is True
+                assert long.result(timeout=30)[0] == 200 and second.result(timeout=30)[0] == 200
+            assert arrival_order(sim) == ["long", "second"]
+            assert gw.metric("prefixgate_flow_dispatched_total") == 1
+        finally:
+            gw.stop()
+    finally:
+        sim.stop()

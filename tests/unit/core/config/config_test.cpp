@@ -90,6 +90,7 @@ models:
   my-model:
     routing_strategy: least-request
     locked_routing_strategy: ""
+    ttft_slo_ms: 750
     profiles:
       long-docs:
         routing_strategy: random
@@ -107,6 +108,7 @@ limits: {max_body_bytes: 9, max_header_bytes: 2048, max_in_flight: 11, header_ti
   EXPECT_FALSE(c.routing.prefix_cache.include_tools);
   EXPECT_DOUBLE_EQ(c.routing.blend.load_balance_weight, 0);
   EXPECT_EQ(c.models.at("my-model").routing_strategy, "least-request");
+  EXPECT_EQ(c.models.at("my-model").ttft_slo_ms, 750u);
   EXPECT_DOUBLE_EQ(c.models.at("my-model").profiles.at("long-docs").standard_deviation_factor.value(), 3);
   EXPECT_TRUE(c.state_sync.enabled);
   EXPECT_EQ(c.limits.max_connections, 14u);
