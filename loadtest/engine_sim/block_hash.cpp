@@ -22,12 +22,19 @@ EngineBlockHash chainBlockHash(EngineBlockHash parent, std::span<const uint32_t>
   return EngineBlockHash{hash};
 }
 
-std::vector<EngineBlockHash> blockHashes(std::span<const uint32_t> tokens, uint32_t block_size) {
+EngineBlockHash saltedRoot(std::string_view salt) {
+  if (salt.empty()) return kRootBlockHash;
+  uint64_t hash = kFnv64Offset;
+  for (char c : salt) mixBytes(hash, static_cast<uint8_t>(c), 1);
+  return EngineBlockHash{hash == kRootBlockHash.value ? 1 : hash};
+}
+
+std::vector<EngineBlockHash> blockHashes(std::span<const uint32_t> tokens, uint32_t block_size, std::string_view salt) {
   std::vector<EngineBlockHash> hashes;
   if (block_size == 0) return hashes;
   size_t full_blocks = tokens.size() / block_size;
   hashes.reserve(full_blocks);
-  EngineBlockHash parent = kRootBlockHash;
+  EngineBlockHash parent = saltedRoot(salt);
   for (size_t block = 0; block < full_blocks; ++block) {
     parent = chainBlockHash(parent, tokens.subspan(block * block_size, block_size));
     hashes.push_back(parent);

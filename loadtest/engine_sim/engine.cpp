@@ -40,11 +40,11 @@ Engine::Engine(const SimConfig& config)
       histograms_(engineHistograms(config.dialect())) {}
 
 Engine::StartResult Engine::start(asio::any_io_executor executor, std::span<const uint32_t> prompt_tokens,
-                                  uint32_t max_output_tokens, KvTransfer kv_transfer) {
+                                  uint32_t max_output_tokens, KvTransfer kv_transfer, std::string cache_salt) {
   StartResult result;
   SeqId id = next_id_++;
   SeqRequest request{id, std::vector<uint32_t>(prompt_tokens.begin(), prompt_tokens.end()), max_output_tokens,
-                     kv_transfer};
+                     kv_transfer, std::move(cache_salt)};
   if (scheduler_->submit(std::move(request)) != SubmitStatus::kQueued) {
     result.error = scheduler_->neverFitsReason(prompt_tokens.size(), max_output_tokens);
     return result;

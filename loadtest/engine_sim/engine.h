@@ -88,8 +88,10 @@ class Engine {
 
   // Queues a sequence; its wake-ups run on `executor` (the session's). max_output_tokens 0 = prefill only.
   // kv_transfer: its part in a prefill/decode hand-off (step_scheduler.h).
+  // cache_salt: vLLM's cache namespace (its prompt shares no cached block with another salt's or none).
   StartResult start(boost::asio::any_io_executor executor, std::span<const uint32_t> prompt_tokens,
-                    uint32_t max_output_tokens, KvTransfer kv_transfer = KvTransfer::kNone);
+                    uint32_t max_output_tokens, KvTransfer kv_transfer = KvTransfer::kNone,
+                    std::string cache_salt = {});
 
   // Waits until the sequence has more than `seen` output tokens ready, or has finished. Returns false when the
   // awaiting coroutine was cancelled first.

@@ -20,13 +20,23 @@ json eventJson(const KvEvent& event, uint32_t block_size, KvEventEncoding encodi
   switch (event.kind) {
     case KvEvent::Kind::kStored: {
       json parent = event.parent ? json(event.parent->value) : json(nullptr);
-      if (map)
-        return json{{"type", "BlockStored"},   {"block_hashes", hashList(event.block_hashes)},
-                    {"parent_block_hash", parent}, {"token_ids", event.token_ids},
-                    {"block_size", block_size}, {"lora_id", nullptr},
-                    {"medium", kMediumGpu},     {"lora_name", nullptr}};
-      return json::array({"BlockStored", hashList(event.block_hashes), parent, event.token_ids, block_size, nullptr,
-                          kMediumGpu, nullptr});
+      json stored = map ? json{{"type", "BlockStored"},   {"block_hashes", hashList(event.block_hashes)},
+                               {"parent_block_hash", parent}, {"token_ids", event.token_ids},
+                               {"block_size", block_size}, {"lora_id", nullptr},
+                               {"medium", kMediumGpu},     {"lora_name", nullptr}}
+                        : json::array({"BlockStored", hashList(event.block_hashes), parent, event.token_ids,
+                                       block_size, nullptr, kMediumGpu, nullptr});
+      if (!event.first_block_salt.empty()) {
+        // vLLM's extra_keys: one entry per block, the salt only on the prompt's first block.
+        json extra(json::value_t::array);
+        extra.push_back(json::array({event.first_block_salt}));
+        for (size_t i = 1; i < event.block_hashes.size(); ++i) extra.push_back(nullptr);
+        if (map)
+          stored["extra_keys"] = std::move(extra);
+        else
+          stored.push_back(std::move(extra));
+      }
+      return stored;
     }
     case KvEvent::Kind::kRemoved:
       if (map) return json{{"type", "BlockRemoved"}, {"block_hashes", hashList(event.block_hashes)}, {"medium", kMediumGpu}};

@@ -23,6 +23,9 @@ struct KvEvent {
   std::vector<EngineBlockHash> block_hashes;
   std::optional<EngineBlockHash> parent;  // BlockStored: the block before the first one; none at a prompt's start
   std::vector<uint32_t> token_ids;        // BlockStored: the tokens of every stored block, in order
+  // BlockStored starting at a salted prompt's first block (parent none): its cache_salt, sent as that block's
+  // extra keys ([salt], the rest null) as vLLM does; "" = no extra keys (the field is left out).
+  std::string first_block_salt;
 };
 
 enum class KvEventEncoding { kArray, kMap };

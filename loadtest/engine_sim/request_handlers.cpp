@@ -76,6 +76,20 @@ bool readStreamOptions(const json& body, bool& include_usage, std::string& error
 
 // kv_transfer_params, which only vLLM (with a KV connector) reads: other dialects ignore the field as their engines
 // do. Returns false and sets error for a 400.
+// cache_salt (vLLM's protocol.py): a string, which vLLM refuses when empty; other dialects ignore the field as
+// their engines do.
+bool readCacheSalt(const SimConfig& config, const json& body, CompletionRequest& request, std::string& error) {
+  if (config.dialect() != EngineDialect::kVllm) return true;
+  auto it = body.find("cache_salt");
+  if (it == body.end() || it->is_null()) return true;
+  if (!it->is_string() || it->get_ref<const std::string&>().empty()) {
+    error = "'cache_salt' must be a non-empty string";
+    return false;
+  }
+  request.cache_salt = it->get<std::string>();
+  return true;
+}
+
 bool readKvTransfer(const SimConfig& config, const json& body, CompletionRequest& request, std::string& error) {
   if (config.dialect() != EngineDialect::kVllm) return true;
   KvTransferParse parse = parseKvTransferParams(body);
@@ -134,7 +148,7 @@ Parsed<CompletionRequest> parseCompletionRequest(const SimConfig& config, Endpoi
   }
   request.prompt = std::move(prompt.prompt);
   request.finish_reason = present ? "length" : "stop";
-  if (!readKvTransfer(config, doc, request, parsed.error)) {
+  if (!readKvTransfer(config, doc, request, parsed.error) || !readCacheSalt(config, doc, request, parsed.error)) {
     parsed.status = 400;
     return parsed;
   }

@@ -45,6 +45,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   KvTransferParams kv_transfer;  // kv_transfer_params (vllm dialect only)
+  std::string cache_salt;        // cache_salt (vllm dialect only): the prompt's cache namespace
 };
 
 struct EmbeddingRequest {

@@ -31,7 +31,8 @@ SubmitStatus Scheduler::submit(SeqRequest request) {
   // An empty prompt has nothing to pull (the HTTP layer refuses one anyway).
   if (seq.kv_transfer == KvTransfer::kReceive && !request.prompt.empty()) seq.pull = Pull::kQueued;
   seq.output = OutputText::forPrompt(request.prompt);
-  seq.hashes = blockHashes(request.prompt, config_.block_size);
+  seq.hashes = blockHashes(request.prompt, config_.block_size, request.cache_salt);
+  seq.cache_salt = std::move(request.cache_salt);
   seq.tokens = std::move(request.prompt);
   seqs_.emplace(seq.id, std::move(seq));
   waiting_.push_back(request.id);
@@ -197,6 +198,7 @@ bool Scheduler::grow(Seq& seq, uint64_t new_tokens) {
       if (index > 0) parent = seq.hashes[index - 1];
       events_.push_back(KvEvent{KvEvent::Kind::kStored, {}, parent, {}});
       stored = &events_.back();
+      if (index == 0) stored->first_block_salt = seq.cache_salt;
     }
     stored->block_hashes.push_back(seq.hashes[index]);
     auto tokens = std::span(seq.tokens).subspan(index * block, block);

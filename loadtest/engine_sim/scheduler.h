@@ -92,6 +92,7 @@ class Scheduler final : public StepScheduler {
     SeqId id = 0;
     std::vector<uint32_t> tokens;  // prompt, then the sampled output
     std::vector<EngineBlockHash> hashes;  // chained hashes of the full blocks of `tokens`
+    std::string cache_salt;               // its first block's extra key in BlockStored ("" = none)
     std::vector<BlockId> blocks;          // KV blocks held, in token order
     uint32_t prompt_tokens = 0;
     uint32_t max_output_tokens = 0;

@@ -272,7 +272,7 @@ asio::awaitable<bool> Session::serveCompletion(const Request& request, Endpoint 
   if (refusal) co_return co_await send(request, *refusal, &record);
 
   Engine::StartResult started = state_.engine.start(co_await asio::this_coro::executor, job.prompt.tokens,
-                                                    job.max_tokens, job.kv_transfer.leg);
+                                                    job.max_tokens, job.kv_transfer.leg, job.cache_salt);
   if (!started.sequence) {
     SimpleResponse never_fits = state_.dialect->error(400, started.error);
     co_return co_await send(request, never_fits, &record);

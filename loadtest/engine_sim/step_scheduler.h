@@ -31,6 +31,7 @@ struct SeqRequest {
   std::vector<uint32_t> prompt;    // token ids
   uint32_t max_output_tokens = 0;  // 0 = prefill only (embeddings): done once the prompt is computed
   KvTransfer kv_transfer = KvTransfer::kNone;
+  std::string cache_salt;  // vLLM's cache namespace: mixed into the first block's hash ("" = none)
 };
 
 // A decode leg whose KV pull started this step: its blocks are allocated; finishPull() ends the transfer.

@@ -193,6 +193,21 @@ uint64_t extraKeysDigest(const json& entry) {
   return digest == 0 ? 1 : digest;
 }
 
+// A block's extra keys without its LoRA key: vLLM puts the adapter (lora_name; older versions lora_id) first in every
+// block's keys (kv_cache_utils.py: lora keys + multimodal keys + [cache_salt] on the first block + prompt-embedding
+// keys), and the index already keeps an adapter's blocks apart under its name, where a request naming the adapter
+// finds them. Left in, the adapter's blocks would never match any request. 0 when nothing else is left.
+uint64_t extraKeysDigestBesidesLora(const json& entry, const KvBlockStored& event) {
+  if (!entry.is_array() || entry.empty()) return extraKeysDigest(entry);
+  const json& first = entry.front();
+  const bool lora = (!event.lora_name.empty() && first.is_string() &&
+                     first.get_ref<const json::string_t&>() == event.lora_name) ||
+                    (event.lora_id && first.is_number_integer() && first.get<int64_t>() == *event.lora_id);
+  if (!lora) return extraKeysDigest(entry);
+  if (entry.size() == 1) return 0;
+  return extraKeysDigest(json(json::array_t(entry.begin() + 1, entry.end())));
+}
+
 // ---- Events ----
 
 // One event's fields, by position (array form: the tag is element 0) or by name (map form: the tag is "type").
@@ -250,7 +265,7 @@ EventOutcome decodeStored(const EventFields& f, KvBlockStored& out) {
     out.extra_keys.resize(extra->size());
     for (size_t i = 0; i < extra->size(); ++i) {
       const json& entry = (*extra)[i];
-      out.extra_keys[i] = entry.is_null() ? 0 : extraKeysDigest(entry);
+      out.extra_keys[i] = entry.is_null() ? 0 : extraKeysDigestBesidesLora(entry, out);
       any |= out.extra_keys[i] != 0;
     }
     if (!any) out.extra_keys.clear();
@@ -401,6 +416,11 @@ std::optional<KvEventMessage> splitKvReplayReply(std::span<const std::span<const
   std::optional<KvEventMessage> message = splitFrames(frames);
   if (message && message->sequence < kKvReplayEndSequence) return std::nullopt;
   return message;
+}
+
+uint64_t cacheSaltDigest(std::string_view salt) {
+  if (salt.empty()) return 0;
+  return extraKeysDigest(json::array({std::string(salt)}));
 }
 
 }  // namespace prefixgate::engine

@@ -106,6 +106,12 @@ struct KvEventBatch {
 // kKvErrorCodes, when the batch as a whole cannot be used; `out` is then empty. Thread-safe (no shared state).
 bool decodeKvEventBatch(std::span<const uint8_t> payload, KvEventBatch& out, std::string& error);
 
+// The digest (as KvBlockStored::extra_keys holds it) of the extra keys vLLM gives the first block of a request with
+// `salt` as its cache_salt and nothing else (no multimodal input; a LoRA adapter's own key is left out: see the
+// decoder): the keys ("<salt>",). 0 for an empty salt. The gateway mixes it into a salted prompt's first block, so
+// the prompt matches exactly the blocks engines stored under the same salt.
+uint64_t cacheSaltDigest(std::string_view salt);
+
 // ---- Frames around the payload ----
 // A published message is [topic, sequence, payload]. A replay is asked for with [empty, start sequence] on a
 // DEALER socket and answered with [empty, sequence, payload] per buffered message from `start` on, then

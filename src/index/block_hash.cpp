@@ -139,6 +139,15 @@ size_t hashBlocksAfter(BlockHash parent_block, std::span<const uint8_t> bytes, s
   return count;
 }
 
+size_t hashBlocksWithFirstExtra(std::span<const uint8_t> bytes, size_t block_size, uint64_t seed,
+                                uint64_t first_extra, std::vector<BlockHash>& out) {
+  if (first_extra == 0 || fullBlockCount(bytes.size(), block_size) == 0)
+    return hashBlocksAfter(BlockHash{seed}, bytes, block_size, seed, out);
+  hashBlocksAfter(BlockHash{seed}, bytes.first(block_size), block_size, seed, out);
+  out.back() = BlockHash{mixExtra(out.back().value, first_extra)};
+  return 1 + hashBlocksAfter(out.back(), bytes.subspan(block_size), block_size, seed, out);
+}
+
 std::vector<BlockHash> hashBlocks(std::span<const uint8_t> bytes, size_t block_size, uint64_t seed) {
   std::vector<BlockHash> out;
   hashBlocks(bytes, block_size, seed, out);

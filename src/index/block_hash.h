@@ -28,6 +28,23 @@ size_t hashBlocks(std::span<const uint8_t> bytes, size_t block_size, uint64_t se
 size_t hashBlocksAfter(BlockHash parent, std::span<const uint8_t> bytes, size_t block_size, uint64_t seed,
                        std::vector<BlockHash>& out);
 
+// Mixes `extra` (a digest of what besides tokens tells a block apart: a KV event's extra keys, a request's
+// cache_salt, a model's name) into a block hash: equal inputs give equal outputs, and a block with something mixed
+// in never equals one without (short of a 64-bit collision).
+constexpr uint64_t mixExtra(uint64_t hash, uint64_t extra) {
+  uint64_t x = hash ^ (extra * 0x9E3779B97F4A7C15ULL);
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  return x ^ (x >> 29);
+}
+
+// hashBlocks with the first block's extra keys: its hash is mixed with `first_extra` (0 = nothing: hashBlocks
+// itself) and the chain goes on from the mixed hash, so every block of the prompt differs from the unsalted one's.
+// What vLLM does with a request's cache_salt (an extra key of the first block only), and what KV event mode does
+// with the extra keys a BlockStored event gives per block. Appends to `out`; returns the number appended.
+size_t hashBlocksWithFirstExtra(std::span<const uint8_t> bytes, size_t block_size, uint64_t seed,
+                                uint64_t first_extra, std::vector<BlockHash>& out);
+
 // Number of full blocks in a buffer of `byte_count` bytes (what hashBlocks would emit).
 constexpr size_t fullBlockCount(size_t byte_count, size_t block_size) {
   return block_size == 0 ? 0 : byte_count / block_size;

@@ -250,6 +250,10 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
       out.raw_prompt = rawSince(start, doc);
     } else if (key == "kv_transfer_params") {
       out.has_kv_transfer_params = true;
+    } else if (key == "cache_salt") {
+      // Another type is the engine's to refuse; an empty salt is none (vLLM's rule).
+      std::string_view salt;
+      if (value.get_string().get(salt) == simdjson::SUCCESS) out.cache_salt.assign(salt);
     } else if (key == "user") {
       // OpenAI's end-user id; another type is the engine's to refuse.
       std::string_view user;

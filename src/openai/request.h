@@ -28,6 +28,9 @@ struct RequestView {
   bool has_kv_transfer_params = false;
   // The body's `user` (when a string): flow control's tenant when no key or header names one.
   std::string user;
+  // The body's `cache_salt` (vLLM's cache namespace, when a string): the engine mixes it into the prompt's first
+  // block, so prompts under different salts (or none) never share cached blocks; the gateway hashes the same way.
+  std::string cache_salt;
 
   // The raw JSON text of the fields the engine templates, exactly as they appear in the body (views into it: valid
   // while the body lives; the remote tokenizer sends them as they are). Chat: `messages` and `tools` ("" when

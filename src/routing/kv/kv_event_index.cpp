@@ -16,14 +16,9 @@ constexpr std::string_view kIndexModel = "";
 // A slot's list of stored blocks is rebuilt without its stale entries once it holds this many more than blocks.
 constexpr size_t kStaleStoredSlack = 1024;
 
-// Mixes `extra` (extra keys' digest, a model's digest) into a hash: equal inputs give equal outputs, and a block
-// with something mixed in never equals one without.
-uint64_t mix(uint64_t hash, uint64_t extra) {
-  uint64_t x = hash ^ (extra * 0x9E3779B97F4A7C15ULL);
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  return x ^ (x >> 29);
-}
+// Mixes `extra` (extra keys' digest, a model's digest) into a hash (index::mixExtra: a request's cache_salt is mixed
+// the same way, so a salted prompt matches the blocks its engine stored under that salt).
+constexpr uint64_t mix(uint64_t hash, uint64_t extra) { return index::mixExtra(hash, extra); }
 
 uint64_t slotKey(PodId pod, uint32_t rank) { return (uint64_t{pod.value} << 32) | rank; }
 uint32_t podOf(uint64_t slot_key) { return static_cast<uint32_t>(slot_key >> 32); }

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "config/random_seed.h"
+#include "engine/kv_event_decoder.h"
 #include "index/block_hash.h"
 #include "tokenize/tiktoken_tokenizer.h"
 #include "util/scratch.h"
@@ -218,11 +219,15 @@ void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks
     out.engine_tokens = bytes_per_token_.engineTokens(request.model, bytes.size());
   }
   out.bytes = bytes.size();
-  index::hashBlocks(bytes, out.block_bytes, seed_, out.hashes);
+  // A salted prompt's first block carries the salt as vLLM's does (its extra keys), in standard mode too, so salted
+  // and unsalted prompts, or two salts, never match each other.
+  const uint64_t salt = request.cache_salt.empty() ? 0 : engine::cacheSaltDigest(request.cache_salt);
+  index::hashBlocksWithFirstExtra(bytes, out.block_bytes, seed_, salt, out.hashes);
   for (size_t i = 1; i < sizes.size() && i <= kMaxOtherBlockSizes; ++i) {
     PromptBlocks::Cut& cut = out.other_cuts.emplace_back();
     cut.block_tokens = sizes[i].first;
-    index::hashBlocks(bytes, size_t{cut.block_tokens} * tokenize::kTokenIdBytes, seed_, cut.hashes);
+    index::hashBlocksWithFirstExtra(bytes, size_t{cut.block_tokens} * tokenize::kTokenIdBytes, seed_, salt,
+                                    cut.hashes);
   }
   util::releaseIfLarge(scratch);  // one huge prompt does not keep its tokens' memory on this thread
 }

@@ -77,5 +77,34 @@ TEST(KvEvents, SchedulerRecordsStoredAndRemoved) {
   EXPECT_EQ(next[1].block_hashes.size(), 3u);
 }
 
+
+// Ensures a salted request's blocks hash apart from the same prompt unsalted (and from another salt), and its first
+// BlockStored carries the salt as the first block's extra keys, the rest null, as vLLM's extra_keys do.
+TEST(KvEvents, CacheSaltSeparatesBlocksAndIsSentAsTheFirstBlocksExtraKeys) {
+  EXPECT_NE(blockHashes(tokens(0, 32), 16, "tenant-a"), blockHashes(tokens(0, 32), 16));
+  EXPECT_NE(blockHashes(tokens(0, 32), 16, "tenant-a"), blockHashes(tokens(0, 32), 16, "tenant-b"));
+  EXPECT_EQ(blockHashes(tokens(0, 32), 16, ""), blockHashes(tokens(0, 32), 16));
+  Scheduler scheduler(SchedulerConfig{4, 16, 8, 8192});
+  scheduler.recordEvents();
+  SeqRequest salted{1, tokens(0, 40), 1};
+  salted.cache_salt = "tenant-a";
+  scheduler.submit(std::move(salted));
+  scheduler.complete(scheduler.schedule());
+  std::vector<KvEvent> events = scheduler.takeEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].first_block_salt, "tenant-a");
+  EXPECT_EQ(events[0].block_hashes, blockHashes(tokens(0, 40), 16, "tenant-a"));
+  for (KvEventEncoding encoding : {KvEventEncoding::kArray, KvEventEncoding::kMap}) {
+    json batch = decode(encodeKvEventBatch(1.0, events, 16, 0, encoding));
+    json event = encoding == KvEventEncoding::kArray ? batch[1][0] : batch["events"][0];
+    json extra = encoding == KvEventEncoding::kArray ? event[8] : event["extra_keys"];
+    EXPECT_EQ(extra, json::parse(R"([["tenant-a"], null])"));
+  }
+  // The unsalted event has no extra_keys field at all (vLLM omits a default).
+  json plain = decode(encodeKvEventBatch(1.0, std::vector<KvEvent>{KvEvent{KvEvent::Kind::kStored, {EngineBlockHash{3}},
+                                                                          std::nullopt, {5}}},
+                                         16, 0, KvEventEncoding::kArray));
+  EXPECT_EQ(plain[1][0].size(), 8u);
+}
 }  // namespace
 }  // namespace prefixgate::sim

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -122,5 +123,28 @@ TEST(BlockHash, ContinuingAChainEqualsHashingTheWhole) {
   }
 }
 
+
+// Ensures a first block's extra keys change every hash of the chain (the rest chain from the mixed first), nothing
+// mixed gives hashBlocks itself, and equal extras agree.
+TEST(BlockHash, FirstBlockExtraKeysChangeTheWholeChain) {
+  const std::string text(40, 'x');
+  std::vector<BlockHash> plain, salted, again, other;
+  hashBlocksWithFirstExtra(bytesOf(text), 16, 7, 0, plain);
+  EXPECT_EQ(plain, hashBlocks(bytesOf(text), 16, 7));
+  EXPECT_EQ(hashBlocksWithFirstExtra(bytesOf(text), 16, 7, 42, salted), 2u);
+  hashBlocksWithFirstExtra(bytesOf(text), 16, 7, 42, again);
+  hashBlocksWithFirstExtra(bytesOf(text), 16, 7, 43, other);
+  ASSERT_EQ(salted.size(), 2u);
+  EXPECT_EQ(salted[0].value, mixExtra(plain[0].value, 42));
+  EXPECT_NE(salted[1], plain[1]);
+  std::vector<BlockHash> rest;
+  hashBlocksAfter(salted[0], bytesOf(text).subspan(16), 16, 7, rest);
+  EXPECT_EQ(rest[0], salted[1]);  // the chain goes on from the mixed hash
+  EXPECT_EQ(salted, again);
+  EXPECT_NE(salted[0], other[0]);
+  EXPECT_NE(salted[1], other[1]);
+  std::vector<BlockHash> short_prompt;
+  EXPECT_EQ(hashBlocksWithFirstExtra(bytesOf("abc"), 16, 7, 42, short_prompt), 0u);
+}
 }  // namespace
 }  // namespace prefixgate::index

@@ -657,5 +657,29 @@ TEST(KvEventFrames, ReplayReply) {
   EXPECT_FALSE(splitKvReplayReply(frames).has_value());
 }
 
+
+// A LoRA adapter's own key (its name; older vLLM: its id) leads every block's extra keys: it is left out of the
+// digest (the index keeps the adapter's blocks apart by name, where requests naming it find them), so an adapter's
+// plain blocks have no extra keys and its salted first block has exactly the digest a request with that salt gets.
+TEST(KvEventDecoder, LoraKeyIsLeftOutOfTheExtraKeysDigest) {
+  json event = withExtraKeys(json::array({json::array({"sql-adapter", "tenant-a"}), json::array({"sql-adapter"})}));
+  event[7] = "sql-adapter";
+  Result r = decode(batchOf(event));
+  ASSERT_EQ(stored(r, 0).extra_keys.size(), 2u);
+  EXPECT_EQ(stored(r, 0).extra_keys[0], cacheSaltDigest("tenant-a"));
+  EXPECT_EQ(stored(r, 0).extra_keys[1], 0u);
+  json plain = withExtraKeys(json::array({json::array({"sql-adapter"}), json::array({"sql-adapter"})}));
+  plain[7] = "sql-adapter";
+  EXPECT_TRUE(stored(decode(batchOf(plain)), 0).extra_keys.empty());
+  json by_id = withExtraKeys(json::array({json::array({12, "tenant-a"}), json::array({12})}));
+  by_id[5] = 12;
+  EXPECT_EQ(stored(decode(batchOf(by_id)), 0).extra_keys[0], cacheSaltDigest("tenant-a"));
+  // Without a LoRA on the event, a leading string is a key like any other.
+  Result other = decode(batchOf(withExtraKeys(json::array({json::array({"sql-adapter", "tenant-a"}), nullptr}))));
+  EXPECT_NE(stored(other, 0).extra_keys[0], cacheSaltDigest("tenant-a"));
+  EXPECT_EQ(stored(decode(batchOf(withExtraKeys(json::array({json::array({"tenant-a"}), nullptr})))), 0).extra_keys[0],
+            cacheSaltDigest("tenant-a"));
+  EXPECT_EQ(cacheSaltDigest(""), 0u);
+}
 }  // namespace
 }  // namespace prefixgate::engine

@@ -204,5 +204,17 @@ TEST(ParseRequest, MaxTokens) {
   EXPECT_EQ(max_tokens(""), 0u);
 }
 
+
+// cache_salt is read when a string (another type is the engine's to refuse) and is not part of the prompt text.
+TEST(ParseRequest, CacheSalt) {
+  RequestView r;
+  ASSERT_FALSE(parse(Endpoint::kChatCompletions,
+                     R"({"model":"m","cache_salt":"tenant-a","messages":[{"role":"user","content":"x"}]})", r));
+  EXPECT_EQ(r.cache_salt, "tenant-a");
+  EXPECT_EQ(r.prompt_text, "x");
+  RequestView c;
+  ASSERT_FALSE(parse(Endpoint::kCompletions, R"({"model":"m","prompt":"x","cache_salt":7})", c));
+  EXPECT_EQ(c.cache_salt, "");
+}
 }  // namespace
 }  // namespace prefixgate::openai
