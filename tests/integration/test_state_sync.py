@@ -460,7 +460,8 @@ def test_a_tenant_served_on_one_replica_waits_behind_another_on_the_next(tmp_pat
     """Fair sharing across replicas (docs/flow-control.md, "Replicas"): while tenants a and b both wait on replica 2,
     a is served a lot on replica 1; replica 2 learns it through Redis and dispatches b's requests before a's. Without
     the sharing a's head, queued first, goes first (a0 b0 a1 b1). A text no replica wrote is dropped and counted."""
-    # Each pod belongs to one replica, so that their rooms are apart; 10 ms a token: the hold takes ~6 s.
+    # Each pod belongs to one replica, so that their rooms are apart. 10 ms a token: replica 2's hold takes ~9 s, and
+    # what must happen meanwhile took 1.6 s in a release build (sanitizer builds are slower).
     sims = [Sim(tmp_path, f"slow-{i}", "--decode-ms-per-token", "10", time_scale="1") for i in range(2)]
     try:
         one = flow_replica(tmp_path, sims[0], redis, "replica-1")
@@ -479,7 +480,7 @@ def test_a_tenant_served_on_one_replica_waits_behind_another_on_the_next(tmp_pat
             return future
 
         with ThreadPoolExecutor(12) as pool:
-            futures = [hold(pool, two, 600)]
+            futures = [hold(pool, two, 900)]
             futures += [queue_up(pool, two, request_id, request_id[0]) for request_id in ("a0", "a1", "b0", "b1")]
             # Replica 1: a's long prompts queue behind a short hold, then are served (and charged) one by one.
             futures.append(hold(pool, one, 100))
