@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 ALL_TARGETS=(http_request_fuzz request_body_fuzz prometheus_text_fuzz config_fuzz pods_file_fuzz
   upstream_response_fuzz kv_event_decoder_fuzz watch_line_fuzz resp_fuzz record_batch_fuzz engine_answer_fuzz
-  load_entries_fuzz pd_protocol_fuzz)
+  load_entries_fuzz pd_protocol_fuzz flow_service_fuzz)
 # A single input slower than this is reported as a hang (a crash).
 PER_INPUT_TIMEOUT_S=10
 

@@ -1,6 +1,7 @@
 #include "flow/fair_queue.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace prefixgate::flow {
 
@@ -37,6 +38,9 @@ struct FairQueue::Flow {
   Tenant* tenant = nullptr;
   size_t class_index = 0;
   double counter = 0;
+  double local_service = 0;  // what this queue charged it (not remote service): what the other replicas learn
+  uint64_t seq = 0;          // creation number
+  std::list<Flow*>::iterator recent;  // in recent_
   uint32_t in_flight = 0;
   std::list<Entry> entries;  // FIFO
   std::optional<std::set<BacklogKey>::iterator> backlog;
@@ -80,6 +84,9 @@ FairQueue::Flow* FairQueue::flowFor(Tenant& tenant, size_t class_index) {
     flow = std::make_unique<Flow>();
     flow->tenant = &tenant;
     flow->class_index = class_index;
+    flow->seq = flows_created_++;
+    // At the back: not served yet. servedLocally() moves it to the front.
+    flow->recent = recent_.insert(recent_.end(), flow.get());
     ++tenant.live_flows;
     ++flows_;
   }
@@ -218,6 +225,7 @@ void FairQueue::forgetBelowFloor(size_t class_index) {
 void FairQueue::destroy(Flow& flow) {
   Tenant& tenant = *flow.tenant;
   const size_t class_index = flow.class_index;
+  recent_.erase(flow.recent);
   tenant.flows[class_index].reset();  // `flow` is gone from here on
   --flows_;
   // Erased by iterator: erasing by `tenant.name` would compare against a key being destroyed.
@@ -230,7 +238,9 @@ std::optional<FairQueue::Item> FairQueue::popNext() {
     if (c.backlog.empty()) continue;
     Flow& flow = *c.backlog.begin()->flow;
     Item item = removeEntry(flow, flow.entries.begin());
-    flow.counter += static_cast<double>(item.prompt_tokens) * input_weight_;
+    const double service = static_cast<double>(item.prompt_tokens) * input_weight_;
+    flow.counter += service;
+    servedLocally(flow, service);
     ++flow.in_flight;
     rekey(flow);
     forgetBelowFloor(i);
@@ -268,7 +278,9 @@ std::vector<FairQueue::Item> FairQueue::expire(int64_t now_ms) {
 void FairQueue::charge(const std::string& tenant, size_t class_index, uint64_t output_tokens) {
   Flow* flow = findFlow(tenant, class_index);
   if (!flow) return;
-  flow->counter += static_cast<double>(output_tokens) * output_weight_;
+  const double service = static_cast<double>(output_tokens) * output_weight_;
+  flow->counter += service;
+  servedLocally(*flow, service);
   if (flow->backlog) rekey(*flow);
   if (flow->idle) settle(*flow);
   forgetBelowFloor(class_index);
@@ -279,6 +291,34 @@ void FairQueue::finished(const std::string& tenant, size_t class_index) {
   if (!flow || flow->in_flight == 0) return;
   --flow->in_flight;
   settle(*flow);
+}
+
+void FairQueue::servedLocally(Flow& flow, double amount) {
+  if (amount <= 0) return;
+  flow.local_service += amount;
+  recent_.splice(recent_.begin(), recent_, flow.recent);
+}
+
+std::vector<LocalService> FairQueue::localService(size_t max_flows) const {
+  std::vector<LocalService> out;
+  // Served flows are all in front of the unserved ones: the first unserved one ends the list.
+  for (auto it = recent_.begin(); it != recent_.end() && out.size() < max_flows; ++it) {
+    const Flow& flow = **it;
+    if (flow.local_service <= 0) break;
+    out.push_back(LocalService{flow.tenant->name, flow.class_index, flow.local_service, flow.seq});
+  }
+  return out;
+}
+
+void FairQueue::chargeRemote(const std::string& tenant, size_t class_index, double amount) {
+  if (!std::isfinite(amount) || amount <= 0) return;
+  Flow* flow = findFlow(tenant, class_index);
+  if (!flow) return;  // not tracked: its return lifts it to the floor whatever it was served elsewhere
+  // Counters only grow, as charge() does, so the floor still never decreases; the flow is re-keyed where it waits.
+  flow->counter += std::min(amount, kMaxRemoteCharge);
+  if (flow->backlog) rekey(*flow);
+  if (flow->idle) settle(*flow);
+  forgetBelowFloor(class_index);
 }
 
 QueueSnapshot FairQueue::snapshot() const {

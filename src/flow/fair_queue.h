@@ -63,6 +63,18 @@ struct ClassSnapshot {
   size_t bytes = 0;
   std::vector<TenantSnapshot> tenants;  // every flow tracked in the class, by tenant name
 };
+// The VTC service one flow was given by this queue itself (see FairQueue::localService).
+struct LocalService {
+  std::string tenant;
+  size_t class_index = 0;
+  double total = 0;       // prompt tokens x input weight at dispatch + output tokens x output weight charged
+  uint64_t flow_seq = 0;  // the flow's creation number in this queue (flowsCreated() counts them)
+};
+
+// The most service one chargeRemote() call adds: far above what any replica serves a flow between two reads,
+// and low enough that a hostile amount cannot lift a counter to where doubles stop counting single tokens.
+inline constexpr double kMaxRemoteCharge = 1e12;
+
 struct QueueSnapshot {
   size_t queued = 0;
   size_t bytes = 0;
@@ -99,6 +111,18 @@ class FairQueue {
   // A dispatched item is done (completed, failed or abandoned): once a flow has nothing queued and nothing in
   // flight, its counter may be forgotten (see docs/flow-control.md).
   void finished(const std::string& tenant, size_t class_index);
+
+  // Replicas (docs/flow-control.md, "Replicas"): what each flow was served here, for the other replicas to charge.
+  // At most `max_flows` flows with a total above 0, the one most recently served first. A flow's total starts at 0
+  // when it is created (flow_seq) and goes with it when it is forgotten.
+  std::vector<LocalService> localService(size_t max_flows) const;
+  // Flows created so far (the next flow's flow_seq): tells a reader which unknown flows are new since its last read.
+  uint64_t flowsCreated() const { return flows_created_; }
+  // Adds `amount` of service that another replica gave the flow to its counter (not to its local total, so it is
+  // never echoed back). Only a flow tracked here now is charged: one that is not would be lifted to its class's
+  // floor on its return anyway, so service given to it elsewhere meanwhile changes nothing and is dropped.
+  // Amounts that are not finite or not above 0 are ignored; larger ones are clamped to kMaxRemoteCharge.
+  void chargeRemote(const std::string& tenant, size_t class_index, double amount);
 
   size_t size() const { return queued_; }
   size_t bytes() const { return bytes_; }
@@ -156,6 +180,7 @@ class FairQueue {
   void settle(Flow& flow);
   void forgetBelowFloor(size_t class_index);
   void destroy(Flow& flow);
+  void servedLocally(Flow& flow, double amount);
 
   std::vector<ClassSpec> specs_;
   size_t max_queued_total_;
@@ -170,6 +195,9 @@ class FairQueue {
   std::unordered_map<std::string, std::unique_ptr<Tenant>> tenants_;
   std::unordered_map<uint64_t, Location> by_id_;
   std::set<std::pair<int64_t, uint64_t>> by_deadline_;  // (deadline_ms, id)
+  // Flows that were served here (local total above 0), most recently served first, then the rest in creation order.
+  std::list<Flow*> recent_;
+  uint64_t flows_created_ = 0;
   uint64_t next_seq_ = 0;
   size_t queued_ = 0;
   size_t bytes_ = 0;

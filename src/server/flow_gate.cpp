@@ -349,4 +349,45 @@ nlohmann::json FlowGate::snapshot() const {
   return out;
 }
 
+std::vector<flow::ModelService> FlowGate::localService(size_t max_flows) const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::vector<flow::LocalService>> served;
+  for (const auto& [model, mq] : queues_) served.push_back(mq->queue.localService(max_flows));
+  // In turns, one flow of each model a round, so that one model's many tenants do not leave the others unshared.
+  std::vector<flow::ModelService> out;
+  std::vector<size_t> slot(served.size(), 0);  // where model i is in `out`, once it has a flow there
+  std::vector<size_t> taken(served.size(), 0);
+  size_t listed = 0;
+  for (bool more = true; more && listed < max_flows;) {
+    more = false;
+    size_t i = 0;
+    for (auto it = queues_.begin(); it != queues_.end() && listed < max_flows; ++it, ++i) {
+      if (taken[i] >= served[i].size()) continue;
+      more = true;
+      if (taken[i] == 0) {
+        slot[i] = out.size();
+        out.push_back(flow::ModelService{it->first, it->second->queue.flowsCreated(), {}});
+      }
+      const flow::LocalService& local = served[i][taken[i]++];
+      out[slot[i]].flows.push_back(
+          flow::FlowService{classes_[local.class_index].name, local.tenant, local.total, local.flow_seq});
+      ++listed;
+    }
+  }
+  return out;
+}
+
+void FlowGate::chargeRemote(const std::vector<flow::RemoteService>& charges) {
+  std::lock_guard lock(mutex_);
+  for (const flow::RemoteService& charge : charges) {
+    auto queue = queues_.find(charge.model);
+    if (queue == queues_.end()) continue;
+    auto spec = std::find_if(classes_.begin(), classes_.end(),
+                             [&](const flow::ClassSpec& c) { return c.name == charge.class_name; });
+    if (spec == classes_.end()) continue;
+    queue->second->queue.chargeRemote(charge.tenant, static_cast<size_t>(spec - classes_.begin()), charge.amount);
+  }
+  // A charge only reorders what waits; it frees no room, so there is nothing to dispatch here.
+}
+
 }  // namespace prefixgate::server

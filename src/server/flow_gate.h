@@ -17,9 +17,11 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "flow/fair_queue.h"
 #include "flow/flow_resolution.h"
+#include "flow/service_sharing.h"
 #include "openai/errors.h"
 
 namespace prefixgate::discovery {
@@ -77,7 +79,7 @@ struct FlowRefusal {
   std::string param;
 };
 
-class FlowGate {
+class FlowGate final : public flow::ServiceSharing {
  public:
   using Clock = int64_t (*)();  // steady milliseconds
   // `kv_critical`: a busy pod whose engine reports less free KV cache than this fraction has no room
@@ -99,6 +101,12 @@ class FlowGate {
   void serve(const std::string& model);
   // /debug/queues: per model, its classes and tenants (queued, bytes, counter, in flight), room and reservations.
   nlohmann::json snapshot() const;
+
+  // Replicas (flow::ServiceSharing, fed by state sync): per model, the service its queue gave each flow here, at
+  // most `max_flows` in all, shared between the models in turn; and other replicas' service, charged to the flows
+  // tracked here by class name (unknown models, classes and flows are skipped; no queue is created). Any thread.
+  std::vector<flow::ModelService> localService(size_t max_flows) const override;
+  void chargeRemote(const std::vector<flow::RemoteService>& charges) override;
 
  private:
   friend class FlowPass;

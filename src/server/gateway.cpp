@@ -109,6 +109,8 @@ void Gateway::addRemoteTokenizerCounters() {
 Gateway::~Gateway() {
   beginShutdown();
   wait();
+  // Its thread uses flow_, which is declared after it and so destroyed first (stopping twice is harmless).
+  if (state_sync_) state_sync_->stop();
 }
 
 bool Gateway::start(std::string& error) {
@@ -202,8 +204,10 @@ bool Gateway::start(std::string& error) {
     // With KV event sync each replica subscribes to every engine itself: its records are not shared (session pins
     // and in-flight counts are).
     const bool share_records = prefix_->kvEvents() == nullptr;
+    // With flow control on, each replica's service per tenant is shared too (flow_ is built above).
     state_sync_ = std::make_unique<sync::StateSync>(config_.state_sync, prefix_->recordExpiry(), share_records,
-                                                    pods_, prefix_.get(), sessions_.get(), metrics_.registry());
+                                                    pods_, prefix_.get(), sessions_.get(), metrics_.registry(),
+                                                    flow_.get());
     if (share_records) prefix_->setRecordSink(state_sync_.get());
     sessions_->setSink(state_sync_.get());
     state_sync_->start();

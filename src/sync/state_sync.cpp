@@ -77,7 +77,8 @@ const RedisReply* field(const RedisReply& flat, std::string_view name) {
 
 StateSync::StateSync(const config::StateSyncConfig& config, std::chrono::nanoseconds record_expiry,
                      bool share_records, discovery::PodRegistry& pods, routing::PrefixServices* prefix,
-                     routing::SessionTable* sessions, prometheus::Registry& registry)
+                     routing::SessionTable* sessions, prometheus::Registry& registry,
+                     flow::ServiceSharing* flow_service)
     : config_(config),
       replica_id_(config.replica_id.empty() ? defaultReplicaId() : config.replica_id),
       keys_(config.key_prefix),
@@ -90,6 +91,9 @@ StateSync::StateSync(const config::StateSyncConfig& config, std::chrono::nanosec
       sessions_(sessions ? std::make_unique<SessionChannel>(*sessions, pod_lookup_, *metrics_, malformed_warnings_)
                          : nullptr),
       loads_(config_, keys_, replica_id_, pods, pod_lookup_, *metrics_),
+      flows_(flow_service ? std::make_unique<FlowChannel>(config_, keys_, replica_id_, *flow_service, *metrics_,
+                                                          malformed_warnings_)
+                          : nullptr),
       snapshots_(config_, snapshotExpiry(record_expiry), keys_, records_.get(), sessions_.get(), *metrics_) {
   std::string error;
   parseRedisUrl(config.redis, address_, error);  // validated with the config
@@ -101,8 +105,9 @@ StateSync::StateSync(const config::StateSyncConfig& config, std::chrono::nanosec
 StateSync::~StateSync() { stop(); }
 
 void StateSync::start() {
-  log::info("state sync: replica {} shares {}{}in-flight counts through redis {}:{} (keys {}:*)", replica_id_,
-            records_ ? "prefix records, " : "", sessions_ ? "session pins, " : "", address_.host, address_.port,
+  log::info("state sync: replica {} shares {}{}{}in-flight counts through redis {}:{} (keys {}:*)", replica_id_,
+            records_ ? "prefix records, " : "", sessions_ ? "session pins, " : "",
+            flows_ ? "flow control's service per tenant, " : "", address_.host, address_.port,
             config_.key_prefix);
   asio::co_spawn(io_, writerLoop(), asio::detached);
   asio::co_spawn(io_, staleLoadWatch(), asio::detached);
@@ -182,6 +187,10 @@ asio::awaitable<void> StateSync::writerLoop() {
     if (do_load) {
       loads_.appendPublish(commands);
       count += LoadChannel::kPublishCommands;
+      if (flows_) {
+        flows_->appendPublish(commands);
+        count += FlowChannel::kPublishCommands;
+      }
     }
     const bool do_snapshot = now >= next_snapshot && snapshots_.hasPending();
     if (do_snapshot) count += snapshots_.appendUpdate(commands, wall);
@@ -229,7 +238,7 @@ asio::awaitable<void> StateSync::writerLoop() {
     if (do_load) {
       next_load = now + config_.load_interval_ms;
       co_await exchangeLoads(*writer_, result.replies[at + LoadChannel::kPublishCommands - 1]);
-      at += LoadChannel::kPublishCommands;
+      at += LoadChannel::kPublishCommands + (flows_ ? FlowChannel::kPublishCommands : 0);
     }
     if (do_snapshot) {
       snapshots_.clearPending();
@@ -260,11 +269,14 @@ void StateSync::appendStreamEntry(std::string& commands, const Outbox::Taken& ba
 // `members`: SMEMBERS's reply to the heartbeat just sent on `conn`.
 asio::awaitable<void> StateSync::exchangeLoads(RedisConnection& conn, const RedisReply& members) {
   const std::vector<std::string> others = loads_.others(members);
+  // The flow service of the same replicas is read in the same round trip (flow control on).
+  const std::vector<std::string> flow_readable = flows_ ? FlowChannel::readable(others) : std::vector<std::string>{};
   LoadChannel::Read read;
   if (!others.empty()) {
     std::string commands;
     loads_.appendRead(commands, others);
-    RedisConnection::Result result = co_await conn.run(std::move(commands), 1);
+    if (flows_) flows_->appendRead(commands, flow_readable);
+    RedisConnection::Result result = co_await conn.run(std::move(commands), flows_ ? 2 : 1);
     if (!result.ok() || result.replies[0].isError()) {
       metrics_->errors_total.Increment();
       co_return;
@@ -272,11 +284,17 @@ asio::awaitable<void> StateSync::exchangeLoads(RedisConnection& conn, const Redi
     metrics_->bytes_sent.Increment(static_cast<double>(result.bytes_sent));
     metrics_->bytes_received.Increment(static_cast<double>(result.bytes_received));
     read = loads_.decode(others, result.replies[0]);
+    if (flows_) {
+      if (result.replies[1].isError()) metrics_->errors_total.Increment();
+      else flows_->apply(flow_readable, result.replies[1]);
+    }
     if (!read.gone.empty()) {
       std::string cleanup;
       loads_.appendForget(cleanup, read.gone);
       co_await conn.run(std::move(cleanup), 1);
     }
+  } else if (flows_) {
+    flows_->apply({}, RedisReply{});  // nobody else: forget what the others served
   }
   loads_.apply(std::move(read), routing::steadyNowMs());
 }

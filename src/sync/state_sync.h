@@ -13,6 +13,9 @@
 //   load      each replica writes its own in-flight counts every load_interval_ms (SET <prefix>:load:<id> PX
 //             replica_ttl_ms) and reads the others' (SMEMBERS <prefix>:replicas + MGET): a pod's load is the sum
 //             over live replicas, and a replica that dies stops counting when its key expires.
+//   flows     with flow control on, beside the load heartbeat: the VTC service each replica's queues gave each flow
+//             (SET <prefix>:flow:<id> PX replica_ttl_ms, MGET of the others'); each charges the others' increases
+//             to its own flows (flow_channel.h).
 // Everything runs on this component's own thread; request threads only append to the outbox (a short lock). When
 // Redis is unavailable or slow, routing goes on with the local index and counts, records wait in the outbox
 // (bounded), and sync resumes by itself (stream position, or the snapshot when the stream was trimmed).
@@ -40,6 +43,8 @@
 #include "prefixgate/types.h"
 #include "routing/prefix/prefix_services.h"
 #include "routing/session_table.h"
+#include "flow/service_sharing.h"
+#include "sync/flow_channel.h"
 #include "sync/load_channel.h"
 #include "sync/outbox.h"
 #include "sync/pod_lookup.h"
@@ -65,10 +70,11 @@ class StateSync final : public routing::RecordSink, public routing::SessionSink 
   // `prefix` may be null (no prefix strategy) and `share_records` false (KV event sync: each replica subscribes to
   // the engines itself; records do not go through Redis). `record_expiry`: the index's expiry (the snapshot keeps
   // records no longer). `sessions`: the session-affinity table whose pins are shared (null: none are). Everything
-  // given must outlive this.
+  // given must outlive this. `flow_service`: flow control's queues, whose service is shared (null: flow control is
+  // off, and nothing of it goes through Redis).
   StateSync(const config::StateSyncConfig& config, std::chrono::nanoseconds record_expiry, bool share_records,
             discovery::PodRegistry& pods, routing::PrefixServices* prefix, routing::SessionTable* sessions,
-            prometheus::Registry& registry);
+            prometheus::Registry& registry, flow::ServiceSharing* flow_service = nullptr);
   ~StateSync();
   StateSync(const StateSync&) = delete;
   StateSync& operator=(const StateSync&) = delete;
@@ -119,6 +125,7 @@ class StateSync final : public routing::RecordSink, public routing::SessionSink 
   std::unique_ptr<RecordChannel> records_;    // null: records are not shared (no prefix strategy, KV event sync)
   std::unique_ptr<SessionChannel> sessions_;  // null: no session pins are shared
   LoadChannel loads_;
+  std::unique_ptr<FlowChannel> flows_;  // null: flow control is off
   SnapshotChannel snapshots_;
   boost::asio::io_context io_{1};
   RedisAddress address_;

@@ -59,6 +59,16 @@ StateSyncMetrics::StateSyncMetrics(prometheus::Registry& registry)
                    .Name("prefixgate_state_sync_replicas")
                    .Help("Live replicas seen in Redis, this one included")
                    .Register(registry)),
+      flow_service(prometheus::BuildCounter()
+                       .Name("prefixgate_state_sync_flow_service_charges_total")
+                       .Help("Increases of another replica's VTC service to one flow handed to flow control (each "
+                             "charged to the flow when it is tracked here)")
+                       .Register(registry)),
+      flow_service_dropped(prometheus::BuildCounter()
+                               .Name("prefixgate_state_sync_flow_service_dropped_total")
+                               .Help("Other replicas' flow service texts not applied: too_large (over 256 KiB), "
+                                     "malformed (anything a replica would not write)")
+                               .Register(registry)),
       sent(records.Add({{"direction", "sent"}})),
       received(records.Add({{"direction", "received"}})),
       over_rate(dropped.Add({{"reason", "over_rate"}})),
@@ -81,6 +91,9 @@ StateSyncMetrics::StateSyncMetrics(prometheus::Registry& registry)
       errors_total(errors.Add({})),
       reconnects_total(reconnects.Add({})),
       connected_gauge(connected.Add({})),
-      replicas_gauge(replicas.Add({})) {}
+      replicas_gauge(replicas.Add({})),
+      flow_service_charges(flow_service.Add({})),
+      flow_service_too_large(flow_service_dropped.Add({{"reason", "too_large"}})),
+      flow_service_malformed(flow_service_dropped.Add({{"reason", "malformed"}})) {}
 
 }  // namespace prefixgate::sync

@@ -25,6 +25,8 @@ struct StateSyncMetrics {
   prometheus::Family<prometheus::Counter>& reconnects;
   prometheus::Family<prometheus::Gauge>& connected;
   prometheus::Family<prometheus::Gauge>& replicas;
+  prometheus::Family<prometheus::Counter>& flow_service;
+  prometheus::Family<prometheus::Counter>& flow_service_dropped;
   prometheus::Counter& sent;
   prometheus::Counter& received;
   prometheus::Counter& over_rate;
@@ -47,6 +49,9 @@ struct StateSyncMetrics {
   prometheus::Counter& reconnects_total;
   prometheus::Gauge& connected_gauge;
   prometheus::Gauge& replicas_gauge;
+  prometheus::Counter& flow_service_charges;
+  prometheus::Counter& flow_service_too_large;
+  prometheus::Counter& flow_service_malformed;
 };
 
 }  // namespace prefixgate::sync

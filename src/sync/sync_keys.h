@@ -16,6 +16,8 @@ struct SyncKeys {
 
   // A replica's in-flight counts (a string that expires with its heartbeat).
   std::string load(std::string_view replica_id) const { return prefix + "load:" + std::string(replica_id); }
+  // A replica's flow service totals (flow control on; a string that expires with its heartbeat).
+  std::string flow(std::string_view replica_id) const { return prefix + "flow:" + std::string(replica_id); }
 
   const std::string prefix;
   const std::string records;   // the stream: one entry per flush, its records (field d) and pins (field s)
