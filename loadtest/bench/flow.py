@@ -36,6 +36,7 @@ GROUP_FIELDS = ["sent", "answered", "shed", "lost", "met", "ttft_p50", "ttft_p90
 # prefixgate's error body carries the HTTP status as `code` and OpenAI's `type`; the reason (its metric label,
 # src/openai/errors.cpp) is told by the message (src/server/flow_gate.cpp, src/server/request_preparation.cpp).
 REASON_PHRASES = [("past its TTFT objective", "queue_timeout (objective)"),
+                  ("cannot meet its TTFT objective", "objective_unreachable"),
                   ("max_wait_ms", "queue_timeout (max_wait_ms)"),
                   ("max_queued_per_tenant", "tenant_queue_full"),
                   ("flow-control queue is full", "queue_full")]

@@ -68,7 +68,8 @@ def fleet_capacity_rps(prompt_tokens, output_tokens, batch, pods):
 class FlowParams:
     """What every flow workload shares: request sizes (full size), the pods' batch, the scales."""
     prompt_tokens: int = 1024
-    output_tokens: int = 128
+    output_tokens: int = 128         # the mean; each request's is drawn uniformly within +- output_spread of it
+    output_spread: float = 0.5
     batch: int = 16                  # the pods' --max-num-seqs and flow control's max_in_flight_per_pod
     token_scale: float = 0.25
     time_scale: float = 1.0
@@ -114,8 +115,19 @@ def _prompt(seed, tag, rid, p):
     return [{"role": "user", "content": words(("flow", tag, seed, rid), scaled(p.prompt_tokens, p.token_scale))}]
 
 
-def _request(seed, tag, rid, t, p, tenant, priority="", slo_ms=0, send_slo_header=True, group=0):
-    req = chat_request(rid, _prompt(seed, tag, rid, p), scaled(p.output_tokens, p.token_scale), group=group, at_s=t)
+def output_length(rng, p):
+    """One request's output tokens (full size): uniform within +- output_spread of output_tokens (mean
+    output_tokens). Equal lengths would keep a saturated fleet in lockstep: requests admitted together end together,
+    so slots free in waves and a newcomer waits for the next wave instead of the next completion; real outputs
+    vary."""
+    spread = max(0.0, min(1.0, p.output_spread))
+    low, high = p.output_tokens * (1 - spread), p.output_tokens * (1 + spread)
+    return max(1, round(rng.uniform(low, high)))
+
+
+def _request(seed, tag, rid, t, p, tenant, priority="", slo_ms=0, send_slo_header=True, group=0, rng=None):
+    output = output_length(rng, p) if rng is not None else p.output_tokens
+    req = chat_request(rid, _prompt(seed, tag, rid, p), scaled(output, p.token_scale), group=group, at_s=t)
     req.tenant, req.priority, req.slo_ttft_ms, req.send_slo_header = tenant, priority, int(slo_ms), send_slo_header
     return Session(t, [req])
 
@@ -127,6 +139,7 @@ def _sim_args(p):
 def _capacity_note(p, pods, capacity):
     return (f"Fleet capacity {capacity:.1f} req/s: {pods} pods x {capacity / pods:.2f} req/s, computed from the "
             f"simulator's timing model for fresh {p.prompt_tokens}-token prompts and {p.output_tokens} output tokens "
+            f"(the mean: each request's drawn uniformly within +- {p.output_spread:.0%}) "
             f"with {p.batch} sequences running per pod (`--max-num-seqs {p.batch}`; flow control on: "
             f"`max_in_flight_per_pod: {p.batch}`).")
 
@@ -153,10 +166,10 @@ def noisy_neighbour(p, pods, seed):
     if p.flood:
         flood = [t for t in poisson_times(flood_rng, flood_rate, int(flood_rate * p.flood_s * 3) + 10,
                                           start=p.flood_start_s) if t < p.flood_start_s + p.flood_s]
-    sessions = [_request(seed, "steady", rid, t, p, "steady", slo_ms=p.slo_ttft_ms, group=0)
+    sessions = [_request(seed, "steady", rid, t, p, "steady", slo_ms=p.slo_ttft_ms, group=0, rng=steady_rng)
                 for rid, t in enumerate(steady)]
-    sessions += [_request(seed, "flood", len(steady) + i, t, p, "flood", slo_ms=p.slo_ttft_ms, group=1)
-                 for i, t in enumerate(flood)]
+    sessions += [_request(seed, "flood", len(steady) + i, t, p, "flood", slo_ms=p.slo_ttft_ms, group=1,
+                          rng=flood_rng) for i, t in enumerate(flood)]
     what = (f"Tenant `steady`: {len(steady)} requests, Poisson at {steady_rate:.1f} req/s ({p.steady_load:g}x "
             f"capacity) for {p.duration_s:g} s")
     if p.flood:
@@ -189,7 +202,7 @@ def priority_overload(p, pods, seed):
         tenant = f"t{rng.randrange(p.tenants)}"
         sessions.append(_request(seed, "priority", rid, t, p, tenant, "high" if high else "low",
                                  p.high_slo_ttft_ms if high else p.low_slo_ttft_ms, send_slo_header=False,
-                                 group=0 if high else 1))
+                                 group=0 if high else 1, rng=rng))
     classes = [{"name": "high", "ttft_slo_ms": p.high_slo_ttft_ms}, {"name": "low", "ttft_slo_ms": p.low_slo_ttft_ms}]
     description = (f"{len(times)} requests, Poisson at {rate:.1f} req/s ({p.load:g}x capacity) for {p.duration_s:g} s; "
                    f"each in class `high` (share {p.high_share:g}, objective {p.high_slo_ttft_ms} ms) or `low` "
@@ -228,7 +241,7 @@ def mixed_objectives(p, pods, seed):
         ms = objectives[index]
         tenant = f"t{rng.randrange(p.tenants)}"
         sessions.append(_request(seed, "mixed", rid, t, p, tenant, objective_class(ms) if p.class_per_objective
-                                 else "", ms, group=index))
+                                 else "", ms, group=index, rng=rng))
     flow = {"max_in_flight_per_pod": p.batch}
     if p.class_per_objective:
         flow["classes"] = [{"name": objective_class(ms), "ttft_slo_ms": ms} for ms in objectives]

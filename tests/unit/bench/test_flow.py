@@ -154,6 +154,8 @@ def test_outcomes_and_shed_reasons():
                  "rate_limit_error")
     assert flow.shed_reason(quota) == "429 tenant_queue_full"
     assert flow.shed_reason(shed(3, 503, "the gateway's flow-control queue is full ...")) == "503 queue_full"
+    assert flow.shed_reason(shed(3, 503, "the request cannot meet its TTFT objective (500 ms): predicted ...")) == \
+        "503 objective_unreachable"
     assert flow.shed_reason(shed(3, 503, "... longer than its class's max_wait_ms (30000 ms)")) == \
         "503 queue_timeout (max_wait_ms)"
     assert flow.shed_reason(shed(4, 429, "every pod is busy", "rate_limit_error")) == "429 rate_limit_error"
@@ -276,3 +278,14 @@ def test_tables_and_docs_block():
     assert "old" not in new and "**priority-overload**" in new and "| workload | target |" in new
     with pytest.raises(SystemExit):
         flow.replace_docs("no markers", [])
+
+
+def test_output_lengths_vary_around_the_mean_within_the_spread():
+    """Ensures each request's output is drawn within +- output_spread of output_tokens (scaled), averaging it, and
+    that spread 0 gives every request the same length."""
+    w = build("priority-overload", pods=4, duration_s="20")
+    lengths = [r.max_tokens for r in w.requests()]
+    assert min(lengths) >= 16 and max(lengths) <= 48 and len(set(lengths)) > 10   # 128 x 0.25 = 32 +- 50 %
+    assert abs(sum(lengths) / len(lengths) - 32) < 1.5
+    fixed = build("priority-overload", pods=4, output_spread="0")
+    assert {r.max_tokens for r in fixed.requests()} == {32}
