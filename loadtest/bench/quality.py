@@ -19,6 +19,13 @@ Such runs add TPOT (time per output token) and the prefill pods' engine-reported
 (state_sync), and spreads the requests round-robin over them (consecutive turns of a conversation on different
 replicas); --no-sync runs the same replicas without state sync, each learning alone.
 
+Flow control (issue 27): the workloads noisy-neighbour, noisy-neighbour-alone, priority-overload and
+mixed-objectives (bench/flow_workloads.py) send a tenant, a priority class and a TTFT objective per request; a
+strategy setting `flow.KEY=VALUE` sets the gateway's flow_control.KEY (`least-request:flow.enabled=true`, over the
+workload's classes and max_in_flight_per_pod), and their report adds per tenant / class figures, sheds, lost
+requests and the targets (bench/flow.py); --docs FILE writes those tables between the markers in FILE.
+scripts/bench_flow.sh runs them all.
+
 All latencies are simulated seconds: the pods run with --time-scale S (delays x S) and every measured duration
 is divided by S. Workload parameters are set with --param WORKLOAD.NAME=VALUE (see --list-params).
 
