@@ -236,7 +236,9 @@ def shed_table(aggregates):
             + " | lost (every run) | Jain, tokens served | Jain, tokens served / demanded |")
     lines = [head, "| --- " * (len(reasons) + 4) + "|"]
     for strategy, agg in aggregates.items():
-        cells = [_pm(agg["figures"].get(r), "num0") for r in reasons]
+        # A reason no run of this strategy gave: 0 (its runs counted nothing of it), "-" without a valid run.
+        cells = [_pm(agg["figures"].get(r), "num0") if r in agg["figures"] else "0" if agg["seeds"] else "-"
+                 for r in reasons]
         lines.append(f"| {_label(strategy, agg)} | " + " | ".join(cells) + f" | {agg['lost_total']} | "
                      f"{_pm(agg['figures'].get('jain_tokens'), 'num3')} | "
                      f"{_pm(agg['figures'].get('jain_tokens_per_demand'), 'num3')} |")

@@ -272,6 +272,10 @@ def test_tables_and_docs_block():
     text = "\n".join(section)
     assert "| all | off (flow off) | 2 |" in text and "| class `high` | on (flow on) | 2 |" in text
     assert "| tenant `steady` |" in text and "lost (every run)" in text
+    shed_rows = rows_for("off", False, [1], [1.0], [1], [5]) + rows_for("on", True, [1], [1.0], [1], [5],
+                                                                        reasons={"503 queue_full": 3})
+    table = "\n".join(flow.shed_table(flow.flow_aggregate(shed_rows, ["off", "on"])))
+    assert "| off (flow off) | 0 | 0 |" in table and "| on (flow on) | 3 | 0 |" in table
     docs = "before\n" + flow.DOCS_BEGIN + "\nold\n" + flow.DOCS_END + "\nafter\n"
     new = flow.replace_docs(docs, flow.docs_tables({"priority-overload": aggs}, {"priority-overload": section}))
     assert new.startswith("before\n" + flow.DOCS_BEGIN + "\n") and new.endswith(flow.DOCS_END + "\nafter\n")
