@@ -80,6 +80,34 @@ def match_percent(headers):
     return int(value) if value.isascii() and value.isdigit() else -1
 
 
+def flow_header_lines(req):
+    """The flow-control headers of a request (x-tenant-id, x-request-priority, x-slo-ttft-ms), as header lines;
+    "" for a request that sets none (every workload but the flow ones)."""
+    lines = ""
+    if req.tenant:
+        lines += f"X-Tenant-Id: {req.tenant}\r\n"
+    if req.priority:
+        lines += f"X-Request-Priority: {req.priority}\r\n"
+    if req.slo_ttft_ms and req.send_slo_header:
+        lines += f"X-Slo-Ttft-Ms: {int(req.slo_ttft_ms)}\r\n"
+    return lines
+
+
+def error_fields(body):
+    """(error.code, error.type, error.message[:200]) of an OpenAI-shaped error body ({"error": {"code", "type",
+    "message"}}), each as text ("" when absent); ("", "", "") when the body is not one."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return "", "", ""
+    if not isinstance(error, dict):
+        return "", "", ""
+
+    def text(value):
+        return "" if value is None or isinstance(value, (dict, list)) else str(value)
+    return text(error.get("code")), text(error.get("type")), text(error.get("message"))[:200]
+
+
 class _Stream:
     """Splits a chunked SSE body into events and notes content arrivals (one content event = one token). With
     `capture` every event is parsed instead: the reply's text and llama.cpp's `timings` are kept on the record."""
@@ -243,7 +271,7 @@ class LoadGenerator:
         session = self.session_of.get(req.rid)
         session_line = f"X-Session-Id: s{session}\r\n" if session is not None else ""
         head = (f"POST {req.path} HTTP/1.1\r\nHost: {pool.host_header}\r\nContent-Type: application/json\r\n"
-                f"{session_line}Content-Length: {len(body)}\r\n\r\n").encode()
+                f"{session_line}{flow_header_lines(req)}Content-Length: {len(body)}\r\n\r\n").encode()
         writer.write(head + body)
         await writer.drain()
         raw_head = await reader.readuntil(b"\r\n\r\n")
@@ -263,6 +291,8 @@ class LoadGenerator:
             else:
                 body.append(await reader.readexactly(int(headers.get("content-length", "0"))))
             rec.error = f"HTTP {status}: " + b"".join(body)[:160].decode(errors="replace")
+            rec.error_code, rec.error_type, rec.error_message = error_fields(b"".join(body))
+            rec.retry_after = headers.get("retry-after", "")
             if status == 200:
                 rec.error = "expected a chunked SSE stream"
         else:

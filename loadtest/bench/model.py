@@ -25,6 +25,13 @@ class BenchRequest:
     # turn adds to the history, and the body's other fields; the load generator builds `body` when it sends it.
     new_messages: list = None
     body_fields: dict = None
+    # Flow control (issue 27; bench/flow_workloads.py): sent as x-tenant-id, x-request-priority and x-slo-ttft-ms
+    # when set. slo_ttft_ms is also the objective the report checks (a class's objective is recorded here even when
+    # the request names only its class); 0 = none.
+    tenant: str = ""
+    priority: str = ""
+    slo_ttft_ms: int = 0
+    send_slo_header: bool = True     # False: the objective comes from the class config, no x-slo-ttft-ms header
 
 
 @dataclass
@@ -54,6 +61,9 @@ class Workload:
     stages: list = field(default_factory=list)     # [(rate req/s, duration s)] for stepped-rate workloads
     seed_note: str = "each seed draws its own arrivals and texts"   # what the seed changes, for the report
     time_scale: float = 0.5  # the simulator's --time-scale for this workload (wall = simulated x this)
+    # A flow-control workload (issue 27, bench/flow_workloads.py): the gateway's flow_control settings it needs when a
+    # strategy turns flow control on (classes, max_in_flight_per_pod); None for every other workload.
+    flow_control: dict = None
 
     def requests(self):
         return [r for s in self.sessions for r in s.requests]
@@ -85,6 +95,12 @@ class Record:
     body: bytes = b""
     reply: str = ""
     timings: dict = None
+    # An error response's OpenAI-shaped body: error.code (prefixgate's is the HTTP status), error.type and the
+    # first 200 characters of error.message ("" when absent or not JSON), and its retry-after header ("" when absent).
+    error_code: str = ""
+    error_type: str = ""
+    error_message: str = ""
+    retry_after: str = ""
 
     @property
     def ok(self):

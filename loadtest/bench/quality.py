@@ -19,6 +19,13 @@ Such runs add TPOT (time per output token) and the prefill pods' engine-reported
 (state_sync), and spreads the requests round-robin over them (consecutive turns of a conversation on different
 replicas); --no-sync runs the same replicas without state sync, each learning alone.
 
+Flow control (issue 27): the workloads noisy-neighbour, noisy-neighbour-alone, priority-overload and
+mixed-objectives (bench/flow_workloads.py) send a tenant, a priority class and a TTFT objective per request; a
+strategy setting `flow.KEY=VALUE` sets the gateway's flow_control.KEY (`least-request:flow.enabled=true`, over the
+workload's classes and max_in_flight_per_pod), and their report adds per tenant / class figures, sheds, lost
+requests and the targets (bench/flow.py); --docs FILE writes those tables between the markers in FILE.
+scripts/bench_flow.sh runs them all.
+
 All latencies are simulated seconds: the pods run with --time-scale S (delays x S) and every measured duration
 is divided by S. Workload parameters are set with --param WORKLOAD.NAME=VALUE (see --list-params).
 
@@ -40,7 +47,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import provenance  # noqa: E402
-from bench import report, workloads  # noqa: E402
+from bench import flow, flow_workloads, report, workloads  # noqa: E402
 from bench.aggregate import add_oracle_ratios, aggregate, short_of_seeds  # noqa: E402
 from bench.decisions import decision_stats  # noqa: E402
 from bench.pd import DEFAULT_KV_TRANSFER_MS_PER_1K, DEFAULT_PREFILL_PODS, is_pd  # noqa: E402
@@ -50,8 +57,8 @@ from bench.stats import LAG_LIMIT_MS, steady_stages, summarize  # noqa: E402
 from bench.trace import TraceParams, trace_workload  # noqa: E402
 from harness import GATEWAY_BIN, SIM_BIN  # noqa: E402
 
-PARAMS = {**workloads.PARAMS, "trace": TraceParams}
-BUILDERS = {**workloads.BUILDERS, "trace": trace_workload}
+PARAMS = {**workloads.PARAMS, "trace": TraceParams, **flow_workloads.PARAMS}
+BUILDERS = {**workloads.BUILDERS, "trace": trace_workload, **flow_workloads.BUILDERS}
 DEFAULT_WORKLOADS = "shared-prefix,multi-turn,capacity-pressure,capacity-pressure-repeating,trace"
 MIN_VALID_SEEDS = 5
 # --tiny: seconds, for the smoke test and development.
@@ -61,6 +68,12 @@ TINY = {
     "capacity-pressure": {"groups": "8", "output_tokens": "200", "rates": "4,8", "stage_s": "1.5"},
     "capacity-pressure-repeating": {"groups": "8", "output_tokens": "200", "rates": "4,8", "stage_s": "1.5"},
     "trace": {"limit": "24", "speedup": "4"},
+    # The flow workloads (issue 27): 2 pods of batch 4 (about 9 req/s), a few seconds each.
+    "noisy-neighbour": {"batch": "4", "duration_s": "3", "flood_start_s": "0.5", "flood_s": "1", "time_scale": "0.5"},
+    "noisy-neighbour-alone": {"batch": "4", "duration_s": "3", "flood_start_s": "0.5", "flood_s": "1",
+                              "time_scale": "0.5"},
+    "priority-overload": {"batch": "4", "duration_s": "3", "time_scale": "0.5"},
+    "mixed-objectives": {"batch": "4", "duration_s": "3", "time_scale": "0.5"},
 }
 
 
@@ -166,6 +179,9 @@ def parse_args(argv):
     ap.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                     help="progress bar on stderr (auto: when stderr is a terminal)")
     ap.add_argument("--list-params", action="store_true", help="print every workload parameter and exit")
+    ap.add_argument("--docs", default=None, metavar="FILE",
+                    help=f"with flow workloads: also replace the block between {flow.DOCS_BEGIN} and "
+                         f"{flow.DOCS_END} in FILE (docs/benchmarks.md) with the flow-control tables")
     args = ap.parse_args(argv)
     args.progress = {"auto": None, "always": True, "never": False}[args.progress]
     if args.seed is not None:
@@ -225,6 +241,8 @@ def run_seeds(name, params, strategies, args, tmp, seeded_gateway):
                 row |= {"seed": seed, "attempt": attempt, "position": position}
                 if workload.stages:
                     row["stages"] = steady_stages(records, workload.stages, by_rid)
+                if workload.flow_control is not None:   # a flow-control workload (issue 27)
+                    row["flow"] = flow.flow_row(records, by_rid)
                 rows.append(row)
                 print_row(name, row)
                 if row["valid"]:
@@ -247,6 +265,13 @@ def print_row(name, row):
               f"{'-' if hit is None else f'{hit * 100:5.1f} %'}  pd {row.get('pd_outcomes')}")
     elif row.get("tpot_p90") == row.get("tpot_p90"):   # not NaN
         pd = f"  TPOT p90 {row['tpot_p90'] * 1000:6.1f} ms"
+    if "flow" in row:
+        f = row["flow"]
+        print(f"{name:>17} s{row['seed']} {strategy:<23} flow {'on' if row.get('flow_control') else 'off'}: sent "
+              f"{f['all']['sent']} answered {f['all']['answered']} shed {f['shed_reasons']} lost {f['lost']}; "
+              + "; ".join(f"{group} TTFT p90 {g['ttft_p90']:.3f} s met {g['attainment'] * 100:.1f} %"
+                          for group, g in [*f["tenants"].items(), *f["classes"].items()])
+              + f"; goodput {f['all']['goodput_rps']:.2f} req/s", flush=True)
     print(f"{name:>17} s{row['seed']} {strategy:<23} ok {row['ok']:>5} errors {row['errors']:>3}  TTFT p90 "
           f"{row['ttft_p90']:8.3f} s{pd}  hit {row['hit_ratio'] * 100:5.1f} % (bound {row['upper_bound'] * 100:5.1f} %)"
           f"  lag p99 {row['lag_p99_ms']:5.1f} ms{'' if row['valid'] else ' INVALID'}  preempted "
@@ -272,7 +297,7 @@ def main(argv=None):
                "state_sync": args.replicas > 1 and args.sync, "prefill_pods": args.prefill_pods,
                "kv_transfer_ms_per_1k_tokens": args.kv_transfer_ms_per_1k_tokens,
                "output_tokens": args.output_tokens or None, "workloads": {}}
-    sections = []
+    sections, flow_aggs, flow_sections = [], {}, {}
     with provenance.LoadSampler() as load, tempfile.TemporaryDirectory(prefix="prefixgate-bench-") as tmp:
         if args.work_dir:
             tmp = args.work_dir
@@ -300,10 +325,20 @@ def main(argv=None):
             aggregates = aggregate(rows, [s for s, _ in strategies])
             sections.append(report.workload_section(workload, rows, aggregates, plotted, out_dir, args.seeds,
                                                     args.replicas))
+            if workload.flow_control is not None:
+                flow_aggs[name] = flow.flow_aggregate(rows, [s for s, _ in strategies])
+                flow_sections[name] = flow.flow_section(name, flow_aggs[name])
+                sections.append("\n".join(flow_sections[name]))
             summary["workloads"][name] = {"params": workload.params, "kv_capacity_tokens": workload.kv_capacity_tokens,
                                           "sim_args": workload.sim_args, "time_scale": workload.time_scale,
                                           "stages": workload.stages,
                                           "aggregates": aggregates, "runs": rows}
+            if name in flow_aggs:
+                summary["workloads"][name]["flow"] = flow_aggs[name]
+                summary["workloads"][name]["flow_control"] = workload.flow_control
+        if flow_aggs:
+            sections.append("\n".join(flow.comparison_section(flow_aggs)))
+            summary["flow_targets"] = flow.target_rows(flow_aggs)
     elapsed = time.monotonic() - started
     info = provenance.collect(command, {"prefixgate": GATEWAY_BIN, "prefixgate-engine-sim": SIM_BIN}, load,
                               git=git_at_start)
@@ -311,8 +346,13 @@ def main(argv=None):
     header = report.header(args, strategies, info, elapsed, seeded_gateway)
     path = report.write_report(out_dir, header, sections, summary)
     print(f"report: {path} ({elapsed:.0f} s)")
+    if args.docs and flow_aggs:
+        docs = Path(args.docs)
+        docs.write_text(flow.replace_docs(docs.read_text(), flow.docs_tables(flow_aggs, flow_sections)))
+        print(f"flow-control tables written into {docs}")
+    # A flow workload's sheds (429/503 with a code) are its expected answers: only a lost request fails its run.
     failed = [f"{w}/{r['strategy']}/s{r['seed']}" for w, d in summary["workloads"].items() for r in d["runs"]
-              if r["errors"] or r["crashed"]]
+              if (r["flow"]["lost"] if "flow" in r else r["errors"]) or r["crashed"]]
     short = [(w, s, n) for w, d in summary["workloads"].items()
              for s, n in short_of_seeds(d["aggregates"], args.min_valid_seeds)]
     if failed:

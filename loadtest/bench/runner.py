@@ -96,6 +96,10 @@ def _setting_value(text):
 
 # Settings named `pd.KEY` go to the gateway's `disaggregation.KEY` (gateway_config takes them out of the routing).
 PD_SETTING_PREFIX, DISAGGREGATION = "pd.", "_disaggregation"
+# Settings named `flow.KEY` go to the gateway's `flow_control.KEY` (issue 27), e.g.
+# `least-request:flow.enabled=true`; the workload's own flow_control settings (its classes, max_in_flight_per_pod)
+# fill in the keys the strategy does not give (gateway_config).
+FLOW_SETTING_PREFIX, FLOW_CONTROL = "flow.", "_flow_control"
 
 
 def with_settings(specs, name):
@@ -115,6 +119,8 @@ def with_settings(specs, name):
             return None
         if key.startswith(PD_SETTING_PREFIX):
             routing.setdefault(DISAGGREGATION, {})[key[len(PD_SETTING_PREFIX):]] = _setting_value(value)
+        elif key.startswith(FLOW_SETTING_PREFIX):
+            routing.setdefault(FLOW_CONTROL, {})[key[len(FLOW_SETTING_PREFIX):]] = _setting_value(value)
         else:
             settings[key] = _setting_value(value)
     if not settings:
@@ -124,11 +130,23 @@ def with_settings(specs, name):
     return routing
 
 
-def gateway_config(routing):
-    """The gateway config's `routing` and `disaggregation` sections of a strategy's routing (see with_settings)."""
+def gateway_config(routing, workload_flow=None):
+    """The gateway config's `routing`, `disaggregation` and `flow_control` sections of a strategy's routing (see
+    with_settings). `workload_flow`: the workload's flow_control settings (Workload.flow_control), under the
+    strategy's own `flow.KEY` ones, used only when the strategy enables flow control; a strategy without `flow.`
+    settings gets no flow_control section (today's gateway)."""
     routing = dict(routing)
     disaggregation = routing.pop(DISAGGREGATION, None)
-    return {"routing": routing, **({"disaggregation": disaggregation} if disaggregation else {})}
+    flow = routing.pop(FLOW_CONTROL, None)
+    if flow and flow.get("enabled"):
+        flow = {**(workload_flow or {}), **flow}
+    return {"routing": routing, **({"disaggregation": disaggregation} if disaggregation else {}),
+            **({"flow_control": flow} if flow else {})}
+
+
+def flow_enabled(routing):
+    """Whether a strategy's routing turns the gateway's flow control on (`flow.enabled=true`)."""
+    return bool(routing and (routing.get(FLOW_CONTROL) or {}).get("enabled"))
 
 
 def resolve_strategies(text, offered, oracle=True, extra=None, pd=False):
@@ -269,6 +287,24 @@ def metrics_texts(gateways):
     return last["texts"]
 
 
+def flow_metric_totals(texts):
+    """{"dispatched": prefixgate_flow_dispatched_total, "shed:<reason>": prefixgate_flow_shed_total by reason},
+    summed over the gateways' /metrics texts and every other label."""
+    out = {}
+    for text in texts:
+        for line in text.splitlines():
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name == "prefixgate_flow_dispatched_total":
+                key = "dispatched"
+            elif name == "prefixgate_flow_shed_total":
+                found = re.search(r'reason="([^"]*)"', line)
+                key = f"shed:{found.group(1) if found else '?'}"
+            else:
+                continue
+            out[key] = out.get(key, 0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def gateway_figures(gateways, records, redis, time_scale=1.0):
     """Row fields from the gateways' /metrics (summed over the replicas): their counters, the disaggregation
     outcomes and legs (bench/pd.py); with several replicas also the requests each one answered, the state sync
@@ -282,10 +318,10 @@ def gateway_figures(gateways, records, redis, time_scale=1.0):
     return notes
 
 
-def start_gateways(tmp, sims, routing, seed, args, seeded_gateway, label):
+def start_gateways(tmp, sims, routing, seed, args, seeded_gateway, label, workload_flow=None):
     """args.replicas gateways in front of `sims`, each seeing every pod ready; with several and args.sync, a Redis
     they share their state through. Returns (gateways, the Redis or None)."""
-    config = {**gateway_config(routing), "log_level": "warn", "threads": args.gateway_threads}
+    config = {**gateway_config(routing, workload_flow), "log_level": "warn", "threads": args.gateway_threads}
     redis, gateways = None, []
     try:
         if args.replicas > 1 and args.sync:
@@ -334,7 +370,8 @@ def run_one(workload, name, routing, seed, args, tmp, seeded_gateway):
             options["router"] = OracleRouter([(s.name, "127.0.0.1", s.port) for s in sims], seed)
             host, port = "127.0.0.1", 0
         else:
-            gateways, redis = start_gateways(tmp, sims, routing, seed, args, seeded_gateway, label)
+            gateways, redis = start_gateways(tmp, sims, routing, seed, args, seeded_gateway, label,
+                                             getattr(workload, "flow_control", None))
             host, port = "127.0.0.1", gateways[0].port
             if len(gateways) > 1:
                 options["replicas"] = [("127.0.0.1", g.port) for g in gateways]
@@ -350,6 +387,9 @@ def run_one(workload, name, routing, seed, args, tmp, seeded_gateway):
         notes["learned_rates"] = learned_rates(gateways)
         notes.update(gateway_figures(gateways, records, redis, workload.time_scale) if gateways else {})
         notes["replicas"] = len(gateways)
+        if getattr(workload, "flow_control", None) is not None:   # a flow workload (issue 27): flow.py's figures
+            notes["flow_control"] = flow_enabled(routing)
+            notes["flow_metrics"] = flow_metric_totals(metrics_texts(gateways)) if gateways else {}
         if routing is None:
             notes["oracle_queries"] = options["router"].queries
         return records, wall, notes

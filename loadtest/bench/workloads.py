@@ -270,5 +270,10 @@ def apply_overrides(params, overrides):
         if name not in types:
             raise ValueError(f"unknown parameter {name!r} (known: {', '.join(types)})")
         kind = types[name] if isinstance(types[name], type) else type(getattr(params, name))
+        if kind is bool and isinstance(text, str):   # bool("false") would be True
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(f"parameter {name!r}: expected true or false, got {text!r}")
+            setattr(params, name, text.lower() in ("true", "1", "yes"))
+            continue
         setattr(params, name, kind(text))
     return params

@@ -224,3 +224,39 @@ def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator
         assert set(workload["aggregates"]) == set(summary["fleets"]), name
     assert "## Calibration" in report and "Simulator against the real engines" in report
     assert "**Provenance**: commit" in report
+
+
+def test_quality_runner_reports_a_flow_workload_per_tenant_and_class_with_flow_control_on(tmp_path):
+    """Ensures a flow-control workload (issue 27) runs with flow control on (`flow.enabled=true` + the workload's
+    classes and max_in_flight_per_pod), and that its figures are complete: every tenant and class present, the
+    requests answered + shed + lost adding up to those sent, none lost, the targets table in the report, and the
+    tables written between the docs markers with --docs."""
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text((ROOT / "docs" / "benchmarks.md").read_text())
+    run(["loadtest/bench/quality.py", "--tiny", "--pods", "2", "--workloads", "priority-overload",
+         "--strategies", "least-request:flow.enabled=true", "--seeds", "1", "--rerun-invalid", "0",
+         "--progress", "never", "--min-valid-seeds", "0", "--out", str(tmp_path / "out"), "--docs", str(docs)])
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    workload = summary["workloads"]["priority-overload"]
+    assert workload["flow_control"]["classes"][0]["name"] == "high"
+    (row,) = workload["runs"]
+    assert row["flow_control"] is True and not row["crashed"]
+    flow = row["flow"]
+    total = flow["all"]
+    assert total["sent"] == row["requests"] > 0
+    assert total["answered"] + total["shed"] + total["lost"] == total["sent"]
+    assert flow["lost"] == 0, flow["lost_kinds"]
+    assert set(flow["classes"]) == {"high", "low"} and len(flow["tenants"]) >= 2
+    for section in ("tenants", "classes"):
+        groups = flow[section].values()
+        assert sum(g["sent"] for g in groups) == total["sent"], section
+        assert sum(g["answered"] + g["shed"] + g["lost"] for g in groups) == total["sent"], section
+    assert sum(flow["shed_reasons"].values()) == total["shed"]
+    assert 0 <= total["attainment"] <= 1 and total["goodput_rps"] >= 0
+    assert row["flow_metrics"].get("dispatched", 0) >= 0
+    report = (tmp_path / "out" / "REPORT.md").read_text()
+    assert "### Flow control figures: priority-overload" in report and "| class `high` |" in report
+    assert "against issue 27's targets" in report and "no request lost" in report
+    written = docs.read_text()
+    block = written.split("<!-- flow-control:begin -->", 1)[1].split("<!-- flow-control:end -->", 1)[0]
+    assert "| workload | target |" in block and "**priority-overload**" in block
