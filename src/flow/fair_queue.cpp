@@ -158,7 +158,7 @@ EnqueueResult FairQueue::enqueue(Item item) {
   const uint64_t id = item.id;
   flow.entries.push_back(Entry{std::move(item), next_seq_++});
   by_id_.emplace(id, Location{&flow, std::prev(flow.entries.end())});
-  if (joins) flow.backlog = c.backlog.insert(BacklogKey{flow.counter, flow.entries.front().seq, &flow}).first;
+  if (joins) flow.backlog = c.backlog.insert(BacklogKey{flow.counter, flow.in_flight, flow.entries.front().seq, &flow}).first;
   // A joiner whose own counter is above the floor raises it when it is the only one backlogged.
   forgetBelowFloor(flow.class_index);
   return result;
@@ -188,7 +188,7 @@ void FairQueue::rekey(Flow& flow) {
     flow.backlog.reset();
   }
   if (!flow.entries.empty()) {
-    flow.backlog = c.backlog.insert(BacklogKey{flow.counter, flow.entries.front().seq, &flow}).first;
+    flow.backlog = c.backlog.insert(BacklogKey{flow.counter, flow.in_flight, flow.entries.front().seq, &flow}).first;
   } else if (c.backlog.empty()) {
     c.last_left = flow.counter;
   }
@@ -249,6 +249,31 @@ std::optional<FairQueue::Item> FairQueue::popNext() {
   return std::nullopt;
 }
 
+std::string FairQueue::admitDirect(const std::string& name, size_t class_index, uint64_t prompt_tokens) {
+  if (class_index >= specs_.size()) return name;
+  Tenant* tenant = tenantFor(name, false);
+  std::string flow_name = name;
+  if (!tenant && tenantCount() >= max_tenants_) {
+    flow_name = std::string(kOverflowTenant);
+    tenant = tenantFor(flow_name, false);
+  }
+  if (!tenant) tenant = tenantFor(flow_name, true);
+  Flow& flow = *flowFor(*tenant, class_index);
+  ClassState& c = classes_[class_index];
+  if (flow.idle) {
+    c.idle.erase(*flow.idle);
+    flow.idle.reset();
+  }
+  if (flow.entries.empty() && flow.in_flight == 0) flow.counter = std::max(flow.counter, floor(class_index));
+  const double service = static_cast<double>(prompt_tokens) * input_weight_;
+  flow.counter += service;
+  servedLocally(flow, service);
+  ++flow.in_flight;
+  if (flow.backlog) rekey(flow);
+  forgetBelowFloor(class_index);
+  return flow_name;
+}
+
 bool FairQueue::cancel(uint64_t id) {
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return false;
@@ -290,6 +315,7 @@ void FairQueue::finished(const std::string& tenant, size_t class_index) {
   Flow* flow = findFlow(tenant, class_index);
   if (!flow || flow->in_flight == 0) return;
   --flow->in_flight;
+  if (flow->backlog) rekey(*flow);  // its place among equal counters
   settle(*flow);
 }
 
@@ -301,10 +327,11 @@ void FairQueue::servedLocally(Flow& flow, double amount) {
 
 std::vector<LocalService> FairQueue::localService(size_t max_flows) const {
   std::vector<LocalService> out;
-  // Served flows are all in front of the unserved ones: the first unserved one ends the list.
+  // Served flows are all in front of the unserved ones, which are listed too (total 0) while the bound allows: a
+  // reader that saw a flow listed at 0 charges its first service in full, where a flow it never saw listed, but
+  // older than its previous text, only sets a baseline (it was left out by the bound).
   for (auto it = recent_.begin(); it != recent_.end() && out.size() < max_flows; ++it) {
     const Flow& flow = **it;
-    if (flow.local_service <= 0) break;
     out.push_back(LocalService{flow.tenant->name, flow.class_index, flow.local_service, flow.seq});
   }
   return out;

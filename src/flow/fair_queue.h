@@ -101,6 +101,12 @@ class FairQueue {
   // the smallest counter (ties: the one whose oldest item was queued first), its oldest item. Charges the
   // prompt tokens x input weight to that tenant and counts the item in flight until finished().
   std::optional<Item> popNext();
+  // A request of `tenant` in `class_index` that goes straight to a pod (nothing was queued for the model): its flow
+  // is charged the prompt tokens x input weight, as popNext charges a dispatched item (after the lift of a flow
+  // neither backlogged nor in flight: idle time is not banked), and counts it in flight until finished(). So what a
+  // tenant is served while the fleet has room counts once it saturates: a burst that took every free slot is not
+  // free. Returns the flow charged (kOverflowTenant once max_tenants are tracked); an unknown class is ignored.
+  std::string admitDirect(const std::string& tenant, size_t class_index, uint64_t prompt_tokens);
   // Removes a queued item (its client left). False when it is not queued (dispatched, expired, unknown).
   bool cancel(uint64_t id);
   // Removes and returns, oldest deadline first, every item whose deadline_ms <= now_ms.
@@ -113,7 +119,7 @@ class FairQueue {
   void finished(const std::string& tenant, size_t class_index);
 
   // Replicas (docs/flow-control.md, "Replicas"): what each flow was served here, for the other replicas to charge.
-  // At most `max_flows` flows with a total above 0, the one most recently served first. A flow's total starts at 0
+  // At most `max_flows` flows, the one most recently served first, then those not served yet (total 0). A flow's total starts at 0
   // when it is created (flow_seq) and goes with it when it is forgotten.
   std::vector<LocalService> localService(size_t max_flows) const;
   // Flows created so far (the next flow's flow_seq): tells a reader which unknown flows are new since its last read.
@@ -145,13 +151,16 @@ class FairQueue {
     Item item;
     uint64_t seq = 0;  // global enqueue order: breaks counter ties between tenants
   };
-  // Orders a class's backlogged flows: smallest counter first, then earliest head.
+  // Orders a class's backlogged flows: smallest counter first; on a tie (a flow lifted to the floor on its return
+  // ties with the flow that sets it) the one with fewer requests in flight, which is being served less right now;
+  // then the earliest head.
   struct BacklogKey {
     double counter;
+    uint32_t in_flight;
     uint64_t head_seq;
     Flow* flow;
     bool operator<(const BacklogKey& other) const {
-      return std::tie(counter, head_seq) < std::tie(other.counter, other.head_seq);
+      return std::tie(counter, in_flight, head_seq) < std::tie(other.counter, other.in_flight, other.head_seq);
     }
   };
   struct IdleKey {

@@ -52,6 +52,7 @@ FlowPass& FlowPass::operator=(FlowPass&& other) noexcept {
   tenant_ = std::move(other.tenant_);
   class_index_ = other.class_index_;
   queued_ = other.queued_;
+  counted_ = other.counted_;
   reserved_ = std::exchange(other.reserved_, false);
   output_tokens_ = other.output_tokens_;
   started_ms_ = other.started_ms_;
@@ -185,7 +186,7 @@ void FlowGate::done(FlowPass& pass) {
   if (pass.reserved_) --mq.reserved;
   pass.reserved_ = false;
   if (pass.started_ms_ >= 0) mq.hold.add(static_cast<double>(now_ms_() - pass.started_ms_));
-  if (pass.queued_) {
+  if (pass.counted_) {
     mq.queue.charge(pass.tenant_, pass.class_index_, pass.output_tokens_);
     mq.queue.finished(pass.tenant_, pass.class_index_);
   }
@@ -220,6 +221,10 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
     // Straight through while there is room and nobody waits before it: no allocation, and the pods are read only
     // until one with room is found.
     if (mq.queue.size() == 0 && room(model, mq, 1) > 0) {
+      // Counted by its flow all the same (its prompt now, its output at the end), so a tenant whose burst took the
+      // free slots is charged for them once others queue.
+      pass.tenant_ = mq.queue.admitDirect(resolved.tenant, resolved.class_index, request.prompt_tokens);
+      pass.counted_ = true;
       pass.started_ms_ = now;
       co_return std::nullopt;
     }
@@ -301,6 +306,7 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
   }
   if (shed.empty()) {
     pass.queued_ = true;
+    pass.counted_ = true;
     pass.reserved_ = true;
     pass.started_ms_ = now_ms_();
     co_return std::nullopt;

@@ -35,9 +35,9 @@ namespace prefixgate::server {
 
 class FlowGate;
 
-// What a request holds from its admission to its end. Ending it (destruction) gives back a dispatch's room and,
-// for a request that was queued, tells its flow it is done (VTC counts its output tokens); then the model's queue
-// is served again, as the request's in-flight count has gone by then. Move-only.
+// What a request holds from its admission to its end. Ending it (destruction) gives back a dispatch's room and
+// tells its flow it is done (VTC counts its output tokens; straight-through requests are counted too); then the
+// model's queue is served again, as the request's in-flight count has gone by then. Move-only.
 class FlowPass {
  public:
   FlowPass() = default;
@@ -58,6 +58,7 @@ class FlowPass {
   std::string tenant_;  // the flow (kOverflowTenant beyond max_tenants)
   size_t class_index_ = 0;
   bool queued_ = false;    // it waited in the queue (dispatched by popNext)
+  bool counted_ = false;   // its flow counts it (dispatched, or admitted straight through): its end is told
   bool reserved_ = false;  // its dispatch holds room until routed()
   uint64_t output_tokens_ = 0;
   int64_t started_ms_ = -1;  // when it passed or was dispatched: its end teaches the model's hold time

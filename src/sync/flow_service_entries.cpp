@@ -80,7 +80,7 @@ std::string encodeFlowService(const std::vector<flow::ModelService>& models) {
     bool model_written = false;
     for (const flow::FlowService& f : model.flows) {
       if (flows >= kMaxFlowServiceFlows) return out;
-      if (!carriableName(f.class_name) || !validTenant(f.tenant) || !std::isfinite(f.total) || f.total <= 0)
+      if (!carriableName(f.class_name) || !validTenant(f.tenant) || !std::isfinite(f.total) || f.total < 0)
         continue;
       const std::string line = "f\t" + std::to_string(f.flow_seq) + "\t" +
                                formatTotal(std::min(f.total, kMaxFlowServiceTotal)) + "\t" + f.class_name + "\t" +

@@ -58,7 +58,8 @@ TEST(FairQueueReplicas, LocalServiceCountsOnlyWhatThisQueueServed) {
   FairQueue queue(config);
   ASSERT_TRUE(queue.enqueue(item(1, "A", 100)).queued());
   ASSERT_TRUE(queue.enqueue(item(2, "A", 50)).queued());
-  EXPECT_TRUE(queue.localService(10).empty());  // queued, not served
+  ASSERT_EQ(queue.localService(10).size(), 1u);  // queued, not served: listed at 0
+  EXPECT_EQ(queue.localService(10)[0].total, 0.0);
   ASSERT_TRUE(queue.popNext());
   queue.charge("A", 0, 10);
   queue.chargeRemote("A", 0, 5000);
@@ -88,7 +89,7 @@ TEST(FairQueueReplicas, LocalServiceMostRecentFirstAndBounded) {
   FairQueue queue(oneClass());
   uint64_t id = 0;
   for (const char* tenant : {"A", "B", "C", "D"}) ASSERT_TRUE(queue.enqueue(item(++id, tenant)).queued());
-  ASSERT_TRUE(queue.enqueue(item(++id, "E")).queued());  // never served: never listed
+  ASSERT_TRUE(queue.enqueue(item(++id, "E")).queued());  // never served: listed last, at 0
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(queue.popNext());  // A B C D, all in flight
   queue.charge("B", 0, 1);                                   // B served last
   std::vector<LocalService> service = queue.localService(3);
@@ -96,7 +97,9 @@ TEST(FairQueueReplicas, LocalServiceMostRecentFirstAndBounded) {
   EXPECT_EQ(service[0].tenant, "B");
   EXPECT_EQ(service[1].tenant, "D");
   EXPECT_EQ(service[2].tenant, "C");
-  EXPECT_EQ(queue.localService(100).size(), 4u);
+  ASSERT_EQ(queue.localService(100).size(), 5u);
+  EXPECT_EQ(queue.localService(100)[4].tenant, "E");
+  EXPECT_EQ(queue.localService(100)[4].total, 0.0);
   EXPECT_TRUE(queue.localService(0).empty());
 }
 

@@ -1,0 +1,76 @@
+// Requests admitted straight through (FairQueue::admitDirect) and the in-flight tie-break: what a tenant is served
+// while the fleet has room counts once it saturates, and a tenant lifted to the floor goes before the busier one
+// it ties with.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "flow/fair_queue.h"
+
+namespace prefixgate::flow {
+namespace {
+
+FlowConfig oneClass() {
+  FlowConfig config;
+  config.enabled = true;
+  return config;
+}
+
+QueuedItem item(uint64_t id, std::string tenant, int64_t now = 0) {
+  return QueuedItem{id, std::move(tenant), 0, 100, 100, now, 1'000'000};
+}
+
+// Ensures a burst that went straight through is charged: when the fleet saturates, the bursting tenant's queued
+// requests go after a newcomer's (without the charge both would start level and the burster's head is older).
+TEST(FairQueueDirect, StraightThroughServiceCountsOnceTheQueueForms) {
+  FairQueue queue(oneClass());
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(queue.admitDirect("flood", 0, 1000), "flood");
+  EXPECT_DOUBLE_EQ(*queue.counter("flood", 0), 8000);
+  ASSERT_TRUE(queue.enqueue(item(1, "flood")).queued());
+  ASSERT_TRUE(queue.enqueue(item(2, "steady")).queued());
+  EXPECT_EQ(queue.popNext()->tenant, "steady");
+  EXPECT_EQ(queue.popNext()->tenant, "flood");
+  // Ending them releases the flow: nothing queued, nothing in flight, and counters at the floor are forgotten.
+  for (int i = 0; i < 9; ++i) queue.finished("flood", 0);
+  queue.finished("steady", 0);
+  EXPECT_LE(queue.flowCount(), 2u);
+}
+
+// Ensures a newcomer lifted to the floor (equal counters) goes before the tenant with requests in flight, even
+// though that tenant's head was queued first.
+TEST(FairQueueDirect, TiesGoToTheFlowWithFewerInFlight) {
+  FairQueue queue(oneClass());
+  ASSERT_TRUE(queue.enqueue(item(1, "flood")).queued());
+  ASSERT_TRUE(queue.enqueue(item(2, "flood")).queued());
+  EXPECT_EQ(queue.popNext()->tenant, "flood");  // flood: counter 100, one in flight, one queued
+  ASSERT_TRUE(queue.enqueue(item(3, "steady")).queued());  // lifted to the floor: 100, none in flight
+  EXPECT_DOUBLE_EQ(*queue.counter("steady", 0), 100);
+  EXPECT_EQ(queue.popNext()->tenant, "steady");
+  EXPECT_EQ(queue.popNext()->tenant, "flood");
+}
+
+// Ensures an idle tenant admitted straight through does not bank its idle time: it is lifted to the floor first.
+TEST(FairQueueDirect, AnIdleTenantIsLiftedBeforeItIsCharged) {
+  FairQueue queue(oneClass());
+  ASSERT_TRUE(queue.enqueue(item(1, "a")).queued());
+  queue.popNext();  // a: 100 in flight
+  ASSERT_TRUE(queue.enqueue(item(2, "a")).queued());  // a backlogged at 100: the floor
+  queue.admitDirect("b", 0, 10);
+  EXPECT_DOUBLE_EQ(*queue.counter("b", 0), 110);  // 100 (the floor) + 10, not 10
+}
+
+// Ensures direct admissions respect max_tenants: past it, tenants share the overflow flow.
+TEST(FairQueueDirect, PastMaxTenantsTheOverflowFlowIsCharged) {
+  FlowConfig config = oneClass();
+  config.max_tenants = 1;
+  FairQueue queue(config);
+  EXPECT_EQ(queue.admitDirect("a", 0, 10), "a");
+  EXPECT_EQ(queue.admitDirect("b", 0, 10), std::string(kOverflowTenant));
+  EXPECT_EQ(queue.admitDirect("c", 0, 10), std::string(kOverflowTenant));
+  EXPECT_DOUBLE_EQ(*queue.counter(std::string(kOverflowTenant), 0), 20);
+  EXPECT_EQ(queue.tenantCount(), 1u);
+  EXPECT_EQ(queue.admitDirect("a", 7, 10), "a");  // an unknown class changes nothing
+}
+
+}  // namespace
+}  // namespace prefixgate::flow
