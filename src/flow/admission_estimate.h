@@ -44,17 +44,25 @@ inline double predictedQueueWaitMs(size_t ahead, int64_t room, int64_t capacity,
 
 // What admission decides for a request with a TTFT objective, given the lower bounds above and `first_token_ms`, the
 // soonest any ready pod answers once sent (the fastest pod's learned fixed time to first token: ServiceRates'
-// base). `queue_deadline_ms`: how long it may wait queued and still meet the objective.
+// base). It is refused when even that is past its objective. Once queued it waits at most `queue_budget_ms`: its
+// objective less the time a pod typically takes to answer once sent (`typical_first_token_ms`, the best ready pod's
+// recent time to its response, when known and longer than the lower bound): a request dispatched later would most
+// likely miss its objective after all, and take a slot from one that could meet its own.
 struct ObjectiveCheck {
   bool reachable = true;
   double predicted_ms = 0;       // queue wait + first token, both lower bounds
-  double queue_budget_ms = 0;    // objective - first_token_ms: the longest wait that can still meet it
+  double queue_budget_ms = 0;    // objective - the typical first token: the longest wait that can still meet it
 };
-inline ObjectiveCheck checkObjective(uint32_t objective_ms, double queue_wait_ms, double first_token_ms) {
+inline ObjectiveCheck checkObjective(uint32_t objective_ms, double queue_wait_ms, double first_token_ms,
+                                     double typical_first_token_ms = 0) {
   ObjectiveCheck check;
   check.predicted_ms = queue_wait_ms + first_token_ms;
-  check.queue_budget_ms = static_cast<double>(objective_ms) - first_token_ms;
-  check.reachable = objective_ms == 0 || (check.predicted_ms <= objective_ms && check.queue_budget_ms > 0);
+  const double typical = typical_first_token_ms > first_token_ms ? typical_first_token_ms : first_token_ms;
+  check.queue_budget_ms = static_cast<double>(objective_ms) - typical;
+  // Refused on the lower bounds only (a typical time is no certainty); a budget at or below 0 leaves it only the
+  // chance of room at once, and it is shed as soon as it would wait.
+  check.reachable = objective_ms == 0 ||
+                    (check.predicted_ms <= objective_ms && static_cast<double>(objective_ms) > first_token_ms);
   return check;
 }
 

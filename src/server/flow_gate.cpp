@@ -138,14 +138,18 @@ FlowGate::FleetView FlowGate::fleetView(const std::string& model) const {
   if (!serving) return view;
   const int64_t now = now_ms_();
   double fastest = -1;
+  double typical = -1;
   for (const discovery::PodPtr& pod : *serving) {
     if (!pod->ready(now)) continue;
     view.capacity += pod_limit_;
+    const routing::LatencyEstimate::Sample latency = pod->signals().latency().read();
+    if (latency.samples > 0 && (typical < 0 || latency.seconds < typical)) typical = latency.seconds;
     const routing::ServiceRates::Rates rates = pod->signals().rates().read();
     if (rates.samples == 0) continue;  // the defaults are another fleet's: predict nothing from them
     if (fastest < 0 || rates.base_s < fastest) fastest = rates.base_s;
   }
   view.first_token_ms = fastest < 0 ? 0 : fastest * 1000.0;
+  view.typical_first_token_ms = typical < 0 ? 0 : typical * 1000.0;
   return view;
 }
 
@@ -239,7 +243,8 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
       const FleetView fleet = fleetView(model);
       const double wait = flow::predictedQueueWaitMs(mq.queue.queuedAhead(resolved.tenant, resolved.class_index),
                                                      room(model, mq), fleet.capacity, mq.hold.ms());
-      const flow::ObjectiveCheck check = flow::checkObjective(resolved.ttft_slo_ms, wait, fleet.first_token_ms);
+      const flow::ObjectiveCheck check = flow::checkObjective(resolved.ttft_slo_ms, wait, fleet.first_token_ms,
+                                                                fleet.typical_first_token_ms);
       if (!check.reachable) {
         metrics_.shed("objective_predicted", waiter->class_name, waiter->tenant_label);
         pass.gate_ = nullptr;  // nothing to give back
@@ -251,7 +256,9 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
                                   " ms on the fastest pod); retry later",
                               {}};
       }
-      if (objective_first) deadline = std::min(deadline, now + static_cast<int64_t>(check.queue_budget_ms));
+      // At least 1 ms: a budget spent already leaves it the room that frees now, then the `objective` shed.
+      if (objective_first)
+        deadline = std::min(deadline, now + std::max<int64_t>(1, static_cast<int64_t>(check.queue_budget_ms)));
     }
     flow::EnqueueResult result = mq.queue.enqueue(
         {id, std::move(resolved.tenant), resolved.class_index, request.bytes, request.prompt_tokens, now, deadline});

@@ -120,6 +120,7 @@ class FlowGate final : public flow::ServiceSharing {
   struct FleetView {
     int64_t capacity = 0;
     double first_token_ms = 0;
+    double typical_first_token_ms = 0;  // the best ready pod's recent time to its response (0: none measured)
   };
   FleetView fleetView(const std::string& model) const;
   // Requests the model's ready pods could take now beyond those already dispatched and not yet routed; the pods are

@@ -296,3 +296,39 @@ def test_a_busy_pod_with_its_kv_cache_critical_has_no_room(tmp_path):
             gw.stop()
     finally:
         sim.stop()
+
+
+def test_a_flood_of_tenants_is_answered_or_shed_within_the_bounds(tmp_path, sim):
+    # 240 requests from 120 made-up tenants at once against one held slot: every request gets the pod's answer or a
+    # clear flow-control status (429 over a tenant's bound, 503 over the total or its wait), the queue never holds
+    # more than its bounds, the tracked tenants stay within max_tenants, and another client's request still gets
+    # through. Without the queue's bounds the flood would sit in the gateway (or the engine) without limit.
+    gw = flow_gateway(tmp_path, sim, max_queued_total=40, max_queued_per_tenant=2, max_tenants=16,
+                      classes=[{"name": "interactive"}, {"name": "batch", "max_wait_ms": 3000}])
+    try:
+        with ThreadPoolExecutor(64) as pool:
+            held = hold(pool, gw)
+            flood = [pool.submit(post, gw, f"f{i}", {"x-tenant-id": f"tenant-{i % 120}"}) for i in range(240)]
+            peak = 0
+            deadline = time.monotonic() + 20
+            while not all(f.done() for f in flood) and time.monotonic() < deadline:
+                snapshot = queues(gw)["models"].get("sim-model", {})
+                peak = max(peak, snapshot.get("queued", 0))
+                assert snapshot.get("queued", 0) <= 40 and snapshot.get("tenants_tracked", 0) <= 16 + 1, snapshot
+                time.sleep(0.05)
+            statuses = [f.result(timeout=30) for f in flood]
+            assert held.result(timeout=30)[0] == 200
+        counts = {}
+        for status, _, raw in statuses:
+            code = json.loads(raw)["error"]["type"] if status != 200 else "ok"
+            counts[(status, code)] = counts.get((status, code), 0) + 1
+        assert set(counts) <= {(200, "ok"), (429, "rate_limit_error"), (503, "service_unavailable")}, counts
+        assert counts.get((429, "rate_limit_error"), 0) > 0 and peak > 0, counts
+        assert sum(counts.values()) == 240
+        shed = sum(gw.metric("prefixgate_flow_shed_total", reason=r)
+                   for r in ("tenant_queue_full", "queue_full", "timeout"))
+        assert shed == 240 - counts.get((200, "ok"), 0)
+        assert post(gw, "after", {"x-tenant-id": "another"})[0] == 200   # the gateway still serves
+        assert queued(gw) == 0
+    finally:
+        gw.stop()

@@ -49,6 +49,12 @@ TEST(CheckObjective, RefusesOnlyWhatCannotBeMet) {
   EXPECT_TRUE(fits.reachable);
   EXPECT_DOUBLE_EQ(fits.queue_budget_ms, 400);
   EXPECT_FALSE(checkObjective(80, 0, 100).reachable);  // no pod answers that fast, even with no queue
+  // The wait allowed leaves the typical answer time, not only the lower bound; a typical time below it is ignored.
+  EXPECT_DOUBLE_EQ(checkObjective(500, 300, 100, 250).queue_budget_ms, 250);
+  EXPECT_TRUE(checkObjective(500, 300, 100, 250).reachable);  // refused only on the lower bounds
+  EXPECT_TRUE(checkObjective(500, 0, 100, 700).reachable);     // even when the typical time is past the objective
+  EXPECT_LT(checkObjective(500, 0, 100, 700).queue_budget_ms, 0);
+  EXPECT_DOUBLE_EQ(checkObjective(500, 300, 100, 50).queue_budget_ms, 400);
   EXPECT_TRUE(checkObjective(0, 1e9, 1e9).reachable);  // no objective: never refused
 }
 
