@@ -154,6 +154,7 @@ void readFlowControl(YamlReader r, flow::FlowConfig& c) {
   r.read("output_token_weight", c.output_token_weight);
   r.read("max_in_flight_per_pod", c.max_in_flight_per_pod);
   r.read("max_engine_waiting", c.max_engine_waiting);
+  r.read("max_tenant_share", c.max_tenant_share);
   if (std::vector<YamlReader> items = r.children("classes"); !items.empty()) {
     c.classes.clear();
     for (YamlReader& item : items) {

@@ -9,9 +9,10 @@
 
 namespace prefixgate::flow {
 
-// How long a request keeps its room once dispatched (from dispatch, or from passing straight through, to its end),
-// learned per model as an exponentially weighted mean of the requests that ended.
-class HoldTime {
+// A duration learned per model as an exponentially weighted mean of the requests that ended: how long a request
+// keeps its room once dispatched (from dispatch, or from passing straight through, to its end), and how long a pod
+// takes to give it its first token once sent.
+class RecentMean {
  public:
   // Samples needed before the mean is used (until then nothing is predicted).
   static constexpr uint32_t kMinSamples = 3;
@@ -45,9 +46,9 @@ inline double predictedQueueWaitMs(size_t ahead, int64_t room, int64_t capacity,
 // What admission decides for a request with a TTFT objective, given the lower bounds above and `first_token_ms`, the
 // soonest any ready pod answers once sent (the fastest pod's learned fixed time to first token: ServiceRates'
 // base). It is refused when even that is past its objective. Once queued it waits at most `queue_budget_ms`: its
-// objective less the time a pod typically takes to answer once sent (`typical_first_token_ms`, the best ready pod's
-// recent time to its response, when known and longer than the lower bound): a request dispatched later would most
-// likely miss its objective after all, and take a slot from one that could meet its own.
+// objective less the time a pod typically takes to its first token once sent (`typical_first_token_ms`, the model's
+// recent requests' mean, when known and longer than the lower bound): a request dispatched later would most likely
+// miss its objective after all, and take a slot from one that could meet its own.
 struct ObjectiveCheck {
   bool reachable = true;
   double predicted_ms = 0;       // queue wait + first token, both lower bounds

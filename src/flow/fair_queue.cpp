@@ -30,6 +30,7 @@ struct FairQueue::Tenant {
   size_t queued = 0;
   size_t bytes = 0;
   size_t live_flows = 0;
+  uint32_t in_flight = 0;  // over its flows
   std::vector<std::unique_ptr<Flow>> flows;  // by class; null where the tenant has no flow
 };
 
@@ -158,7 +159,8 @@ EnqueueResult FairQueue::enqueue(Item item) {
   const uint64_t id = item.id;
   flow.entries.push_back(Entry{std::move(item), next_seq_++});
   by_id_.emplace(id, Location{&flow, std::prev(flow.entries.end())});
-  if (joins) flow.backlog = c.backlog.insert(BacklogKey{flow.counter, flow.in_flight, flow.entries.front().seq, &flow}).first;
+  if (joins)
+    flow.backlog = c.backlog.insert(BacklogKey{flow.counter, flow.in_flight, flow.entries.front().seq, &flow}).first;
   // A joiner whose own counter is above the floor raises it when it is the only one backlogged.
   forgetBelowFloor(flow.class_index);
   return result;
@@ -232,16 +234,19 @@ void FairQueue::destroy(Flow& flow) {
   if (--tenant.live_flows == 0) tenants_.erase(tenants_.find(tenant.name));
 }
 
-std::optional<FairQueue::Item> FairQueue::popNext() {
+std::optional<FairQueue::Item> FairQueue::popNext(const std::function<bool(const std::string&)>& eligible) {
   for (size_t i = 0; i < classes_.size(); ++i) {
     ClassState& c = classes_[i];
-    if (c.backlog.empty()) continue;
-    Flow& flow = *c.backlog.begin()->flow;
+    auto next = c.backlog.begin();
+    if (eligible)
+      while (next != c.backlog.end() && !eligible(next->flow->tenant->name)) ++next;
+    if (next == c.backlog.end()) continue;
+    Flow& flow = *next->flow;
     Item item = removeEntry(flow, flow.entries.begin());
     const double service = static_cast<double>(item.prompt_tokens) * input_weight_;
     flow.counter += service;
     servedLocally(flow, service);
-    ++flow.in_flight;
+    countInFlight(flow);
     rekey(flow);
     forgetBelowFloor(i);
     return item;
@@ -268,7 +273,7 @@ std::string FairQueue::admitDirect(const std::string& name, size_t class_index, 
   const double service = static_cast<double>(prompt_tokens) * input_weight_;
   flow.counter += service;
   servedLocally(flow, service);
-  ++flow.in_flight;
+  countInFlight(flow);
   if (flow.backlog) rekey(flow);
   forgetBelowFloor(class_index);
   return flow_name;
@@ -315,8 +320,27 @@ void FairQueue::finished(const std::string& tenant, size_t class_index) {
   Flow* flow = findFlow(tenant, class_index);
   if (!flow || flow->in_flight == 0) return;
   --flow->in_flight;
+  --flow->tenant->in_flight;
+  --in_flight_;
   if (flow->backlog) rekey(*flow);  // its place among equal counters
   settle(*flow);
+}
+
+void FairQueue::countInFlight(Flow& flow) {
+  ++flow.in_flight;
+  ++flow.tenant->in_flight;
+  ++in_flight_;
+}
+
+uint32_t FairQueue::tenantInFlight(const std::string& tenant) const {
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? 0 : it->second->in_flight;
+}
+
+bool FairQueue::othersActive(const std::string& tenant) const {
+  auto it = tenants_.find(tenant);
+  const size_t own = it == tenants_.end() ? 0 : it->second->queued + it->second->in_flight;
+  return queued_ + in_flight_ > own;
 }
 
 void FairQueue::servedLocally(Flow& flow, double amount) {

@@ -7,6 +7,7 @@
 // no exceptions (misuse is answered, not thrown).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -100,7 +101,9 @@ class FairQueue {
   // Removes and returns the next item to dispatch: from the highest class with anything queued, the tenant with
   // the smallest counter (ties: the one whose oldest item was queued first), its oldest item. Charges the
   // prompt tokens x input weight to that tenant and counts the item in flight until finished().
-  std::optional<Item> popNext();
+  // `eligible` (optional): a flow whose tenant it refuses is passed over, keeping its place (flow control's tenant
+  // share: docs/flow-control.md); nothing is returned when it refuses every backlogged flow.
+  std::optional<Item> popNext(const std::function<bool(const std::string& tenant)>& eligible = nullptr);
   // A request of `tenant` in `class_index` that goes straight to a pod (nothing was queued for the model): its flow
   // is charged the prompt tokens x input weight, as popNext charges a dispatched item (after the lift of a flow
   // neither backlogged nor in flight: idle time is not banked), and counts it in flight until finished(). So what a
@@ -119,8 +122,8 @@ class FairQueue {
   void finished(const std::string& tenant, size_t class_index);
 
   // Replicas (docs/flow-control.md, "Replicas"): what each flow was served here, for the other replicas to charge.
-  // At most `max_flows` flows, the one most recently served first, then those not served yet (total 0). A flow's total starts at 0
-  // when it is created (flow_seq) and goes with it when it is forgotten.
+  // At most `max_flows` flows, the one most recently served first, then those not served yet (total 0). A flow's
+  // total starts at 0 when it is created (flow_seq) and goes with it when it is forgotten.
   std::vector<LocalService> localService(size_t max_flows) const;
   // Flows created so far (the next flow's flow_seq): tells a reader which unknown flows are new since its last read.
   uint64_t flowsCreated() const { return flows_created_; }
@@ -131,6 +134,12 @@ class FairQueue {
   void chargeRemote(const std::string& tenant, size_t class_index, double amount);
 
   size_t size() const { return queued_; }
+  // Requests the queue counts in flight (dispatched or admitted straight through, not yet finished): all of them,
+  // and one tenant's over its classes.
+  size_t inFlight() const { return in_flight_; }
+  uint32_t tenantInFlight(const std::string& tenant) const;
+  // Whether any tenant other than `tenant` has a request queued or counted in flight.
+  bool othersActive(const std::string& tenant) const;
   size_t bytes() const { return bytes_; }
   // Queued items certain to be dispatched before the next item of `tenant`'s flow in `class_index`: everything
   // queued in higher classes, and the flow's own (FIFO). Other tenants of the class may go first or not (their
@@ -181,6 +190,7 @@ class FairQueue {
   };
 
   double floor(size_t class_index) const;
+  void countInFlight(Flow& flow);
   Tenant* tenantFor(const std::string& name, bool create);
   Flow* flowFor(Tenant& tenant, size_t class_index);
   Flow* findFlow(const std::string& tenant, size_t class_index) const;
@@ -210,6 +220,7 @@ class FairQueue {
   uint64_t next_seq_ = 0;
   size_t queued_ = 0;
   size_t bytes_ = 0;
+  size_t in_flight_ = 0;
   size_t flows_ = 0;
 };
 

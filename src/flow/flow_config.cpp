@@ -45,6 +45,9 @@ std::string validateFlowConfig(const FlowConfig& config) {
                        config.max_ttft_slo_ms);
   }
   if (config.tenant_header.empty()) return "flow_control.tenant_header: must not be empty";
+  if (!(config.max_tenant_share > 0 && config.max_tenant_share <= 1)) {
+    return fmt::format("flow_control.max_tenant_share: {} must be in (0, 1] (1 = no limit)", config.max_tenant_share);
+  }
   if (config.max_queued_total == 0 || config.max_queued_per_tenant == 0 || config.max_queued_bytes_total == 0 ||
       config.max_queued_bytes_per_tenant == 0) {
     return "flow_control.max_queued_*: each bound must be at least 1 (disable flow control with enabled: false)";

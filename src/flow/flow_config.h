@@ -52,6 +52,11 @@ struct FlowConfig {
   uint32_t max_in_flight_per_pod = 0;
   // A pod whose engine reports this many requests waiting in its own queue has no room either; 0 = not used.
   uint32_t max_engine_waiting = 0;
+  // While another tenant has requests queued or in flight, one tenant may hold at most this share of the model's
+  // capacity (ready pods x the per-pod limit; at least one request) in flight; beyond it its requests wait even when
+  // a pod has room, which keeps that room for the others' next requests (a flood cannot take every slot a steady
+  // tenant is about to need). 1 = no limit (work-conserving). In (0, 1].
+  double max_tenant_share = 1.0;
 };
 
 inline constexpr std::string_view kDefaultClassName = "default";

@@ -41,7 +41,8 @@ struct FlowGate::ModelQueue {
   explicit ModelQueue(const flow::FlowConfig& config) : queue(config) {}
   flow::FairQueue queue;
   int64_t reserved = 0;  // dispatched, not yet routed: room they will take
-  flow::HoldTime hold;   // how long its requests keep their room
+  flow::RecentMean hold;         // how long its requests keep their room
+  flow::RecentMean first_token;  // how long a pod takes to its first body byte once a request is sent
 };
 
 FlowPass& FlowPass::operator=(FlowPass&& other) noexcept {
@@ -55,6 +56,7 @@ FlowPass& FlowPass::operator=(FlowPass&& other) noexcept {
   counted_ = other.counted_;
   reserved_ = std::exchange(other.reserved_, false);
   output_tokens_ = other.output_tokens_;
+  first_body_seconds_ = other.first_body_seconds_;
   started_ms_ = other.started_ms_;
   return *this;
 }
@@ -138,26 +140,33 @@ FlowGate::FleetView FlowGate::fleetView(const std::string& model) const {
   if (!serving) return view;
   const int64_t now = now_ms_();
   double fastest = -1;
-  double typical = -1;
   for (const discovery::PodPtr& pod : *serving) {
     if (!pod->ready(now)) continue;
     view.capacity += pod_limit_;
-    const routing::LatencyEstimate::Sample latency = pod->signals().latency().read();
-    if (latency.samples > 0 && (typical < 0 || latency.seconds < typical)) typical = latency.seconds;
     const routing::ServiceRates::Rates rates = pod->signals().rates().read();
     if (rates.samples == 0) continue;  // the defaults are another fleet's: predict nothing from them
     if (fastest < 0 || rates.base_s < fastest) fastest = rates.base_s;
   }
   view.first_token_ms = fastest < 0 ? 0 : fastest * 1000.0;
-  view.typical_first_token_ms = typical < 0 ? 0 : typical * 1000.0;
   return view;
+}
+
+int64_t FlowGate::tenantLimit(const std::string& model) const {
+  if (config_.max_tenant_share >= 1) return std::numeric_limits<int64_t>::max();
+  const auto capacity = static_cast<double>(fleetView(model).capacity);
+  return std::max<int64_t>(1, static_cast<int64_t>(config_.max_tenant_share * capacity));
 }
 
 void FlowGate::serveLocked(const std::string& model, ModelQueue& mq) {
   if (mq.queue.size() == 0) return;
   int64_t available = room(model, mq);
+  if (available <= 0) return;
+  const int64_t limit = tenantLimit(model);
+  const flow::FairQueue& queue = mq.queue;
+  auto within_share = [&](const std::string& tenant) { return !overShare(queue, tenant, limit); };
   while (available > 0) {
-    std::optional<flow::QueuedItem> item = mq.queue.popNext();
+    std::optional<flow::QueuedItem> item =
+        limit == std::numeric_limits<int64_t>::max() ? mq.queue.popNext() : mq.queue.popNext(within_share);
     if (!item) return;
     auto it = waiters_.find(item->id);
     if (it == waiters_.end()) {  // never happens: every queued item has its waiter until it leaves
@@ -190,6 +199,7 @@ void FlowGate::done(FlowPass& pass) {
   if (pass.reserved_) --mq.reserved;
   pass.reserved_ = false;
   if (pass.started_ms_ >= 0) mq.hold.add(static_cast<double>(now_ms_() - pass.started_ms_));
+  if (pass.first_body_seconds_ >= 0) mq.first_token.add(pass.first_body_seconds_ * 1000.0);
   if (pass.counted_) {
     mq.queue.charge(pass.tenant_, pass.class_index_, pass.output_tokens_);
     mq.queue.finished(pass.tenant_, pass.class_index_);
@@ -224,7 +234,11 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
     ModelQueue& mq = queueFor(model);
     // Straight through while there is room and nobody waits before it: no allocation, and the pods are read only
     // until one with room is found.
-    if (mq.queue.size() == 0 && room(model, mq, 1) > 0) {
+    // A tenant at its share while others are active waits even when a pod has room (flow_control.max_tenant_share);
+    // with no share configured this reads nothing more.
+    if (mq.queue.size() == 0 && room(model, mq, 1) > 0 &&
+        (config_.max_tenant_share >= 1 || mq.queue.tenantInFlight(resolved.tenant) == 0 ||
+         !overShare(mq.queue, resolved.tenant, tenantLimit(model)))) {
       // Counted by its flow all the same (its prompt now, its output at the end), so a tenant whose burst took the
       // free slots is charged for them once others queue.
       pass.tenant_ = mq.queue.admitDirect(resolved.tenant, resolved.class_index, request.prompt_tokens);
@@ -244,7 +258,7 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
       const double wait = flow::predictedQueueWaitMs(mq.queue.queuedAhead(resolved.tenant, resolved.class_index),
                                                      room(model, mq), fleet.capacity, mq.hold.ms());
       const flow::ObjectiveCheck check = flow::checkObjective(resolved.ttft_slo_ms, wait, fleet.first_token_ms,
-                                                                fleet.typical_first_token_ms);
+                                                                mq.first_token.ms());
       if (!check.reachable) {
         metrics_.shed("objective_predicted", waiter->class_name, waiter->tenant_label);
         pass.gate_ = nullptr;  // nothing to give back
@@ -343,7 +357,10 @@ nlohmann::json FlowGate::snapshot() const {
     m["room"] = room_now;
     m["saturated"] = room_now <= 0;
     m["reserved"] = mq->reserved;
-    m["hold_ms"] = mq->hold.ms();  // how long a request keeps its room (0 until learned): admission's predictions
+    const int64_t tenant_limit = tenantLimit(model);
+    if (tenant_limit != std::numeric_limits<int64_t>::max()) m["tenant_limit"] = tenant_limit;
+    m["hold_ms"] = mq->hold.ms();
+    m["first_token_ms"] = mq->first_token.ms();  // the typical time to a first token once sent (0 until learned)  // how long a request keeps its room (0 until learned): admission's predictions
     m["queued"] = s.queued;
     m["bytes"] = s.bytes;
     m["tenants_tracked"] = s.tenants_tracked;

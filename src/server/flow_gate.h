@@ -46,8 +46,12 @@ class FlowPass {
   ~FlowPass();
   // The request has been routed: its pod counts it in flight, so the room its dispatch held is given back.
   void routed();
-  // Output tokens served (called once, before the end).
-  void served(uint64_t output_tokens) { output_tokens_ = output_tokens; }
+  // Output tokens served, and the seconds from sending it to its first response body byte (a stream's first token;
+  // negative when none came): called once, before the end.
+  void served(uint64_t output_tokens, double first_body_seconds = -1) {
+    output_tokens_ = output_tokens;
+    first_body_seconds_ = first_body_seconds;
+  }
   bool queued() const { return queued_; }
 
  private:
@@ -62,6 +66,7 @@ class FlowPass {
   bool reserved_ = false;  // its dispatch holds room until routed()
   uint64_t output_tokens_ = 0;
   int64_t started_ms_ = -1;  // when it passed or was dispatched: its end teaches the model's hold time
+  double first_body_seconds_ = -1;  // its pod's time to the first body byte: teaches the model's first-token time
 };
 
 // The request being admitted: its flow's sources, its size, and the client connection to watch while it waits.
@@ -120,9 +125,14 @@ class FlowGate final : public flow::ServiceSharing {
   struct FleetView {
     int64_t capacity = 0;
     double first_token_ms = 0;
-    double typical_first_token_ms = 0;  // the best ready pod's recent time to its response (0: none measured)
   };
   FleetView fleetView(const std::string& model) const;
+  // The most requests one tenant may hold in flight while another tenant is active (flow_control.max_tenant_share
+  // of the model's capacity, at least 1); INT64_MAX when the share is 1 (no limit). Under mutex_.
+  int64_t tenantLimit(const std::string& model) const;
+  static bool overShare(const flow::FairQueue& queue, const std::string& tenant, int64_t limit) {
+    return static_cast<int64_t>(queue.tenantInFlight(tenant)) >= limit && queue.othersActive(tenant);
+  }
   // Requests the model's ready pods could take now beyond those already dispatched and not yet routed; the pods are
   // read only until that reaches `enough`. A pod has no room at its limit, when its engine queues
   // max_engine_waiting, or when it is busy with its KV cache critical (free fraction below kv_critical: the engine

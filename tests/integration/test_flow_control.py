@@ -332,3 +332,30 @@ def test_a_flood_of_tenants_is_answered_or_shed_within_the_bounds(tmp_path, sim)
         assert queued(gw) == 0
     finally:
         gw.stop()
+
+
+def test_a_tenant_at_its_share_waits_so_another_tenant_finds_room(tmp_path, sim):
+    # One pod of 4 slots, max_tenant_share 0.5: while `steady` has a request in flight, `flood` may hold 2. Its third
+    # request waits although a slot is free, and steady's next request takes that slot at once. Without the share
+    # the flood's third request takes the last slot and steady's waits for a long request to end.
+    gw = flow_gateway(tmp_path, sim, max_in_flight_per_pod=4, max_tenant_share=0.5)
+    steady, flood = {"x-tenant-id": "steady"}, {"x-tenant-id": "flood"}
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            futures = [pool.submit(post, gw, "s1", steady, 400)]
+            wait_until(lambda: gw.debug_pods()[0]["in_flight"] == 1, timeout=10, what="s1 on the pod")
+            for i in (1, 2):
+                futures.append(pool.submit(post, gw, f"f{i}", flood, 400))
+                wait_until(lambda: gw.debug_pods()[0]["in_flight"] == 1 + i, timeout=10, what=f"f{i} on the pod")
+            futures.append(queue_up(pool, gw, "f3", flood))
+            snapshot = queues(gw)["models"]["sim-model"]
+            assert snapshot["room"] == 1 and snapshot["tenant_limit"] == 2, snapshot
+            started = time.monotonic()
+            assert post(gw, "s2", steady)[0] == 200
+            assert time.monotonic() - started < 1.0  # it did not wait for a 400-token request to end
+            assert queued(gw) == 1  # f3 still waits: steady's s1 is in flight
+            assert all(f.result(timeout=30)[0] == 200 for f in futures)
+        order = arrival_order(sim)
+        assert order.index("s2") < order.index("f3"), order
+    finally:
+        gw.stop()

@@ -11,8 +11,8 @@ namespace prefixgate::flow {
 namespace {
 
 // Ensures the hold time predicts nothing until it has seen enough requests, then follows the recent ones.
-TEST(HoldTime, UnknownUntilEnoughSamplesThenAWeightedMean) {
-  HoldTime hold;
+TEST(RecentMean, UnknownUntilEnoughSamplesThenAWeightedMean) {
+  RecentMean hold;
   hold.add(1000);
   hold.add(1000);
   EXPECT_EQ(hold.ms(), 0);  // two samples: not yet

@@ -72,5 +72,43 @@ TEST(FairQueueDirect, PastMaxTenantsTheOverflowFlowIsCharged) {
   EXPECT_EQ(queue.admitDirect("a", 7, 10), "a");  // an unknown class changes nothing
 }
 
+// Ensures the in-flight counts per tenant and in all follow dispatches, direct admissions and ends, and that
+// othersActive sees another tenant's queued or in-flight requests but not the tenant's own.
+TEST(FairQueueDirect, InFlightCountsAndOtherTenantsActivity) {
+  FairQueue queue(oneClass());
+  queue.admitDirect("a", 0, 10);
+  queue.admitDirect("a", 0, 10);
+  EXPECT_EQ(queue.tenantInFlight("a"), 2u);
+  EXPECT_EQ(queue.inFlight(), 2u);
+  EXPECT_FALSE(queue.othersActive("a"));
+  EXPECT_TRUE(queue.othersActive("b"));
+  ASSERT_TRUE(queue.enqueue(item(1, "b")).queued());
+  EXPECT_TRUE(queue.othersActive("a"));
+  EXPECT_EQ(queue.popNext()->tenant, "b");
+  EXPECT_EQ(queue.tenantInFlight("b"), 1u);
+  EXPECT_EQ(queue.inFlight(), 3u);
+  queue.finished("b", 0);
+  EXPECT_FALSE(queue.othersActive("a"));
+  queue.finished("a", 0);
+  queue.finished("a", 0);
+  queue.finished("a", 0);  // one too many: ignored
+  EXPECT_EQ(queue.inFlight(), 0u);
+  EXPECT_EQ(queue.tenantInFlight("a"), 0u);
+}
+
+// Ensures popNext passes over a flow its predicate refuses, keeping its place, takes the next one, and returns
+// nothing when every backlogged flow is refused.
+TEST(FairQueueDirect, PopNextPassesOverIneligibleTenants) {
+  FairQueue queue(oneClass());
+  ASSERT_TRUE(queue.enqueue(item(1, "flood")).queued());
+  ASSERT_TRUE(queue.enqueue(item(2, "flood")).queued());
+  ASSERT_TRUE(queue.enqueue(item(3, "steady")).queued());
+  auto not_flood = [](const std::string& tenant) { return tenant != "flood"; };
+  EXPECT_EQ(queue.popNext(not_flood)->tenant, "steady");
+  EXPECT_FALSE(queue.popNext(not_flood));
+  EXPECT_EQ(queue.size(), 2u);
+  EXPECT_EQ(queue.popNext()->id, 1u);  // its place was kept
+}
+
 }  // namespace
 }  // namespace prefixgate::flow
