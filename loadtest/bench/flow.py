@@ -20,6 +20,7 @@ import math
 from collections import Counter
 
 from bench.aggregate import mean_ci
+from bench.docs_block import replace_block
 from bench.stats import percentile
 
 ANSWERED, SHED, LOST = "answered", "shed", "lost"
@@ -357,8 +358,4 @@ def docs_tables(flow_aggs, workload_sections):
 
 def replace_docs(text, generated):
     """`text` with the lines between DOCS_BEGIN and DOCS_END replaced by `generated` (the markers kept)."""
-    if DOCS_BEGIN not in text or DOCS_END not in text:
-        raise SystemExit(f"the markers {DOCS_BEGIN} and {DOCS_END} are missing")
-    head, rest = text.split(DOCS_BEGIN, 1)
-    _, tail = rest.split(DOCS_END, 1)
-    return head + DOCS_BEGIN + "\n" + "\n".join(generated).rstrip("\n") + "\n" + DOCS_END + tail
+    return replace_block(text, DOCS_BEGIN, DOCS_END, generated)

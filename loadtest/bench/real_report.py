@@ -16,6 +16,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from bench.aggregate import mean_ci  # noqa: E402
+from bench.docs_block import replace_block  # noqa: E402
 from bench.report import pm  # noqa: E402
 
 LLAMA = "llama"
@@ -326,11 +327,7 @@ def docs_tables(summary):
 
 def replace_docs(text, generated):
     """`text` with the lines between DOCS_BEGIN and DOCS_END replaced by `generated` (the markers kept)."""
-    if DOCS_BEGIN not in text or DOCS_END not in text:
-        raise SystemExit(f"the markers {DOCS_BEGIN} and {DOCS_END} are missing")
-    head, rest = text.split(DOCS_BEGIN, 1)
-    _, tail = rest.split(DOCS_END, 1)
-    return head + DOCS_BEGIN + "\n" + "\n".join(generated).rstrip("\n") + "\n" + DOCS_END + tail
+    return replace_block(text, DOCS_BEGIN, DOCS_END, generated)
 
 
 def plot_ttft(path, name, kept, seed, strategies, fleets):

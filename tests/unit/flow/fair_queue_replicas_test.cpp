@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flow/fair_queue.h"
+#include "unit/flow/drain.h"
 
 namespace prefixgate::flow {
 namespace {
@@ -27,14 +28,7 @@ QueuedItem item(uint64_t id, std::string tenant, uint64_t prompt_tokens = 100) {
   return QueuedItem{id, std::move(tenant), 0, 10, prompt_tokens, 0, kFar};
 }
 
-std::string drainTenants(FairQueue& queue) {
-  std::string order;
-  while (auto next = queue.popNext()) {
-    order += next->tenant;
-    queue.finished(next->tenant, next->class_index);
-  }
-  return order;
-}
+using testing::drainTenants;
 
 // Ensures a tenant served a lot on another replica goes after one that was not, and that without the remote
 // charge the same queue alternates (the check fails without sharing).

@@ -1,4 +1,5 @@
 #include "flow/fair_queue.h"
+#include "unit/flow/drain.h"
 
 #include <gtest/gtest.h>
 
@@ -28,15 +29,7 @@ QueuedItem item(uint64_t id, std::string tenant, size_t class_index = 0, uint64_
   return QueuedItem{id, std::move(tenant), class_index, bytes, prompt_tokens, 0, deadline_ms};
 }
 
-// Pops everything, returning the tenants in dispatch order (each dispatched item finishes with no output).
-std::string drainTenants(FairQueue& queue) {
-  std::string order;
-  while (auto next = queue.popNext()) {
-    order += next->tenant;
-    queue.finished(next->tenant, next->class_index);
-  }
-  return order;
-}
+using testing::drainTenants;
 
 std::vector<uint64_t> drainIds(FairQueue& queue) {
   std::vector<uint64_t> ids;
