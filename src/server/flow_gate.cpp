@@ -232,10 +232,10 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
     std::lock_guard lock(mutex_);
     id = next_id_++;
     ModelQueue& mq = queueFor(model);
-    // Straight through while there is room and nobody waits before it: no allocation, and the pods are read only
-    // until one with room is found.
-    // A tenant at its share while others are active waits even when a pod has room (flow_control.max_tenant_share);
-    // with no share configured this reads nothing more.
+    // Straight through while there is room and nobody waits before it: the pods are read only until one with room
+    // is found, and nothing is allocated but a new tenant's flow. A tenant at its share while others are active
+    // waits even when a pod has room (flow_control.max_tenant_share); with no share configured this reads nothing
+    // more.
     if (mq.queue.size() == 0 && room(model, mq, 1) > 0 &&
         (config_.max_tenant_share >= 1 || mq.queue.tenantInFlight(resolved.tenant) == 0 ||
          !overShare(mq.queue, resolved.tenant, tenantLimit(model)))) {
