@@ -125,7 +125,7 @@ EnqueueResult FairQueue::enqueue(Item item) {
     return result;
   }
   Tenant* tenant = tenantFor(item.tenant, false);
-  if (!tenant && tenantCount() >= max_tenants_) {
+  if (!tenant && !makeRoomForTenant()) {
     item.tenant = std::string(kOverflowTenant);
     tenant = tenantFor(item.tenant, false);
   }
@@ -192,7 +192,7 @@ void FairQueue::rekey(Flow& flow) {
   if (!flow.entries.empty()) {
     flow.backlog = c.backlog.insert(BacklogKey{flow.counter, flow.in_flight, flow.entries.front().seq, &flow}).first;
   } else if (c.backlog.empty()) {
-    c.last_left = flow.counter;
+    c.last_left = std::max(c.last_left, flow.counter);  // makeRoomForTenant may have raised it already
   }
 }
 
@@ -222,6 +222,34 @@ void FairQueue::forgetBelowFloor(size_t class_index) {
     flow.idle.reset();
     destroy(flow);
   }
+}
+
+bool FairQueue::makeRoomForTenant() {
+  for (size_t forgotten = 0; tenantCount() >= max_tenants_; ++forgotten) {
+    if (forgotten == kMaxForgottenForRoom) return false;
+    // The idle flow whose counter is nearest its class's floor: forgetting it loses the least.
+    Flow* victim = nullptr;
+    double least = 0;
+    for (size_t i = 0; i < classes_.size(); ++i) {
+      if (classes_[i].idle.empty()) continue;
+      const double above = classes_[i].idle.begin()->counter - floor(i);
+      if (!victim || above < least) {
+        victim = classes_[i].idle.begin()->flow;
+        least = above;
+      }
+    }
+    if (!victim) return false;  // every tracked flow has something queued or in flight
+    const size_t class_index = victim->class_index;
+    ClassState& c = classes_[class_index];
+    c.idle.erase(*victim->idle);
+    victim->idle.reset();
+    // With nothing backlogged, newcomers start where it was (its service stays counted against whoever joins
+    // next); with a backlog, the floor already decides where a joiner starts.
+    if (c.backlog.empty()) c.last_left = std::max(c.last_left, victim->counter);
+    destroy(*victim);
+    forgetBelowFloor(class_index);
+  }
+  return true;
 }
 
 void FairQueue::destroy(Flow& flow) {
@@ -258,7 +286,7 @@ std::string FairQueue::admitDirect(const std::string& name, size_t class_index, 
   if (class_index >= specs_.size()) return name;
   Tenant* tenant = tenantFor(name, false);
   std::string flow_name = name;
-  if (!tenant && tenantCount() >= max_tenants_) {
+  if (!tenant && !makeRoomForTenant()) {
     flow_name = std::string(kOverflowTenant);
     tenant = tenantFor(flow_name, false);
   }

@@ -95,8 +95,10 @@ class FairQueue {
 
   // Queues `item`, or sheds it (checked in this order): kInvalid for an unknown class or a queued id, kTimeout
   // when deadline_ms <= enqueued_ms, kTenantQueueFull when its tenant's count or bytes would pass the per-tenant
-  // bound, kQueueFull when the totals would. A shed item changes nothing. A tenant not tracked while
-  // max_tenants are is queued as kOverflowTenant.
+  // bound, kQueueFull when the totals would. A shed item changes nothing but the idle flows forgotten to make its
+  // tenant a place. A tenant not tracked while max_tenants are takes the place of idle flows (nothing queued or in
+  // flight), the one nearest its class's floor first; only when every tracked tenant is active is it queued as
+  // kOverflowTenant.
   EnqueueResult enqueue(Item item);
   // Removes and returns the next item to dispatch: from the highest class with anything queued, the tenant with
   // the smallest counter (ties: the one whose oldest item was queued first), its oldest item. Charges the
@@ -108,7 +110,8 @@ class FairQueue {
   // is charged the prompt tokens x input weight, as popNext charges a dispatched item (after the lift of a flow
   // neither backlogged nor in flight: idle time is not banked), and counts it in flight until finished(). So what a
   // tenant is served while the fleet has room counts once it saturates: a burst that took every free slot is not
-  // free. Returns the flow charged (kOverflowTenant once max_tenants are tracked); an unknown class is ignored.
+  // free. Returns the flow charged (kOverflowTenant once max_tenants are tracked and none is idle, as enqueue() makes
+  // a place); an unknown class is ignored.
   std::string admitDirect(const std::string& tenant, size_t class_index, uint64_t prompt_tokens);
   // Removes a queued item (its client left). False when it is not queued (dispatched, expired, unknown).
   bool cancel(uint64_t id);
@@ -198,6 +201,11 @@ class FairQueue {
   void rekey(Flow& flow);
   void settle(Flow& flow);
   void forgetBelowFloor(size_t class_index);
+  // Makes a place for a tenant not tracked yet while max_tenants are: forgets idle flows (nothing queued, nothing
+  // in flight), the one whose counter is nearest its class's floor first, until a tenant is gone. False when none
+  // could be freed (within kMaxForgottenForRoom flows): the newcomer is counted in kOverflowTenant.
+  bool makeRoomForTenant();
+  static constexpr size_t kMaxForgottenForRoom = 16;
   void destroy(Flow& flow);
   void servedLocally(Flow& flow, double amount);
 

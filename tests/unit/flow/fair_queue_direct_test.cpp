@@ -72,6 +72,49 @@ TEST(FairQueueDirect, PastMaxTenantsTheOverflowFlowIsCharged) {
   EXPECT_EQ(queue.admitDirect("a", 7, 10), "a");  // an unknown class changes nothing
 }
 
+// Ensures an idle fleet serving many tenants straight through keeps giving each new tenant its own flow: with
+// nothing ever backlogged the floor never rises, so without taking idle flows' places the first max_tenants
+// tenants would be tracked for good and every later one would share the overflow flow.
+TEST(FairQueueDirect, NewTenantsTakeIdleTenantsPlacesAtTheCap) {
+  FairQueue queue(oneClass());  // max_tenants: the default
+  const size_t cap = oneClass().max_tenants;
+  for (size_t i = 0; i < 2 * cap; ++i) {
+    const std::string tenant = "tenant-" + std::to_string(i);
+    ASSERT_EQ(queue.admitDirect(tenant, 0, 10 + i % 7), tenant) << i;
+    queue.finished(tenant, 0);
+    ASSERT_LE(queue.tenantCount(), cap);
+  }
+  EXPECT_LE(queue.flowCount(), cap);
+  EXPECT_FALSE(queue.counter(std::string(kOverflowTenant), 0));
+}
+
+// Ensures the flow forgotten to make a place is the idle one nearest the floor, an active flow is never taken,
+// and the floor rises to the forgotten counter (its service still counts against whoever joins next).
+TEST(FairQueueDirect, ThePlaceTakenIsTheIdleFlowNearestTheFloor) {
+  FlowConfig config = oneClass();
+  config.max_tenants = 3;
+  FairQueue queue(config);
+  queue.admitDirect("busy", 0, 5);  // stays in flight
+  queue.admitDirect("light", 0, 10);
+  queue.admitDirect("heavy", 0, 1000);
+  queue.finished("light", 0);
+  queue.finished("heavy", 0);
+  EXPECT_EQ(queue.admitDirect("new", 0, 1), "new");
+  EXPECT_FALSE(queue.counter("light", 0));
+  EXPECT_DOUBLE_EQ(*queue.counter("heavy", 0), 1000);
+  EXPECT_DOUBLE_EQ(*queue.counter("busy", 0), 5);
+  EXPECT_DOUBLE_EQ(*queue.counter("new", 0), 11);  // lifted to light's 10 first
+  // Every tracked tenant active: the next one is counted in the overflow flow.
+  queue.admitDirect("heavy", 0, 1);
+  EXPECT_EQ(queue.admitDirect("late", 0, 1), std::string(kOverflowTenant));
+  // A queued request takes a place the same way once one is idle again.
+  queue.finished("new", 0);
+  ASSERT_TRUE(queue.enqueue(item(1, "queued")).queued());
+  EXPECT_EQ(queue.enqueue(item(2, "queued")).flow, "queued");
+  EXPECT_FALSE(queue.counter("new", 0));
+  EXPECT_EQ(queue.tenantCount(), 3u);
+}
+
 // Ensures the in-flight counts per tenant and in all follow dispatches, direct admissions and ends, and that
 // othersActive sees another tenant's queued or in-flight requests but not the tenant's own.
 TEST(FairQueueDirect, InFlightCountsAndOtherTenantsActivity) {
