@@ -475,7 +475,7 @@ class ClientSession {
     if (prepared.decode) co_return co_await serveDisaggregated(prepared, relay_request, outcome, auth, keep_alive);
     outcome.setDisaggregation(prepared.pd_outcome);
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
-    prepared.flow.served(relayed.output_tokens, relayed.first_body_seconds);
+    prepared.flow.served(relayed.output_tokens, relayed.first_body_seconds, prepared.request.stream);
     outcome.setDecision(decision, relayed);
     auth.charge(relayed);
     if (!relayed.response_started && !relayed.client_gone) {
@@ -542,7 +542,7 @@ class ClientSession {
     decode_rq.prefill_pod = prefill.pod->name();
     decode_rq.prefiller_host_port = host_port;
     proxy::RelayOutcome relayed = co_await proxy::relay(decode_rq, decode);
-    prepared.flow.served(relayed.output_tokens, relayed.first_body_seconds);
+    prepared.flow.served(relayed.output_tokens, relayed.first_body_seconds, prepared.request.stream);
     if (!leg) {
       // Sidecar: the prefill pod's part is the sidecar's; the gateway learns only whether the decode leg began.
       if (relayed.first_byte_seconds < 0 && relayed.failure != proxy::FailureKind::kClientGone)

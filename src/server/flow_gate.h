@@ -46,11 +46,12 @@ class FlowPass {
   ~FlowPass();
   // The request has been routed: its pod counts it in flight, so the room its dispatch held is given back.
   void routed();
-  // Output tokens served, and the seconds from sending it to its first response body byte (a stream's first token;
-  // negative when none came): called once, before the end.
-  void served(uint64_t output_tokens, double first_body_seconds = -1) {
+  // Output tokens served, and the seconds from sending it to its first response body byte (negative when none
+  // came): called once, before the end. Only a stream's first body byte is its first token; a whole answer's comes
+  // with its last, so it does not teach the model's first-token time (`streamed` false).
+  void served(uint64_t output_tokens, double first_body_seconds, bool streamed) {
     output_tokens_ = output_tokens;
-    first_body_seconds_ = first_body_seconds;
+    first_body_seconds_ = streamed ? first_body_seconds : -1;
   }
   bool queued() const { return queued_; }
 

@@ -245,25 +245,53 @@ def test_an_objective_no_pod_can_meet_after_the_queue_is_shed_at_once(tmp_path, 
         gw.stop()
 
 
-def test_a_disaggregated_models_room_is_its_busier_side(tmp_path):
+def test_only_streamed_answers_teach_the_first_token_time(tmp_path, sim):
+    # A whole (non-streamed) answer's first body byte comes with its last: ~0.5 s for 100 tokens here. Averaged in,
+    # it would make the model's first-token time (which shortens every queued objective's budget) ten times too
+    # long; only streams, whose first body byte is the first token, teach it.
+    gw = flow_gateway(tmp_path, sim)
+    try:
+        for i in range(3):
+            assert post(gw, f"whole{i}", max_tokens=100)[0] == 200
+        model = queues(gw)["models"]["sim-model"]
+        assert model["hold_ms"] > 300 and model["first_token_ms"] == 0, model
+        for i in range(3):
+            status, _, raw = gw.chat(f"streamed {i}", max_tokens=100, stream=True)
+            assert status == 200 and b"[DONE]" in raw, raw[-200:]
+        model = queues(gw)["models"]["sim-model"]
+        assert 0 < model["first_token_ms"] < 250, model
+    finally:
+        gw.stop()
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["disaggregated", "control_both_roles"])
+def test_a_disaggregated_models_room_is_its_busier_side(tmp_path, split):
     # One prefill pod and one decode pod, one request each: while a long request decodes, the prefill pod is free
     # again but the decode pod is not, so the next request waits in the gateway (counting every pod would let it
-    # through to queue on the decode pod).
+    # through to queue on the decode pod). The control: the same two pods serving whole requests (role both) have
+    # room on the idle one, so the second goes straight through: the setup itself does not saturate the gateway.
     prefill, decode = Sim(tmp_path, "prefill", "--role", "prefill"), Sim(tmp_path, "decode", "--role", "decode",
                                                                          time_scale="1")
     try:
-        pods = [dict(prefill.pod_entry(), role="prefill"), dict(decode.pod_entry(), role="decode")]
+        roles = ("prefill", "decode") if split else ("both", "both")
+        pods = [dict(prefill.pod_entry(), role=roles[0]), dict(decode.pod_entry(), role=roles[1])]
         gw = Gateway(tmp_path, pods, config={"flow_control": {"enabled": True, "max_in_flight_per_pod": 1}})
         try:
             wait_until(lambda: all(p["ready"] for p in gw.debug_pods()), timeout=10, what="every pod ready")
             with ThreadPoolExecutor(2) as pool:
-                long = pool.submit(post, gw, "long", None, 400)
-                wait_until(lambda: {p["name"]: p["in_flight"] for p in gw.debug_pods()} ==
-                           {"prefill": 0, "decode": 1}, timeout=10, what="the prefill leg done, the decode leg on")
-                second = queue_up(pool, gw, "second")
-                assert queues(gw)["models"]["sim-model"]["saturated"] is True
-                assert long.result(timeout=30)[0] == 200 and second.result(timeout=30)[0] == 200
-            assert gw.metric("prefixgate_flow_dispatched_total") == 1
+                long = pool.submit(post, gw, "long", {"routing-strategy": "least-request"}, 400)
+                if split:
+                    wait_until(lambda: {p["name"]: p["in_flight"] for p in gw.debug_pods()} ==
+                               {"prefill": 0, "decode": 1}, timeout=10, what="the prefill leg done, the decode leg on")
+                    second = queue_up(pool, gw, "second")
+                    assert queues(gw)["models"]["sim-model"]["saturated"] is True
+                else:
+                    wait_until(lambda: sum(p["in_flight"] for p in gw.debug_pods()) == 1, timeout=10,
+                               what="one pod busy")
+                    assert post(gw, "second", {"routing-strategy": "least-request"})[0] == 200
+                    second = None
+                assert long.result(timeout=30)[0] == 200 and (second is None or second.result(timeout=30)[0] == 200)
+            assert gw.metric("prefixgate_flow_dispatched_total") == (1 if split else 0)
         finally:
             gw.stop()
     finally:
@@ -271,27 +299,33 @@ def test_a_disaggregated_models_room_is_its_busier_side(tmp_path):
         decode.stop()
 
 
-def test_a_busy_pod_with_its_kv_cache_critical_has_no_room(tmp_path):
+@pytest.mark.parametrize("kv_critical", [0.5, 0.0], ids=["critical_at_half", "control_rule_off"])
+def test_a_busy_pod_with_its_kv_cache_critical_has_no_room(tmp_path, kv_critical):
     # The pod's KV cache (1,024 tokens) is mostly taken by one long request (~550 prompt + 400 output tokens): with
     # less free than routing.load_balance.kv_critical (here 0.5) it has no room although it is far below its
     # in-flight limit (8), so the next request waits in the gateway (where the engine would have to preempt).
-    # Without the rule (kv_critical 0) it goes straight through: checked by hand.
+    # The control: without the rule (kv_critical 0) the same request goes straight through.
     sim = Sim(tmp_path, "engine", "--kv-capacity-tokens", "1024", time_scale="1")
     try:
         gw = Gateway(tmp_path, [sim], config={
             "flow_control": {"enabled": True, "max_in_flight_per_pod": 8},
-            "routing": {"load_balance": {"kv_critical": 0.5}},
+            "routing": {"load_balance": {"kv_critical": kv_critical}},
             "engine_metrics": {"scrape_interval_ms": 100}})
         try:
             with ThreadPoolExecutor(2) as pool:
                 long = pool.submit(post, gw, "long", None, 400, "word " * 440)
                 wait_until(lambda: ((gw.debug_pods()[0].get("engine_metrics") or {}).get("kv_cache_usage") or 0) > 0.5,
                            timeout=10, what="the pod's KV cache over half full")
-                second = queue_up(pool, gw, "second")
-                assert queues(gw)["models"]["sim-model"]["saturated"] is True
-                assert long.result(timeout=30)[0] == 200 and second.result(timeout=30)[0] == 200
+                if kv_critical > 0:
+                    second = queue_up(pool, gw, "second")
+                    assert queues(gw)["models"]["sim-model"]["saturated"] is True
+                    assert second.result(timeout=30)[0] == 200
+                else:
+                    assert post(gw, "second")[0] == 200
+                    assert not long.done()  # it went through while the long one still held the cache
+                assert long.result(timeout=30)[0] == 200
             assert arrival_order(sim) == ["long", "second"]
-            assert gw.metric("prefixgate_flow_dispatched_total") == 1
+            assert gw.metric("prefixgate_flow_dispatched_total") == (1 if kv_critical > 0 else 0)
         finally:
             gw.stop()
     finally:
