@@ -146,6 +146,22 @@ def shed(rid, status, message, kind="service_unavailable"):
                   error_code=str(status), error_type=kind, error_message=message)
 
 
+def test_every_reason_phrase_is_in_a_message_the_gateway_writes():
+    """The reasons are read from the gateway's messages: a phrase no message holds any more would silently turn
+    its sheds into the bare error type, so each must still be inside a string literal of the sources that write
+    them."""
+    import pathlib
+    import re
+    root = pathlib.Path(__file__).resolve().parents[3]
+    literals = []
+    for source in ("src/server/flow_gate.cpp", "src/server/request_preparation.cpp"):
+        text = (root / source).read_text()
+        literals += re.findall(r'"((?:[^"\\]|\\.)*)"', text)
+    joined = "\n".join(literals)
+    for phrase, label in flow.REASON_PHRASES:
+        assert phrase in joined, (phrase, label)
+
+
 def test_outcomes_and_shed_reasons():
     assert flow.outcome(answered(0, 0.1)) == flow.ANSWERED
     timeout = shed(1, 503, "the request waited in the flow-control queue past its TTFT objective (500 ms)")
