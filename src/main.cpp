@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
       "longest matching prefix of its prompt in its KV cache, weighed against that pod's load.\n"
       "Configuration: built-in defaults < YAML file (--config) < environment < these flags.",
       "prefixgate"};
-  std::string config_path, listen, admin_listen, log_level;
+  std::string config_path, listen, admin_listen, log_level, log_format;
   unsigned threads = 0;
   bool check = false, version = false;
   app.add_option("-c,--config", config_path, "YAML configuration file (see conf/prefixgate.yaml)");
@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   app.add_option("--admin-listen", admin_listen, "Admin listener HOST:PORT for /metrics, /healthz, /readyz, /debug/*");
   app.add_option("--threads", threads, "Event-loop threads (0 = one per core)");
   app.add_option("--log-level", log_level, "debug, info, warn, error or off");
+  app.add_option("--log-format", log_format, "text or json (one JSON object per line)");
   app.add_flag("--version", version, "Print the version and exit");
   app.footer(environmentHelp());
   CLI11_PARSE(app, argc, argv);
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
   if (!admin_listen.empty()) cfg.admin_listen = admin_listen;
   if (app.count("--threads")) cfg.threads = threads;
   if (!log_level.empty()) cfg.log_level = log_level;
+  if (!log_format.empty()) cfg.log_format = log_format;
   const routing::StrategyRegistry strategies = routing::StrategyRegistry::builtin();
   config::validate(cfg, strategies.names(), problems);
   strategies.checkSettings(cfg, problems);
@@ -92,11 +94,16 @@ int main(int argc, char** argv) {
   log::Level level;
   log::parseLevel(cfg.log_level, level);
   log::setLevel(level);
+  log::Format format;
+  log::parseFormat(cfg.log_format, format);
+  log::setFormat(format);
 
   server::Gateway gateway(cfg);
   std::string error;
   if (!gateway.start(error)) {
-    std::fprintf(stderr, "prefixgate: %s\n", error.c_str());
+    // With json logs even this last line is a JSON object, whatever the level, so a log collector keeps it.
+    if (format == log::Format::kJson) log::write(log::Level::kError, "prefixgate: " + error);
+    else std::fprintf(stderr, "prefixgate: %s\n", error.c_str());
     return 1;
   }
   std::printf("listening on %s:%u\nadmin listening on %s:%u\n", cfg.listen.substr(0, cfg.listen.rfind(':')).c_str(),

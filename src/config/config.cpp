@@ -187,6 +187,7 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   r.read("health_listen", c.health_listen);
   r.read("threads", c.threads);
   r.read("log_level", c.log_level);
+  r.read("log_format", c.log_format);
   r.read("shutdown_grace_ms", c.shutdown_grace_ms);
   readDiscovery(r.child("discovery"), c.discovery);
   readRouting(r.child("routing"), c.routing);

@@ -256,6 +256,7 @@ struct Config {
   std::string health_listen;
   uint32_t threads = 0;  // 0 = one event loop per core
   std::string log_level = "info";
+  std::string log_format = "text";  // text | json (util/log.h)
   uint32_t shutdown_grace_ms = 30000;
   DiscoveryConfig discovery;
   RoutingConfig routing;

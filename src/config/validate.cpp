@@ -107,6 +107,9 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   if (c.threads > 1024) check.fail("threads", "at most 1024");
   log::Level level;
   if (!log::parseLevel(c.log_level, level)) check.fail("log_level", "expected debug, info, warn, error or off");
+  log::Format format;
+  if (!log::parseFormat(c.log_format, format))
+    check.fail("log_format", "expected text or json, got '" + c.log_format + "'");
 
   if (c.discovery.file.empty() && !c.discovery.kubernetes)
     check.fail("discovery", "set discovery.file (a pods file) or discovery.kubernetes");

@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 
 #include "config/random_seed.h"
 #include "routing/prefix/prefix_services.h"
+#include "server/request_log.h"
 #include "util/log.h"
+#include "util/traceparent.h"
 
 namespace prefixgate::server {
 namespace http = boost::beast::http;
@@ -27,6 +30,8 @@ std::string newRequestId() {
 }
 
 namespace {
+constexpr size_t kMaxLoggedMessageBytes = 512;  // the request line's bound (request_log.cpp)
+
 // A client-given id is kept only when it is short and printable, so it is safe in logs and headers.
 bool usableId(std::string_view id) {
   if (id.empty() || id.size() > 128) return false;
@@ -43,6 +48,7 @@ void RequestOutcome::begin(const proxy::ClientHead& head) {
   request_id_ = usableId(given) ? std::string(given) : newRequestId();
   method_ = std::string(head.method_string());
   path_ = std::string(head.target().substr(0, head.target().find('?')));
+  trace_id_ = std::string(util::traceIdFromTraceparent(head["traceparent"]));
   sinks_.active_requests.fetch_add(1);
 }
 
@@ -91,10 +97,54 @@ void RequestOutcome::fail(openai::GatewayError error, std::string message) {
   message_ = std::move(message);
 }
 
+void RequestOutcome::logIncompleteHead() const {
+  if (log::format() == log::Format::kText) {
+    log::write(log::Level::kInfo,
+               fmt::format("request status={} reason={} error=\"{}\"", status_, reason_, openai::printable(message_)));
+    return;
+  }
+  nlohmann::ordered_json record = log::record(log::Level::kInfo, "request");
+  record["status"] = status_;
+  if (!reason_.empty()) record["reason"] = reason_;
+  if (!message_.empty()) record["error"] = message_.substr(0, kMaxLoggedMessageBytes);
+  log::writeRecord(record);
+}
+
+RequestLogEntry RequestOutcome::logEntry(double seconds) const {
+  RequestLogEntry entry;
+  entry.id = request_id_;
+  entry.method = method_;
+  entry.path = path_;
+  entry.model = model_;
+  entry.strategy = strategy_;
+  entry.pod = pod_;
+  entry.match_percent = match_percent_;
+  entry.status = status_;
+  entry.latency_seconds = seconds;
+  entry.first_byte_seconds = first_byte_seconds_;
+  entry.output_tokens = output_tokens_;
+  entry.cached_tokens = engine_cached_tokens_;
+  if (audit_) entry.predicted_cached_tokens = audit_->predicted_tokens;
+  entry.pd_outcome = pd_outcome_;
+  entry.prefill_pod = prefill_pod_;
+  entry.prefill_match_percent = prefill_match_percent_;
+  entry.prefill_seconds = prefill_seconds_;
+  entry.handoff_seconds = handoff_seconds_;
+  entry.prefill_retries = prefill_retries_;
+  entry.transfer_note = transfer_note_;
+  entry.key = key_;
+  entry.stream = stream_;
+  entry.retries = retries_;
+  entry.stale_retries = stale_retries_;
+  entry.reason = reason_;
+  entry.message = message_;
+  entry.trace_id = trace_id_;
+  return entry;
+}
+
 RequestOutcome::~RequestOutcome() {
   if (!begun_) {
-    if (status_ != 0)  // failed before a complete head
-      log::info("request status={} reason={} error=\"{}\"", status_, reason_, openai::printable(message_));
+    if (status_ != 0 && log::enabled(log::Level::kInfo)) logIncompleteHead();
     return;
   }
   sinks_.active_requests.fetch_sub(1);
@@ -116,35 +166,16 @@ RequestOutcome::~RequestOutcome() {
   if (prefill_audit_)
     sinks_.metrics.predictionAudited(prefill_pod_, prefill_audit_->predicted_tokens,
                                      prefill_audit_->engine_cached_tokens, prefill_audit_->error_ratio);
-  if (!log::enabled(status_ >= 500 && status_ != 499 ? log::Level::kWarn : log::Level::kInfo)) return;
-  // Client-given text (method, path, model, messages quoting them) is cut and escaped: one request, one line.
-  std::string line = fmt::format("request id={} {} {} model={} strategy={} pod={} match={} status={} latency_ms={:.1f}",
-                                 request_id_, openai::printable(method_, 32), openai::printable(path_, 256),
-                                 model_.empty() ? "-" : openai::printable(model_, 128),
-                                 strategy_.empty() ? "-" : strategy_, pod_.empty() ? "-" : pod_,
-                                 match_percent_ >= 0 ? std::to_string(match_percent_) : "-", status_, seconds * 1000);
-  if (first_byte_seconds_ >= 0) line += fmt::format(" ttfb_ms={:.1f}", first_byte_seconds_ * 1000);
-  if (output_tokens_ > 0) line += fmt::format(" output_tokens={}", output_tokens_);
-  if (engine_cached_tokens_) line += fmt::format(" cached_tokens={}", *engine_cached_tokens_);
-  if (audit_) line += fmt::format(" predicted_cached_tokens={}", audit_->predicted_tokens);
-  if (!pd_outcome_.empty()) {
-    line += fmt::format(" pd={}", pd_outcome_);
-    if (!prefill_pod_.empty())
-      line += fmt::format(" prefill_pod={} prefill_match={}", prefill_pod_,
-                          prefill_match_percent_ >= 0 ? std::to_string(prefill_match_percent_) : "-");
-    if (prefill_seconds_ >= 0) line += fmt::format(" prefill_ms={:.1f}", prefill_seconds_ * 1000);
-    if (handoff_seconds_ >= 0) line += fmt::format(" handoff_ms={:.1f}", handoff_seconds_ * 1000);
-    if (prefill_retries_ > 0) line += fmt::format(" prefill_retries={}", prefill_retries_);
-    if (!transfer_note_.empty()) line += " transfer=\"" + openai::printable(transfer_note_, 200) + "\"";
+  const log::Level level = status_ >= 500 && status_ != 499 ? log::Level::kWarn : log::Level::kInfo;
+  if (!log::enabled(level)) return;
+  const RequestLogEntry entry = logEntry(seconds);
+  if (log::format() == log::Format::kJson) {
+    nlohmann::ordered_json record = log::record(level, "request");
+    addRequestLogFields(entry, record);
+    log::writeRecord(record);
+  } else {
+    log::write(level, requestLogText(entry));
   }
-  if (!key_.empty()) line += " key=" + key_;
-  if (stream_) line += " stream=true";
-  if (retries_ > 0) line += fmt::format(" retries={}", retries_);
-  if (stale_retries_ > 0) line += fmt::format(" stale_connection_retries={}", stale_retries_);
-  if (!reason_.empty() && status_ >= 400) line += " reason=" + reason_;
-  if (!message_.empty()) line += " error=\"" + openai::printable(message_, 512) + "\"";
-  if (status_ >= 500 && status_ != 499) log::warn("{}", line);
-  else log::info("{}", line);
 }
 
 }  // namespace prefixgate::server

@@ -14,6 +14,7 @@
 #include "openai/request.h"
 #include "proxy/relay.h"
 #include "routing/router.h"
+#include "server/request_log.h"
 #include "server/responses.h"
 
 namespace prefixgate::server {
@@ -57,12 +58,18 @@ class RequestOutcome {
   HeaderList headers() const { return {{"request-id", request_id_}}; }
 
  private:
+  // The line of a request that failed before its head was complete (no id, method or path yet).
+  void logIncompleteHead() const;
+  // The request line's fields (views of this outcome), `seconds` after the head arrived.
+  RequestLogEntry logEntry(double seconds) const;
+
   const OutcomeSinks& sinks_;
   bool begun_ = false;
   std::chrono::steady_clock::time_point start_;
   std::string request_id_;
   std::string method_;
   std::string path_;
+  std::string trace_id_;  // from a valid traceparent header; "" = none
   std::string model_;
   bool stream_ = false;
   std::string strategy_;

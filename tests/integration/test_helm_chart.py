@@ -7,6 +7,7 @@ its Redis), read with
 yaml.safe_load_all; the configuration file of the rendered ConfigMap is checked by the real gateway's `--check`.
 """
 import hashlib
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -373,6 +374,30 @@ def test_service_monitor_is_optional_and_scrapes_with_the_token():
     secret = volumes["admin-token"]["secret"]["secretName"]
     assert endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": secret, "key": "token"}}
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_dashboard_lints_and_renders_only_when_enabled():
+    """`dashboard.enabled` renders one more ConfigMap holding the dashboard file's JSON, labelled for Grafana's sidecar
+    (the label and the namespace configurable) and passing `helm lint --strict`; the defaults render none."""
+    assert [c["metadata"]["name"] for c in of_kind(render(), "ConfigMap")] == [f"{RELEASE}-prefixgate"]
+    result = helm("lint", "--strict", str(CHART), "--set", "dashboard.enabled=true")
+    assert result.returncode == 0, f"helm lint failed:\n{result.stdout}{result.stderr}"
+    expected = json.loads((CHART / "dashboards" / "prefixgate.json").read_text(encoding="utf-8"))
+    for variant in ("default", "vllm"):
+        docs = render(variant, "dashboard.enabled=true")
+        (dashboard,) = [c for c in of_kind(docs, "ConfigMap")
+                        if c["metadata"]["name"] == f"{RELEASE}-prefixgate-dashboard"]
+        assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert dashboard["metadata"]["namespace"] == NAMESPACE
+        assert json.loads(dashboard["data"]["prefixgate.json"]) == expected
+    docs = render("default", "dashboard.enabled=true", "dashboard.namespace=monitoring",
+                  json_sets=['dashboard.labels={"grafana_dashboard": null, "dashboards": "llm"}',
+                             'dashboard.annotations={"grafana_folder": "LLM"}'])
+    (dashboard,) = [c for c in of_kind(docs, "ConfigMap") if c["metadata"]["name"].endswith("-dashboard")]
+    assert dashboard["metadata"]["namespace"] == "monitoring"
+    assert dashboard["metadata"]["labels"]["dashboards"] == "llm"
+    assert "grafana_dashboard" not in dashboard["metadata"]["labels"]
+    assert dashboard["metadata"]["annotations"] == {"grafana_folder": "LLM"}
 
 
 @pytest.mark.parametrize("sets, message", [
