@@ -13,33 +13,6 @@ constexpr int64_t kMaxTokenizeDelayMs = 600000;
 
 json parseBody(std::string_view body) { return json::parse(body.begin(), body.end(), nullptr, false); }
 
-// Checks the JSON object and its "model": absent means the first served model. Returns the error status or 0.
-int checkModel(const SimConfig& config, const json& body, std::string& model, std::string& error) {
-  if (body.is_discarded()) {
-    error = "malformed JSON in the request body";
-    return 400;
-  }
-  if (!body.is_object()) {
-    error = "the request body must be a JSON object";
-    return 400;
-  }
-  auto it = body.find("model");
-  if (it == body.end() || it->is_null()) {
-    model = config.servedModel();
-    return 0;
-  }
-  if (!it->is_string()) {
-    error = "'model' must be a string";
-    return 400;
-  }
-  model = it->get<std::string>();
-  if (std::find(config.models.begin(), config.models.end(), model) == config.models.end()) {
-    error = fmt::format("The model `{}` does not exist.", model);
-    return 404;
-  }
-  return 0;
-}
-
 // Reads an optional positive integer field; null counts as absent.
 bool readPositive(const json& body, const char* key, uint32_t& value, bool& present, std::string& error) {
   auto it = body.find(key);
@@ -116,6 +89,32 @@ bool readKvTransfer(const SimConfig& config, const json& body, CompletionRequest
 }
 
 }  // namespace
+
+int checkModel(const SimConfig& config, const nlohmann::json& body, std::string& model, std::string& error) {
+  if (body.is_discarded()) {
+    error = "malformed JSON in the request body";
+    return 400;
+  }
+  if (!body.is_object()) {
+    error = "the request body must be a JSON object";
+    return 400;
+  }
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) {
+    model = config.servedModel();
+    return 0;
+  }
+  if (!it->is_string()) {
+    error = "'model' must be a string";
+    return 400;
+  }
+  model = it->get<std::string>();
+  if (std::find(config.models.begin(), config.models.end(), model) == config.models.end()) {
+    error = fmt::format("The model `{}` does not exist.", model);
+    return 404;
+  }
+  return 0;
+}
 
 SimpleResponse errorResponse(int status, std::string_view message) {
   return SimpleResponse{status, "application/json", errorJson(status, message).dump()};

@@ -3,6 +3,7 @@
 // requests (400 / 404 answers in OpenAI's error shape), and the endpoints that answer at once (/tokenize,
 // /v1/models, /sim/fault). The server only does the I/O around them.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <functional>
 #include <span>
 #include <string>
@@ -64,6 +65,10 @@ struct Parsed {
 
 // An OpenAI-shaped error response.
 SimpleResponse errorResponse(int status, std::string_view message);
+
+// Checks a parsed body (discarded = malformed JSON: 400) is an object and reads its "model": absent or null means the
+// first served model, one not served is a 404. Returns the error status (with `error`) or 0.
+int checkModel(const SimConfig& config, const nlohmann::json& body, std::string& model, std::string& error);
 
 // Validates a chat or completion body: JSON, model served, prompt, max_tokens (max_completion_tokens for chat),
 // stream, stream_options, prompt + max_tokens within max_model_len, and (vllm dialect) kv_transfer_params: well

@@ -26,6 +26,7 @@
 #include "engine_sim/kv_events.h"
 #include "engine_sim/output_text.h"
 #include "engine_sim/request_handlers.h"
+#include "engine_sim/scoring.h"
 #include "engine_sim/request_log.h"
 #include "net/listener.h"
 #include "util/log.h"
@@ -113,6 +114,8 @@ class Session {
   asio::awaitable<bool> generate(const Request& request, const CompletionRequest& job, Engine::Sequence& sequence,
                                  RequestRecord& record);
   asio::awaitable<bool> serveEmbeddings(const Request& request, RequestRecord& record);
+  // /v1/rerank, /v2/rerank (rerank) and /v1/score: every pair prefilled as one prompt-only sequence, then answered.
+  asio::awaitable<bool> serveScoring(const Request& request, bool rerank, RequestRecord& record);
   // GCC 12 destroys temporaries in a co_await's arguments twice: callers pass named objects by reference.
   asio::awaitable<bool> send(const Request& request, const SimpleResponse& response, RequestRecord* record = nullptr);
   std::optional<SimpleResponse> answerAtOnce(const Request& request, std::string_view path);
@@ -215,7 +218,8 @@ std::optional<SimpleResponse> Session::answerAtOnce(const Request& request, std:
   }
   if (path == "/sim/fault" && method == http::verb::post) return handleFault(state_.faults, request.body());
   if (path == "/sim/fault" && method == http::verb::get) return faultsResponse(state_.faults);
-  for (std::string_view known : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models"})
+  for (std::string_view known : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models",
+                                  "/v1/rerank", "/v2/rerank", "/v1/score"})
     if (path == known) return std::nullopt;
   if (dialect.isTokenizerPath(path)) return std::nullopt;
   return dialect.error(404, "Not Found");
@@ -249,8 +253,10 @@ asio::awaitable<bool> Session::route(Request& request, std::string_view path) {
     keep = co_await send(request, *answer, record.get());
   } else if (chat || completions) {
     keep = co_await serveCompletion(request, chat ? Endpoint::kChat : Endpoint::kCompletion, *record);
-  } else {
+  } else if (path == "/v1/embeddings") {
     keep = co_await serveEmbeddings(request, *record);
+  } else {
+    keep = co_await serveScoring(request, path != "/v1/score", *record);
   }
   logRequest(*record, msSince(started));
   co_return keep;
@@ -365,6 +371,45 @@ asio::awaitable<bool> Session::serveEmbeddings(const Request& request, RequestRe
   std::vector<std::vector<float>> embeddings;
   for (const auto& input : parsed.request.inputs) embeddings.push_back(embeddingFor(input.tokens));
   SimpleResponse response{200, "application/json", embeddingsResponse(parsed.request.model, embeddings, tokens).dump()};
+  co_return co_await send(request, response, &record);
+}
+
+asio::awaitable<bool> Session::serveScoring(const Request& request, bool rerank, RequestRecord& record) {
+  Parsed<ScoringRequest> parsed =
+      rerank ? parseRerankRequest(state_.config, request.body()) : parseScoreRequest(state_.config, request.body());
+  const ScoringRequest& job = parsed.request;
+  record.model = job.model;
+  record.prompt_tokens = static_cast<uint32_t>(std::min<uint64_t>(job.tokens(), UINT32_MAX));
+  if (state_.faults.stall) {
+    co_await watchClose();
+    record.cancelled = true;
+    co_return false;
+  }
+  std::optional<SimpleResponse> refusal = refuseWith(state_, parsed);
+  if (refusal) co_return co_await send(request, *refusal, &record);
+  // Every pair is prefilled (a cross-encoder reads query and document together): one prompt-only sequence.
+  std::vector<uint32_t> all_tokens;
+  std::vector<double> scores;
+  for (size_t i = 0; i < job.documents.size(); ++i) {
+    all_tokens.insert(all_tokens.end(), job.queries[i].tokens.begin(), job.queries[i].tokens.end());
+    all_tokens.insert(all_tokens.end(), job.documents[i].tokens.begin(), job.documents[i].tokens.end());
+    scores.push_back(pairScore(job.queries[i], job.documents[i]));
+  }
+  Engine::StartResult started = state_.engine.start(co_await asio::this_coro::executor, all_tokens, 0);
+  if (!started.sequence) {
+    SimpleResponse never_fits = state_.dialect->error(400, started.error);
+    co_return co_await send(request, never_fits, &record);
+  }
+  auto outcome = co_await (state_.engine.waitProgress(*started.sequence, 0) || watchClose());
+  if (outcome.index() != 0 || !std::get<0>(outcome)) {
+    record.cancelled = true;
+    co_return false;
+  }
+  const std::string id = fmt::format("{}-{:x}{:08x}", rerank ? "rerank" : "score", state_.started_at,
+                                     state_.next_response_id++);
+  const nlohmann::json body =
+      rerank ? rerankResponse(id, job, scores) : scoreResponse(id, unixNow(), job, scores);
+  SimpleResponse response{200, "application/json", body.dump()};
   co_return co_await send(request, response, &record);
 }
 

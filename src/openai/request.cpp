@@ -168,9 +168,13 @@ std::string_view endpointName(Endpoint e) {
     case Endpoint::kChatCompletions: return "chat";
     case Endpoint::kCompletions: return "completions";
     case Endpoint::kEmbeddings: return "embeddings";
+    case Endpoint::kRerank: return "rerank";
+    case Endpoint::kScore: return "score";
   }
   return "unknown";
 }
+
+bool matchesPrompt(Endpoint e) { return e != Endpoint::kRerank && e != Endpoint::kScore; }
 
 size_t paddingBytes() { return simdjson::SIMDJSON_PADDING; }
 
@@ -194,6 +198,10 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
   std::string messages_text;
   bool first_message = true;
   bool has_model = false, has_messages = false, has_prompt = false, has_input = false, has_max_completion = false;
+  // Rerank's `query` and `documents`, score's `text_1` and `text_2`: their raw JSON (the engine validates their
+  // forms: strings, lists, multimodal parts), kept only to size the request.
+  std::string_view pair_first, pair_second;
+  const bool rerank = endpoint == Endpoint::kRerank, score = endpoint == Endpoint::kScore;
   // A key given twice counts as its last occurrence, as the engine's JSON parser (Python's) reads it: what is
   // routed on is what the engine will compute.
   for (auto field : root) {
@@ -264,6 +272,11 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
       if (auto ec = rawJson(value, raw)) return malformed(ec);
       out.prompt_text.assign(raw);
       out.raw_prompt = raw;
+    } else if ((rerank && (key == "query" || key == "documents")) || (score && (key == "text_1" || key == "text_2"))) {
+      std::string_view raw;
+      if (auto ec = rawJson(value, raw)) return malformed(ec);
+      if (raw == "null") raw = {};  // absent, as Python's validation reads it
+      (key == "query" || key == "text_1" ? pair_first : pair_second) = raw;
     }
   }
   const char* trailing = nullptr;
@@ -279,6 +292,14 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
   }
   if (endpoint == Endpoint::kCompletions && !has_prompt) return bad("'prompt' is required", "prompt");
   if (endpoint == Endpoint::kEmbeddings && !has_input) return bad("'input' is required", "input");
+  if (rerank || score) {
+    const char* first_name = rerank ? "query" : "text_1";
+    const char* second_name = rerank ? "documents" : "text_2";
+    if (pair_first.empty()) return bad(std::string("'") + first_name + "' is required", first_name);
+    if (pair_second.empty()) return bad(std::string("'") + second_name + "' is required", second_name);
+    out.prompt_text.reserve(pair_first.size() + 1 + pair_second.size());
+    out.prompt_text.append(pair_first).append(" ").append(pair_second);
+  }
   return {};
 }
 

@@ -9,8 +9,12 @@
 
 namespace prefixgate::openai {
 
-enum class Endpoint { kChatCompletions, kCompletions, kEmbeddings };
-std::string_view endpointName(Endpoint e);  // "chat", "completions", "embeddings"
+enum class Endpoint { kChatCompletions, kCompletions, kEmbeddings, kRerank, kScore };
+std::string_view endpointName(Endpoint e);  // "chat", "completions", "embeddings", "rerank", "score"
+// Whether an endpoint's requests have a prompt to match against the pods' caches. Rerank and score (cross-encoder
+// pairs, query x each document) do not: they are routed by load alone (routing.load_only_strategy), whatever
+// strategy the request would get otherwise.
+bool matchesPrompt(Endpoint e);
 
 struct RequestView {
   Endpoint endpoint = Endpoint::kChatCompletions;
@@ -18,7 +22,9 @@ struct RequestView {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   // The text whose prefix is matched: chat = tools JSON (when present and asked for) then every message's
-  // content, joined by one space; completions = the prompt (a list of strings joined by one space).
+  // content, joined by one space; completions = the prompt (a list of strings joined by one space). Rerank and
+  // score (never matched): the raw JSON of their inputs (query then documents; text_1 then text_2), which only
+  // estimates the request's size.
   std::string prompt_text;
   // Completions given token ids (`prompt: [1, 2, 3]`): used as tokens directly instead of prompt_text.
   std::vector<uint32_t> prompt_token_ids;
@@ -34,7 +40,7 @@ struct RequestView {
 
   // The raw JSON text of the fields the engine templates, exactly as they appear in the body (views into it: valid
   // while the body lives; the remote tokenizer sends them as they are). Chat: `messages` and `tools` ("" when
-  // absent or null); completions: `prompt`; embeddings: `input` (in raw_prompt).
+  // absent or null); completions: `prompt`; embeddings: `input` (in raw_prompt); rerank and score: none.
   std::string_view raw_messages;
   std::string_view raw_tools;
   std::string_view raw_prompt;

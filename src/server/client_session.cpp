@@ -77,6 +77,9 @@ Route routeOf(http::verb method, std::string_view target) {
       {"/v1/chat/completions", http::verb::post, {Route::kProxy, openai::Endpoint::kChatCompletions, "POST"}},
       {"/v1/completions", http::verb::post, {Route::kProxy, openai::Endpoint::kCompletions, "POST"}},
       {"/v1/embeddings", http::verb::post, {Route::kProxy, openai::Endpoint::kEmbeddings, "POST"}},
+      {"/v1/rerank", http::verb::post, {Route::kProxy, openai::Endpoint::kRerank, "POST"}},
+      {"/v2/rerank", http::verb::post, {Route::kProxy, openai::Endpoint::kRerank, "POST"}},
+      {"/v1/score", http::verb::post, {Route::kProxy, openai::Endpoint::kScore, "POST"}},
       {"/v1/models", http::verb::get, {Route::kModels, openai::Endpoint::kChatCompletions, "GET"}},
   };
   for (const Entry& e : kEntries) {

@@ -46,7 +46,9 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
       co_return;
     }
   }
-  const bool disaggregated = deps_.router.disaggregated(out.request.model);
+  // Rerank and score generate nothing: never split into prefill and decode legs.
+  const bool disaggregated =
+      openai::matchesPrompt(out.request.endpoint) && deps_.router.disaggregated(out.request.model);
   if (disaggregated) out.leg = PodRole::kPrefill;
   routing::RouteQuery query = out.query();
   // The strategy, resolved once: the tokenizer step prepares for it, the choice applies it.

@@ -31,6 +31,8 @@ std::optional<openai::Endpoint> proxiedEndpoint(const http::request<http::string
   if (path == "/v1/chat/completions") return openai::Endpoint::kChatCompletions;
   if (path == "/v1/completions") return openai::Endpoint::kCompletions;
   if (path == "/v1/embeddings") return openai::Endpoint::kEmbeddings;
+  if (path == "/v1/rerank" || path == "/v2/rerank") return openai::Endpoint::kRerank;
+  if (path == "/v1/score") return openai::Endpoint::kScore;
   return std::nullopt;
 }
 

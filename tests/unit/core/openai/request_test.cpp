@@ -100,6 +100,12 @@ TEST(ParseRequest, BadInputNamesTheField) {
       {Endpoint::kCompletions, R"({"model":"m","prompt":[1,"a"]})", "prompt", "list of token ids"},
       {Endpoint::kCompletions, R"({"model":"m","prompt":{}})", "prompt", "must be a string"},
       {Endpoint::kEmbeddings, R"({"model":"m"})", "input", "'input' is required"},
+      {Endpoint::kRerank, R"({"model":"m","documents":["a"]})", "query", "'query' is required"},
+      {Endpoint::kRerank, R"({"model":"m","query":"q","documents":null})", "documents", "'documents' is required"},
+      {Endpoint::kRerank, R"({"query":"q","documents":["a"]})", "model", "'model' is required"},
+      {Endpoint::kScore, R"({"model":"m","text_2":"b"})", "text_1", "'text_1' is required"},
+      {Endpoint::kScore, R"({"model":"m","text_1":"a"})", "text_2", "'text_2' is required"},
+      {Endpoint::kScore, R"({"model":"m","text_1":"a","text_2":["b",)", "", "not valid JSON"},
       {Endpoint::kCompletions, R"({"model":"m","prompt":"x"} {"more":1})", "", "trailing"},
   };
   for (const Case& c : cases) {
@@ -216,5 +222,27 @@ TEST(ParseRequest, CacheSalt) {
   ASSERT_FALSE(parse(Endpoint::kCompletions, R"({"model":"m","prompt":"x","cache_salt":7})", c));
   EXPECT_EQ(c.cache_salt, "");
 }
+// Rerank and score: the model is read, their inputs are sized (query then documents; text_1 then text_2, as raw
+// JSON) but never matched; other endpoints' fields are not read from them.
+TEST(ParseRequest, RerankAndScoreReadTheModelAndSizeTheInputs) {
+  RequestView r;
+  ASSERT_FALSE(parse(Endpoint::kRerank,
+                     R"({"documents":["a b", "c"],"model":"rr","query":"what?","top_n":1,"messages":[1],"prompt":5})", r));
+  EXPECT_EQ(r.endpoint, Endpoint::kRerank);
+  EXPECT_EQ(r.model, "rr");
+  EXPECT_EQ(r.prompt_text, R"("what?" ["a b", "c"])");
+  EXPECT_TRUE(r.raw_messages.empty());
+  EXPECT_TRUE(r.raw_prompt.empty());
+  ASSERT_FALSE(parse(Endpoint::kScore, R"({"model":"sc","text_1":"a","text_2":["b","c"],"user":"u"})", r));
+  EXPECT_EQ(r.model, "sc");
+  EXPECT_EQ(r.user, "u");
+  EXPECT_EQ(r.prompt_text, R"("a" ["b","c"])");
+  EXPECT_FALSE(matchesPrompt(Endpoint::kRerank));
+  EXPECT_FALSE(matchesPrompt(Endpoint::kScore));
+  EXPECT_TRUE(matchesPrompt(Endpoint::kEmbeddings));
+  EXPECT_EQ(endpointName(Endpoint::kRerank), "rerank");
+  EXPECT_EQ(endpointName(Endpoint::kScore), "score");
+}
+
 }  // namespace
 }  // namespace prefixgate::openai
