@@ -50,7 +50,8 @@ Parsed<ScoringRequest> parseWith(const SimConfig& config, std::string_view body,
     return parsed;
   }
   if (r.queries.size() == 1) {
-    r.queries.resize(r.documents.size(), r.queries.front());
+    const Prompt query = r.queries.front();
+    r.queries.assign(r.documents.size(), query);
   } else if (r.queries.size() != r.documents.size()) {
     parsed.error = fmt::format("'{}' and '{}' must have the same number of texts ({} and {})", first, second,
                                r.queries.size(), r.documents.size());

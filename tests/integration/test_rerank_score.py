@@ -48,7 +48,7 @@ def test_each_route_is_proxied_and_answered_in_vllm_shape(sims, gateway_factory,
     assert headers["routing-strategy"] == "least-request"
     assert len(headers["request-id"]) == 32
     pod = next(s for s in sims if s.name == headers["target-pod"])
-    seen = pod.completions_seen()
+    seen = pod.requests()  # completions_seen() knows only /v1/ paths
     assert [r["path"] for r in seen] == [path]
     assert seen[0]["headers"]["x-request-id"] == headers["request-id"]
 
@@ -78,8 +78,8 @@ def test_requests_go_to_a_pod_serving_their_model(tmp_path):
                 assert status == 200, raw
                 assert headers["target-pod"] == pod
                 assert json.loads(raw)["model"] == model
-        assert {r["path"] for r in alpha.completions_seen()} == {"/v1/rerank", "/v2/rerank", "/v1/score"}
-        assert len(alpha.completions_seen()) == len(beta.completions_seen()) == 3
+        assert {r["path"] for r in alpha.requests()} == {"/v1/rerank", "/v2/rerank", "/v1/score"}
+        assert len(alpha.requests()) == len(beta.requests()) == 3
     finally:
         gw.stop()
         alpha.stop()
@@ -110,7 +110,7 @@ def test_bad_requests_get_openai_errors_and_never_reach_an_engine(sims, gateway_
     assert error["code"] == status
     assert error["param"] == param
     assert isinstance(error["type"], str) and error["type"]
-    assert sims[0].completions_seen() == []
+    assert sims[0].requests() == []
 
 
 @pytest.mark.parametrize("path", ["/v1/rerank", "/v2/rerank", "/v1/score"])
@@ -121,7 +121,7 @@ def test_wrong_method_is_405_with_allow(sims, gateway_factory, path):
     assert status == 405, body
     assert headers["allow"] == "POST"
     assert json.loads(body)["error"]["code"] == 405
-    assert sims[0].completions_seen() == []
+    assert sims[0].requests() == []
 
 
 def test_identical_requests_are_routed_by_load_not_by_prefix(sims, gateway_factory):

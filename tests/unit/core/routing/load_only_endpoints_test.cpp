@@ -35,7 +35,7 @@ TEST_F(LoadOnlyEndpointsTest, PrefixStrategiesBecomeTheLoadOnlyStrategy) {
       Decision d = router_->choose(plan, query(endpoint, header), rng_);
       ASSERT_EQ(d.failure, RouteFailure::kNone);
       EXPECT_EQ(d.strategy, "least-request");
-      EXPECT_EQ(d.prompt, nullptr);
+      EXPECT_FALSE(d.prompt);
       EXPECT_EQ(d.match_percent, -1);
     }
   }
