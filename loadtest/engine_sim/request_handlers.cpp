@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine_sim/anthropic_json.h"
+
 namespace prefixgate::sim {
 namespace {
 
@@ -131,8 +133,9 @@ Parsed<CompletionRequest> parseCompletionRequest(const SimConfig& config, Endpoi
   // llama-server honours add_generation_prompt in a chat request (as in /apply-template); the others' prompts
   // here always end with it.
   bool add_generation_prompt = dialect != EngineDialect::kLlamacpp || llamacppAddGenerationPrompt(doc);
-  PromptResult prompt = endpoint == Endpoint::kChat ? chatPrompt(doc, add_generation_prompt, dialect)
-                                                    : completionPrompt(doc, dialect);
+  PromptResult prompt = endpoint == Endpoint::kChat       ? chatPrompt(doc, add_generation_prompt, dialect)
+                        : endpoint == Endpoint::kMessages ? anthropicPrompt(doc)
+                                                          : completionPrompt(doc, dialect);
   bool present = false;
   request.max_tokens = config.max_tokens_default;
   bool valid = prompt.ok() && readPositive(doc, "max_tokens", request.max_tokens, present, parsed.error) &&
@@ -204,6 +207,17 @@ SimpleResponse handleTokenize(const SimConfig& config, std::string_view body) {
               {"max_model_len", config.max_model_len},
               {"tokens", prompt.prompt.tokens}};
   return SimpleResponse{200, "application/json", answer.dump()};
+}
+
+SimpleResponse handleCountTokens(const SimConfig& config, std::string_view body) {
+  json doc = parseBody(body);
+  std::string model;
+  std::string error;
+  if (int status = checkModel(config, doc, model, error); status != 0)
+    return SimpleResponse{status, "application/json", anthropicErrorJson(status, error).dump()};
+  PromptResult prompt = anthropicPrompt(doc);
+  if (!prompt.ok()) return SimpleResponse{400, "application/json", anthropicErrorJson(400, prompt.error).dump()};
+  return SimpleResponse{200, "application/json", json{{"input_tokens", prompt.prompt.tokens.size()}}.dump()};
 }
 
 SimpleResponse handleCacheMatch(std::string_view body,

@@ -34,7 +34,7 @@ struct Faults {
   uint32_t tokenize_delay_ms = 0;  // POST /tokenize answers after this long (real milliseconds, not time-scaled)
 };
 
-// A validated /v1/chat/completions or /v1/completions request.
+// A validated /v1/chat/completions, /v1/completions or /v1/messages request.
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kChat;
   std::string model;
@@ -78,6 +78,9 @@ Parsed<EmbeddingRequest> parseEmbeddingRequest(const SimConfig& config, std::str
 
 // POST /tokenize, completion form {"model", "prompt"} or chat form {"model", "messages", "add_generation_prompt"}.
 SimpleResponse handleTokenize(const SimConfig& config, std::string_view body);
+// POST /v1/messages/count_tokens (Anthropic's): {"input_tokens": N} for the prompt a Messages body would have;
+// errors in Anthropic's shape.
+SimpleResponse handleCountTokens(const SimConfig& config, std::string_view body);
 // What the engine says about a prompt for POST /sim/cache/match: its cached prefix now, and the pod's load.
 struct CacheMatch {
   uint64_t cached_tokens = 0;

@@ -227,6 +227,7 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   else if (target.find("endpoint=embeddings") != std::string_view::npos) endpoint = openai::Endpoint::kEmbeddings;
   else if (target.find("endpoint=rerank") != std::string_view::npos) endpoint = openai::Endpoint::kRerank;
   else if (target.find("endpoint=score") != std::string_view::npos) endpoint = openai::Endpoint::kScore;
+  else if (target.find("endpoint=messages") != std::string_view::npos) endpoint = openai::Endpoint::kMessages;
   PreparedRequest prepared;
   co_await control.admin->preparation.prepare(
       {.endpoint = endpoint,

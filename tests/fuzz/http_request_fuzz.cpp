@@ -33,6 +33,8 @@ std::optional<openai::Endpoint> proxiedEndpoint(const http::request<http::string
   if (path == "/v1/embeddings") return openai::Endpoint::kEmbeddings;
   if (path == "/v1/rerank" || path == "/v2/rerank") return openai::Endpoint::kRerank;
   if (path == "/v1/score") return openai::Endpoint::kScore;
+  if (path == "/v1/messages") return openai::Endpoint::kMessages;
+  if (path == "/v1/messages/count_tokens") return openai::Endpoint::kMessagesCountTokens;
   return std::nullopt;
 }
 
