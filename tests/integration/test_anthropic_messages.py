@@ -190,3 +190,17 @@ def test_x_api_key_is_accepted_and_refusals_are_anthropic_shaped(tmp_path):
     finally:
         gw.stop()
         sim.stop()
+
+
+def test_a_stream_cut_short_ends_with_an_anthropic_error_event(sims, gateway_factory):
+    """A Messages stream the gateway must cut (here: over upstream.max_response_bytes) after it began ends with
+    Anthropic's `event: error` carrying an api_error, not an OpenAI-shaped data line; chat streams keep theirs."""
+    gw = gateway_factory(sims[:1], config={"upstream": {"max_response_bytes": 4096}})
+    status, _, raw = gw.call("POST", "/v1/messages", message("a long answer", stream=True, max_tokens=200))
+    assert status == 200
+    last = raw.decode().rstrip("\n").split("\n\n")[-1].split("\n")
+    assert last[0] == "event: error", raw[-300:]
+    error = anthropic_error(last[1][len("data: "):])
+    assert error["type"] == "api_error"
+    assert "upstream.max_response_bytes" in error["message"]
+    assert raw.decode().startswith("event: message_start\n")
