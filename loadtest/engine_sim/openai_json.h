@@ -9,7 +9,8 @@
 
 namespace prefixgate::sim {
 
-enum class Endpoint { kChat, kCompletion };
+// kMessages: Anthropic's /v1/messages (its answers are anthropic_json.h's).
+enum class Endpoint { kChat, kCompletion, kMessages };
 
 // What every response and chunk of one request repeats.
 struct CompletionMeta {

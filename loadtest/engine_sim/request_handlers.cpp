@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine_sim/anthropic_json.h"
+
 namespace prefixgate::sim {
 namespace {
 
@@ -12,33 +14,6 @@ using nlohmann::json;
 constexpr int64_t kMaxTokenizeDelayMs = 600000;
 
 json parseBody(std::string_view body) { return json::parse(body.begin(), body.end(), nullptr, false); }
-
-// Checks the JSON object and its "model": absent means the first served model. Returns the error status or 0.
-int checkModel(const SimConfig& config, const json& body, std::string& model, std::string& error) {
-  if (body.is_discarded()) {
-    error = "malformed JSON in the request body";
-    return 400;
-  }
-  if (!body.is_object()) {
-    error = "the request body must be a JSON object";
-    return 400;
-  }
-  auto it = body.find("model");
-  if (it == body.end() || it->is_null()) {
-    model = config.servedModel();
-    return 0;
-  }
-  if (!it->is_string()) {
-    error = "'model' must be a string";
-    return 400;
-  }
-  model = it->get<std::string>();
-  if (std::find(config.models.begin(), config.models.end(), model) == config.models.end()) {
-    error = fmt::format("The model `{}` does not exist.", model);
-    return 404;
-  }
-  return 0;
-}
 
 // Reads an optional positive integer field; null counts as absent.
 bool readPositive(const json& body, const char* key, uint32_t& value, bool& present, std::string& error) {
@@ -117,6 +92,32 @@ bool readKvTransfer(const SimConfig& config, const json& body, CompletionRequest
 
 }  // namespace
 
+int checkModel(const SimConfig& config, const nlohmann::json& body, std::string& model, std::string& error) {
+  if (body.is_discarded()) {
+    error = "malformed JSON in the request body";
+    return 400;
+  }
+  if (!body.is_object()) {
+    error = "the request body must be a JSON object";
+    return 400;
+  }
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) {
+    model = config.servedModel();
+    return 0;
+  }
+  if (!it->is_string()) {
+    error = "'model' must be a string";
+    return 400;
+  }
+  model = it->get<std::string>();
+  if (std::find(config.models.begin(), config.models.end(), model) == config.models.end()) {
+    error = fmt::format("The model `{}` does not exist.", model);
+    return 404;
+  }
+  return 0;
+}
+
 SimpleResponse errorResponse(int status, std::string_view message) {
   return SimpleResponse{status, "application/json", errorJson(status, message).dump()};
 }
@@ -132,8 +133,9 @@ Parsed<CompletionRequest> parseCompletionRequest(const SimConfig& config, Endpoi
   // llama-server honours add_generation_prompt in a chat request (as in /apply-template); the others' prompts
   // here always end with it.
   bool add_generation_prompt = dialect != EngineDialect::kLlamacpp || llamacppAddGenerationPrompt(doc);
-  PromptResult prompt = endpoint == Endpoint::kChat ? chatPrompt(doc, add_generation_prompt, dialect)
-                                                    : completionPrompt(doc, dialect);
+  PromptResult prompt = endpoint == Endpoint::kChat       ? chatPrompt(doc, add_generation_prompt, dialect)
+                        : endpoint == Endpoint::kMessages ? anthropicPrompt(doc)
+                                                          : completionPrompt(doc, dialect);
   bool present = false;
   request.max_tokens = config.max_tokens_default;
   bool valid = prompt.ok() && readPositive(doc, "max_tokens", request.max_tokens, present, parsed.error) &&
@@ -205,6 +207,17 @@ SimpleResponse handleTokenize(const SimConfig& config, std::string_view body) {
               {"max_model_len", config.max_model_len},
               {"tokens", prompt.prompt.tokens}};
   return SimpleResponse{200, "application/json", answer.dump()};
+}
+
+SimpleResponse handleCountTokens(const SimConfig& config, std::string_view body) {
+  json doc = parseBody(body);
+  std::string model;
+  std::string error;
+  if (int status = checkModel(config, doc, model, error); status != 0)
+    return SimpleResponse{status, "application/json", anthropicErrorJson(status, error).dump()};
+  PromptResult prompt = anthropicPrompt(doc);
+  if (!prompt.ok()) return SimpleResponse{400, "application/json", anthropicErrorJson(400, prompt.error).dump()};
+  return SimpleResponse{200, "application/json", json{{"input_tokens", prompt.prompt.tokens.size()}}.dump()};
 }
 
 SimpleResponse handleCacheMatch(std::string_view body,

@@ -3,6 +3,7 @@
 // requests (400 / 404 answers in OpenAI's error shape), and the endpoints that answer at once (/tokenize,
 // /v1/models, /sim/fault). The server only does the I/O around them.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <functional>
 #include <span>
 #include <string>
@@ -33,7 +34,7 @@ struct Faults {
   uint32_t tokenize_delay_ms = 0;  // POST /tokenize answers after this long (real milliseconds, not time-scaled)
 };
 
-// A validated /v1/chat/completions or /v1/completions request.
+// A validated /v1/chat/completions, /v1/completions or /v1/messages request.
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kChat;
   std::string model;
@@ -65,6 +66,10 @@ struct Parsed {
 // An OpenAI-shaped error response.
 SimpleResponse errorResponse(int status, std::string_view message);
 
+// Checks a parsed body (discarded = malformed JSON: 400) is an object and reads its "model": absent or null means the
+// first served model, one not served is a 404. Returns the error status (with `error`) or 0.
+int checkModel(const SimConfig& config, const nlohmann::json& body, std::string& model, std::string& error);
+
 // Validates a chat or completion body: JSON, model served, prompt, max_tokens (max_completion_tokens for chat),
 // stream, stream_options, prompt + max_tokens within max_model_len, and (vllm dialect) kv_transfer_params: well
 // typed, no hand-off with the slots model, and a decode leg's remote_block_ids as many as its prompt's blocks.
@@ -73,6 +78,9 @@ Parsed<EmbeddingRequest> parseEmbeddingRequest(const SimConfig& config, std::str
 
 // POST /tokenize, completion form {"model", "prompt"} or chat form {"model", "messages", "add_generation_prompt"}.
 SimpleResponse handleTokenize(const SimConfig& config, std::string_view body);
+// POST /v1/messages/count_tokens (Anthropic's): {"input_tokens": N} for the prompt a Messages body would have;
+// errors in Anthropic's shape.
+SimpleResponse handleCountTokens(const SimConfig& config, std::string_view body);
 // What the engine says about a prompt for POST /sim/cache/match: its cached prefix now, and the pod's load.
 struct CacheMatch {
   uint64_t cached_tokens = 0;

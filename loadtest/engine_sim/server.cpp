@@ -20,12 +20,14 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "engine_sim/anthropic_json.h"
 #include "engine_sim/dialect.h"
 #include "engine_sim/engine.h"
 #include "engine_sim/kv_event_publisher.h"
 #include "engine_sim/kv_events.h"
 #include "engine_sim/output_text.h"
 #include "engine_sim/request_handlers.h"
+#include "engine_sim/scoring.h"
 #include "engine_sim/request_log.h"
 #include "net/listener.h"
 #include "util/log.h"
@@ -113,6 +115,8 @@ class Session {
   asio::awaitable<bool> generate(const Request& request, const CompletionRequest& job, Engine::Sequence& sequence,
                                  RequestRecord& record);
   asio::awaitable<bool> serveEmbeddings(const Request& request, RequestRecord& record);
+  // /v1/rerank, /v2/rerank (rerank) and /v1/score: every pair prefilled as one prompt-only sequence, then answered.
+  asio::awaitable<bool> serveScoring(const Request& request, bool rerank, RequestRecord& record);
   // GCC 12 destroys temporaries in a co_await's arguments twice: callers pass named objects by reference.
   asio::awaitable<bool> send(const Request& request, const SimpleResponse& response, RequestRecord* record = nullptr);
   std::optional<SimpleResponse> answerAtOnce(const Request& request, std::string_view path);
@@ -215,7 +219,8 @@ std::optional<SimpleResponse> Session::answerAtOnce(const Request& request, std:
   }
   if (path == "/sim/fault" && method == http::verb::post) return handleFault(state_.faults, request.body());
   if (path == "/sim/fault" && method == http::verb::get) return faultsResponse(state_.faults);
-  for (std::string_view known : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models"})
+  for (std::string_view known : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models",
+                                  "/v1/rerank", "/v2/rerank", "/v1/score", "/v1/messages", "/v1/messages/count_tokens"})
     if (path == known) return std::nullopt;
   if (dialect.isTokenizerPath(path)) return std::nullopt;
   return dialect.error(404, "Not Found");
@@ -227,12 +232,18 @@ asio::awaitable<bool> Session::route(Request& request, std::string_view path) {
   std::shared_ptr<RequestRecord> record = recordRequest(request, path);
   bool chat = path == "/v1/chat/completions";
   bool completions = path == "/v1/completions";
+  bool messages = path == "/v1/messages";
   bool models = path == "/v1/models";
   std::optional<SimpleResponse> answer;
   if (request.method() != (models ? http::verb::get : http::verb::post)) {
     answer = state_.dialect->error(405, "Method Not Allowed");
   } else if (models) {
     answer = state_.dialect->models(state_.started_at);
+  } else if (path == "/v1/messages/count_tokens") {
+    answer = state_.faults.error_status != 0
+                 ? SimpleResponse{state_.faults.error_status, "application/json",
+                                  anthropicErrorJson(state_.faults.error_status, "injected fault").dump()}
+                 : handleCountTokens(state_.config, request.body());
   } else if (state_.dialect->isTokenizerPath(path)) {
     // Injected faults (/sim/fault): a slow tokenizer, then an error status instead of the answer.
     if (state_.faults.tokenize_delay_ms > 0) {
@@ -247,10 +258,13 @@ asio::awaitable<bool> Session::route(Request& request, std::string_view path) {
   bool keep = false;
   if (answer) {
     keep = co_await send(request, *answer, record.get());
-  } else if (chat || completions) {
-    keep = co_await serveCompletion(request, chat ? Endpoint::kChat : Endpoint::kCompletion, *record);
-  } else {
+  } else if (chat || completions || messages) {
+    keep = co_await serveCompletion(
+        request, chat ? Endpoint::kChat : messages ? Endpoint::kMessages : Endpoint::kCompletion, *record);
+  } else if (path == "/v1/embeddings") {
     keep = co_await serveEmbeddings(request, *record);
+  } else {
+    keep = co_await serveScoring(request, path != "/v1/score", *record);
   }
   logRequest(*record, msSince(started));
   co_return keep;
@@ -269,6 +283,9 @@ asio::awaitable<bool> Session::serveCompletion(const Request& request, Endpoint 
     co_return false;
   }
   std::optional<SimpleResponse> refusal = refuseWith(state_, parsed);
+  // vLLM's Messages endpoint answers its errors in Anthropic's shape.
+  if (refusal && job.endpoint == Endpoint::kMessages)
+    refusal->body = anthropicErrorJson(refusal->status, parsed.ok() ? "injected fault" : parsed.error).dump();
   if (refusal) co_return co_await send(request, *refusal, &record);
 
   Engine::StartResult started = state_.engine.start(co_await asio::this_coro::executor, job.prompt.tokens,
@@ -293,6 +310,7 @@ asio::awaitable<bool> Session::generate(const Request& request, const Completion
   Engine& engine = state_.engine;
   const Dialect& dialect = *state_.dialect;
   CompletionMeta meta{job.endpoint, nextResponseId(job.endpoint), unixNow(), job.model};
+  const bool anthropic = job.endpoint == Endpoint::kMessages;
   // Like vLLM, a stream's head goes out at once; its first event follows the prefill.
   if (job.stream) {
     if (!co_await writeStreamHead(request)) co_return false;
@@ -308,7 +326,10 @@ asio::awaitable<bool> Session::generate(const Request& request, const Completion
     std::string events;
     for (; sent < sequence.generatedTokens(); ++sent) {
       std::string piece = output.token(sent);
-      if (job.stream) {
+      if (job.stream && anthropic) {
+        if (sent == 0) events += messageStartEvents(meta, Usage{sequence.promptTokens(), 0, 0});
+        events += textDeltaEvent(piece);
+      } else if (job.stream) {
         events += dialect.tokenEvents(meta, piece, sent == 0);
       } else {
         text += piece;
@@ -325,10 +346,13 @@ asio::awaitable<bool> Session::generate(const Request& request, const Completion
                           sequence.promptMs(), sequence.generatedTokens(), sequence.predictedMs()}};
   if (job.kv_transfer.present) outcome.kv_transfer_params = kvTransferAnswer(job, sequence, meta.id);
   if (!job.stream) {
-    SimpleResponse response{200, "application/json", dialect.completionBody(meta, text, job.finish_reason, outcome)};
+    SimpleResponse response{200, "application/json",
+                            anthropic ? messageResponse(meta, text, job.finish_reason, outcome.usage).dump()
+                                      : dialect.completionBody(meta, text, job.finish_reason, outcome)};
     co_return co_await send(request, response, &record);
   }
-  std::string tail = dialect.streamEnd(meta, job.finish_reason, job.include_usage, outcome);
+  std::string tail = anthropic ? messageEndEvents(job.finish_reason, outcome.usage)
+                               : dialect.streamEnd(meta, job.finish_reason, job.include_usage, outcome);
   if (!co_await writeChunk(tail)) co_return false;
   if (!co_await writeLastChunk()) co_return false;
   record.completed = true;
@@ -365,6 +389,45 @@ asio::awaitable<bool> Session::serveEmbeddings(const Request& request, RequestRe
   std::vector<std::vector<float>> embeddings;
   for (const auto& input : parsed.request.inputs) embeddings.push_back(embeddingFor(input.tokens));
   SimpleResponse response{200, "application/json", embeddingsResponse(parsed.request.model, embeddings, tokens).dump()};
+  co_return co_await send(request, response, &record);
+}
+
+asio::awaitable<bool> Session::serveScoring(const Request& request, bool rerank, RequestRecord& record) {
+  Parsed<ScoringRequest> parsed =
+      rerank ? parseRerankRequest(state_.config, request.body()) : parseScoreRequest(state_.config, request.body());
+  const ScoringRequest& job = parsed.request;
+  record.model = job.model;
+  record.prompt_tokens = static_cast<uint32_t>(std::min<uint64_t>(job.tokens(), UINT32_MAX));
+  if (state_.faults.stall) {
+    co_await watchClose();
+    record.cancelled = true;
+    co_return false;
+  }
+  std::optional<SimpleResponse> refusal = refuseWith(state_, parsed);
+  if (refusal) co_return co_await send(request, *refusal, &record);
+  // Every pair is prefilled (a cross-encoder reads query and document together): one prompt-only sequence.
+  std::vector<uint32_t> all_tokens;
+  std::vector<double> scores;
+  for (size_t i = 0; i < job.documents.size(); ++i) {
+    all_tokens.insert(all_tokens.end(), job.queries[i].tokens.begin(), job.queries[i].tokens.end());
+    all_tokens.insert(all_tokens.end(), job.documents[i].tokens.begin(), job.documents[i].tokens.end());
+    scores.push_back(pairScore(job.queries[i], job.documents[i]));
+  }
+  Engine::StartResult started = state_.engine.start(co_await asio::this_coro::executor, all_tokens, 0);
+  if (!started.sequence) {
+    SimpleResponse never_fits = state_.dialect->error(400, started.error);
+    co_return co_await send(request, never_fits, &record);
+  }
+  auto outcome = co_await (state_.engine.waitProgress(*started.sequence, 0) || watchClose());
+  if (outcome.index() != 0 || !std::get<0>(outcome)) {
+    record.cancelled = true;
+    co_return false;
+  }
+  const std::string id = fmt::format("{}-{:x}{:08x}", rerank ? "rerank" : "score", state_.started_at,
+                                     state_.next_response_id++);
+  const nlohmann::json body =
+      rerank ? rerankResponse(id, job, scores) : scoreResponse(id, unixNow(), job, scores);
+  SimpleResponse response{200, "application/json", body.dump()};
   co_return co_await send(request, response, &record);
 }
 
@@ -440,6 +503,7 @@ std::shared_ptr<RequestRecord> Session::recordRequest(const Request& request, st
 }
 
 std::string Session::nextResponseId(Endpoint endpoint) {
+  if (endpoint == Endpoint::kMessages) return fmt::format("msg_{:x}{:08x}", state_.started_at, state_.next_response_id++);
   return fmt::format("{}-{:x}{:08x}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", state_.started_at,
                      state_.next_response_id++);
 }

@@ -11,12 +11,13 @@ std::string_view limitLabel(LimitKind limit) {
   return "none";
 }
 
-std::optional<Refusal> authenticate(const ApiKeySet& keys, std::string_view authorization,
+std::optional<Refusal> authenticate(const ApiKeySet& keys, std::string_view authorization, std::string_view x_api_key,
                                     std::shared_ptr<const ApiKey>& key) {
-  const std::string_view presented = bearerToken(authorization);
+  std::string_view presented = bearerToken(authorization);
+  if (presented.empty() && authorization.empty()) presented = x_api_key;
   if (presented.empty())
     return Refusal{openai::GatewayError::kUnauthorized, "missing_api_key",
-                   "missing API key: send it as 'authorization: Bearer <key>'", "", 0, {}};
+                   "missing API key: send it as 'authorization: Bearer <key>' (or 'x-api-key: <key>')", "", 0, {}};
   key = keys.find(presented);
   if (!key) return Refusal{openai::GatewayError::kUnauthorized, "invalid_api_key", "invalid API key", "", 0, {}};
   return std::nullopt;

@@ -21,8 +21,9 @@ struct Refusal {
   LimitKind limit = LimitKind::kNone;
 };
 
-// The key an `authorization` header value presents, or a 401.
-std::optional<Refusal> authenticate(const ApiKeySet& keys, std::string_view authorization,
+// The key an `authorization` header value presents (`Bearer <key>`), or else an `x-api-key` header value (the key
+// itself, Anthropic's form), or a 401.
+std::optional<Refusal> authenticate(const ApiKeySet& keys, std::string_view authorization, std::string_view x_api_key,
                                     std::shared_ptr<const ApiKey>& key);
 // 403 when `model` is outside the key's list, 429 when a limit is reached; otherwise the request counts against
 // the key's request allowance at `now_ms`.

@@ -47,6 +47,7 @@ void readPrefixCache(YamlReader r, PrefixCacheConfig& c) {
 
 void readRouting(YamlReader r, RoutingConfig& c) {
   r.read("strategy", c.strategy);
+  r.read("load_only_strategy", c.load_only_strategy);
   readPrefixCache(r.child("prefix_cache"), c.prefix_cache);
   YamlReader blend = r.child("blend");
   blend.read("prefix_cache_weight", c.blend.prefix_cache_weight);

@@ -94,6 +94,9 @@ struct LoadImbalanceConfig {
 
 struct RoutingConfig {
   std::string strategy = "prefix-cache";
+  // The strategy for requests with no prompt to match (rerank, score: openai::matchesPrompt) whenever theirs would
+  // match prompts: a load strategy (checked at start).
+  std::string load_only_strategy = "least-request";
   PrefixCacheConfig prefix_cache;
   BlendConfig blend;
   LoadBalanceConfig load_balance;
@@ -297,9 +300,10 @@ void applyEnvironment(Config& config, const EnvLookup& lookup, Problems& problem
 
 // Checks cross-field rules and value ranges (names `known_strategies` in the message of an unknown strategy).
 void validate(const Config& config, const std::vector<std::string>& known_strategies, Problems& problems);
-// disaggregation.decode_strategy must be one of `known_strategies` but not of `prompt_match_strategies` (those that
-// score by the prompt's match, which cannot pick a decode pod: the prefill pod computed the prompt, so the decode
-// leg goes by load). Apart from validate(), whose callers name only the strategies they use.
+// disaggregation.decode_strategy and routing.load_only_strategy must each be one of `known_strategies` but not of
+// `prompt_match_strategies` (those that score by the prompt's match, which cannot pick a decode pod: the prefill pod
+// computed the prompt, so the decode leg goes by load; nor a rerank or score request's pod: it has no prompt to
+// match). Apart from validate(), whose callers name only the strategies they use.
 void validateDecodeStrategy(const Config& config, const std::vector<std::string>& known_strategies,
                             const std::vector<std::string>& prompt_match_strategies, Problems& problems);
 

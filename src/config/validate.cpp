@@ -244,15 +244,20 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
 
 void validateDecodeStrategy(const Config& c, const std::vector<std::string>& known,
                             const std::vector<std::string>& prompt_match_strategies, Problems& problems) {
-  const std::string& name = c.disaggregation.decode_strategy;
   Checker check(c, problems);
-  if (name.empty()) check.fail("disaggregation.decode_strategy", "must not be empty");
-  check.strategy("disaggregation.decode_strategy", name, known);
-  if (std::find(prompt_match_strategies.begin(), prompt_match_strategies.end(), name) == prompt_match_strategies.end())
-    return;
-  check.fail("disaggregation.decode_strategy",
-            "'" + name + "' scores by the prompt's prefix match, which the decode leg has no use for (the prefill pod "
-            "computed the prompt): name a load strategy, e.g. least-request");
+  // Both pick a pod for a request with no prompt worth matching: by load only.
+  const auto loadStrategy = [&](const std::string& key, const std::string& name, std::string_view why) {
+    if (name.empty()) check.fail(key, "must not be empty");
+    check.strategy(key, name, known);
+    if (std::find(prompt_match_strategies.begin(), prompt_match_strategies.end(), name) == prompt_match_strategies.end())
+      return;
+    check.fail(key, "'" + name + "' scores by the prompt's prefix match, which " + std::string(why) +
+                        ": name a load strategy, e.g. least-request");
+  };
+  loadStrategy("disaggregation.decode_strategy", c.disaggregation.decode_strategy,
+               "the decode leg has no use for (the prefill pod computed the prompt)");
+  loadStrategy("routing.load_only_strategy", c.routing.load_only_strategy,
+               "rerank and score requests have none of (they are routed by load)");
 }
 
 }  // namespace prefixgate::config

@@ -57,8 +57,15 @@ constexpr bool inEnumOrder() {
 static_assert(inEnumOrder() && kTable.size() == static_cast<size_t>(E::kUpstreamResponseTooLarge) + 1,
               "kTable lists every GatewayError once, in enum order");
 
-std::string body(int status, std::string_view type, std::string_view message, std::string_view param) {
+std::string body(int status, std::string_view type, std::string_view message, std::string_view param,
+                 ErrorShape shape) {
   nlohmann::json j;
+  if (shape == ErrorShape::kAnthropic) {
+    j["type"] = "error";
+    j["error"]["type"] = anthropicErrorType(status);
+    j["error"]["message"] = message;
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
   j["error"]["message"] = message;
   j["error"]["type"] = type;
   j["error"]["param"] = param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param);
@@ -92,13 +99,24 @@ size_t utf8Length(std::string_view text, size_t i) {
 
 const ErrorInfo& errorInfo(GatewayError error) { return kTable[static_cast<size_t>(error)].info; }
 
-std::string errorBody(GatewayError error, std::string_view message, std::string_view param) {
+std::string errorBody(GatewayError error, std::string_view message, std::string_view param, ErrorShape shape) {
   const ErrorInfo& info = errorInfo(error);
-  return body(info.status, info.type, message, param);
+  return body(info.status, info.type, message, param, shape);
 }
 
-std::string errorBody(int status, std::string_view message, std::string_view param) {
-  return body(status, errorType(status), message, param);
+std::string errorBody(int status, std::string_view message, std::string_view param, ErrorShape shape) {
+  return body(status, errorType(status), message, param, shape);
+}
+
+std::string_view anthropicErrorType(int status) {
+  switch (status) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    case 503: return "overloaded_error";
+    default: return status >= 500 ? "api_error" : "invalid_request_error";
+  }
 }
 
 std::string_view errorType(int status) {

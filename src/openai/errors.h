@@ -1,8 +1,10 @@
 #pragma once
 // Every error the gateway writes, in one table: a GatewayError kind gives the HTTP status, OpenAI's error `type`,
 // the metric label (prefixgate_requests_total's reason, the log line) and whether a `retry-after` goes with it.
-// Bodies are OpenAI-shaped: {"error": {"message", "type", "param", "code"}}, and writing one never throws: bytes
-// that are not UTF-8 (a client's path, model or header echoed in the message) are replaced.
+// Bodies are OpenAI-shaped: {"error": {"message", "type", "param", "code"}}, or Anthropic-shaped for the Messages
+// API's paths ({"type": "error", "error": {"type", "message"}}, its type derived from the status: one table, two
+// shapes), and writing one never throws: bytes that are not UTF-8 (a client's path, model or header echoed in the
+// message) are replaced.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -56,13 +58,22 @@ struct ErrorInfo {
 
 const ErrorInfo& errorInfo(GatewayError error);
 
-// The JSON body for an error of `error`'s kind; `param` empty is written as null.
-std::string errorBody(GatewayError error, std::string_view message, std::string_view param = {});
+// Which API's error body a client gets: chosen by the request's path (Anthropic's for /v1/messages and
+// /v1/messages/count_tokens).
+enum class ErrorShape : uint8_t { kOpenAI, kAnthropic };
+
+// The JSON body for an error of `error`'s kind; `param` empty is written as null (OpenAI's shape only).
+std::string errorBody(GatewayError error, std::string_view message, std::string_view param = {},
+                      ErrorShape shape = ErrorShape::kOpenAI);
 // The same shape for a status of its own (e.g. an engine error relayed inside a stream).
-std::string errorBody(int status, std::string_view message, std::string_view param = {});
+std::string errorBody(int status, std::string_view message, std::string_view param = {},
+                      ErrorShape shape = ErrorShape::kOpenAI);
 
 // The OpenAI error `type` for an HTTP status (400 invalid_request_error, 404 not_found_error, ...).
 std::string_view errorType(int status);
+// Anthropic's error `type` for an HTTP status: 401 authentication_error, 403 permission_error, 404
+// not_found_error, 429 rate_limit_error, 503 overloaded_error, other 5xx api_error, other 4xx invalid_request_error.
+std::string_view anthropicErrorType(int status);
 
 // `text` with bytes that are not valid UTF-8 replaced by U+FFFD, control characters escaped (\n, \x01), and cut
 // to `max_bytes` (with a "...(N bytes)" suffix): safe in a log line or a header value.

@@ -91,6 +91,119 @@ ParseError readMessages(od::value messages, std::string& text, bool& first) {
   return {};
 }
 
+// Anthropic content: a string is one unit; an array's blocks are one unit each (see RequestView::prompt_text).
+// `doc` is the document being read (a block's raw JSON is the text its fields spanned).
+ParseError appendAnthropicContent(od::value content, od::document& doc, std::string& text, bool& first,
+                                  const char* field);
+
+// One content block (an object) as its unit of the prompt text.
+ParseError appendAnthropicBlock(od::value item, od::document& doc, std::string& text, bool& first, const char* field) {
+  const char* start = item.raw_json_token().data();
+  od::object block;
+  if (item.get_object().get(block)) return bad(std::string("each block of '") + field + "' must be an object", field);
+  std::string_view type, name, input;
+  std::string own;  // the block's text: text, thinking, or a tool_result's content
+  bool own_first = true;
+  for (auto f : block) {
+    std::string_view key;
+    if (auto ec = f.unescaped_key().get(key)) return malformed(ec);
+    od::value v = f.value();
+    if (key == "type") {
+      if (v.get_string().get(type)) return bad(std::string("a block's 'type' in '") + field + "' must be a string", field);
+    } else if (key == "text" || key == "thinking") {
+      std::string_view t;
+      if (v.get_string().get(t) == simdjson::SUCCESS) own.assign(t);  // another type: the engine refuses it
+    } else if (key == "content") {
+      own.clear();
+      own_first = true;
+      if (auto err = appendAnthropicContent(v, doc, own, own_first, field)) return err;
+    } else if (key == "name") {
+      if (v.get_string().get(name) != simdjson::SUCCESS) name = {};
+    } else if (key == "input") {
+      if (auto ec = rawJson(v, input)) return malformed(ec);
+    }
+  }
+  if (!first) text.push_back(' ');
+  first = false;
+  if (type == "text" || type == "thinking" || type == "tool_result") {
+    text.append(own);
+  } else if (type == "tool_use") {
+    text.append(name).append(" ").append(input);
+  } else {
+    text.append(rawSince(start, doc));
+  }
+  return {};
+}
+
+ParseError appendAnthropicContent(od::value content, od::document& doc, std::string& text, bool& first,
+                                  const char* field) {
+  od::json_type type;
+  if (auto ec = content.type().get(type)) return malformed(ec);
+  if (type == od::json_type::string) {
+    std::string_view s;
+    if (auto ec = content.get_string().get(s)) return malformed(ec);
+    if (!first) text.push_back(' ');
+    first = false;
+    text.append(s);
+    return {};
+  }
+  if (type != od::json_type::array)
+    return bad(std::string("'") + field + "' content must be a string or an array of content blocks", field);
+  od::array blocks;
+  if (auto ec = content.get_array().get(blocks)) return malformed(ec);
+  for (auto item : blocks) {
+    od::value block;
+    if (auto ec = item.get(block)) return malformed(ec);
+    if (auto err = appendAnthropicBlock(block, doc, text, first, field)) return err;
+  }
+  return {};
+}
+
+// Anthropic's `messages`: a non-empty array of {role, content}.
+ParseError readAnthropicMessages(od::value messages, od::document& doc, std::string& text, bool& first) {
+  od::array arr;
+  if (messages.get_array().get(arr)) return bad("'messages' must be an array of message objects", "messages");
+  size_t count = 0;
+  for (auto item : arr) {
+    od::object msg;
+    if (item.get_object().get(msg)) return bad("each entry of 'messages' must be an object", "messages");
+    for (auto field : msg) {
+      std::string_view key;
+      if (auto ec = field.unescaped_key().get(key)) return malformed(ec);
+      if (key != "content") continue;
+      if (auto err = appendAnthropicContent(field.value(), doc, text, first, "messages")) return err;
+    }
+    ++count;
+  }
+  if (count == 0) return bad("'messages' must not be empty", "messages");
+  return {};
+}
+
+// Anthropic's `system`: a string, or text blocks whose texts run together (as the engine joins them), so a system
+// prompt sent either way is the same text.
+ParseError readAnthropicSystem(od::value system, od::document& doc, std::string& text) {
+  text.clear();
+  od::json_type type;
+  if (auto ec = system.type().get(type)) return malformed(ec);
+  if (type == od::json_type::null) return {};
+  if (type == od::json_type::string) {
+    std::string_view s;
+    if (auto ec = system.get_string().get(s)) return malformed(ec);
+    text.assign(s);
+    return {};
+  }
+  if (type != od::json_type::array) return bad("'system' must be a string or an array of text blocks", "system");
+  od::array blocks;
+  if (auto ec = system.get_array().get(blocks)) return malformed(ec);
+  for (auto item : blocks) {
+    od::value block;
+    if (auto ec = item.get(block)) return malformed(ec);
+    bool first = true;  // no separator: the blocks' texts run together
+    if (auto err = appendAnthropicBlock(block, doc, text, first, "system")) return err;
+  }
+  return {};
+}
+
 // prompt: a string, a list of strings (joined by one space) or a list of token ids.
 ParseError readPrompt(od::value prompt, RequestView& out) {
   out.prompt_text.clear();
@@ -168,9 +281,19 @@ std::string_view endpointName(Endpoint e) {
     case Endpoint::kChatCompletions: return "chat";
     case Endpoint::kCompletions: return "completions";
     case Endpoint::kEmbeddings: return "embeddings";
+    case Endpoint::kRerank: return "rerank";
+    case Endpoint::kScore: return "score";
+    case Endpoint::kMessages: return "messages";
+    case Endpoint::kMessagesCountTokens: return "messages_count_tokens";
   }
   return "unknown";
 }
+
+bool matchesPrompt(Endpoint e) {
+  return e != Endpoint::kRerank && e != Endpoint::kScore && e != Endpoint::kMessagesCountTokens;
+}
+
+bool isAnthropic(Endpoint e) { return e == Endpoint::kMessages || e == Endpoint::kMessagesCountTokens; }
 
 size_t paddingBytes() { return simdjson::SIMDJSON_PADDING; }
 
@@ -194,6 +317,12 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
   std::string messages_text;
   bool first_message = true;
   bool has_model = false, has_messages = false, has_prompt = false, has_input = false, has_max_completion = false;
+  // Rerank's `query` and `documents`, score's `text_1` and `text_2`: their raw JSON (the engine validates their
+  // forms: strings, lists, multimodal parts), kept only to size the request.
+  std::string_view pair_first, pair_second;
+  const bool rerank = endpoint == Endpoint::kRerank, score = endpoint == Endpoint::kScore;
+  const bool anthropic = isAnthropic(endpoint), chat_like = anthropic || endpoint == Endpoint::kChatCompletions;
+  std::string system_text;  // Anthropic's `system`, put in front of the messages
   // A key given twice counts as its last occurrence, as the engine's JSON parser (Python's) reads it: what is
   // routed on is what the engine will compute.
   for (auto field : root) {
@@ -227,7 +356,7 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
         if (key == "max_completion_tokens" || !has_max_completion) out.max_tokens = clamped;
         has_max_completion |= key == "max_completion_tokens";
       }
-    } else if (key == "messages" && endpoint == Endpoint::kChatCompletions) {
+    } else if (key == "messages" && chat_like) {
       has_messages = true;
       messages_text.clear();
       // The text is shorter than the body (and so are the tools put in front of it): one allocation, no regrowth
@@ -235,9 +364,13 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
       messages_text.reserve(body.size());
       first_message = true;
       const char* start = value.raw_json_token().data();
-      if (auto err = readMessages(value, messages_text, first_message)) return err;
+      if (auto err = anthropic ? readAnthropicMessages(value, doc, messages_text, first_message)
+                               : readMessages(value, messages_text, first_message))
+        return err;
       out.raw_messages = rawSince(start, doc);
-    } else if (key == "tools" && endpoint == Endpoint::kChatCompletions) {
+    } else if (key == "system" && anthropic) {
+      if (auto err = readAnthropicSystem(value, doc, system_text)) return err;
+    } else if (key == "tools" && chat_like) {
       std::string_view raw;
       if (auto ec = rawJson(value, raw)) return malformed(ec);
       tools.clear();
@@ -264,6 +397,11 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
       if (auto ec = rawJson(value, raw)) return malformed(ec);
       out.prompt_text.assign(raw);
       out.raw_prompt = raw;
+    } else if ((rerank && (key == "query" || key == "documents")) || (score && (key == "text_1" || key == "text_2"))) {
+      std::string_view raw;
+      if (auto ec = rawJson(value, raw)) return malformed(ec);
+      if (raw == "null") raw = {};  // absent, as Python's validation reads it
+      (key == "query" || key == "text_1" ? pair_first : pair_second) = raw;
     }
   }
   const char* trailing = nullptr;
@@ -271,14 +409,24 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
     return bad("request body has trailing content after the JSON object");
   if (!has_model) return bad("'model' is required", "model");
   if (out.model.empty()) return bad("'model' must not be empty", "model");
-  if (endpoint == Endpoint::kChatCompletions) {
+  if (chat_like) {
     if (!has_messages) return bad("'messages' is required", "messages");
+    // Anthropic's system prompt comes first, as a chat request's system message would.
+    if (!system_text.empty()) messages_text.insert(0, system_text + " ");
     // Tools first, then the messages, so requests with the same messages but different tools differ at the start.
     if (!tools.empty()) messages_text.insert(0, tools + " ");  // within the reserved capacity: one move, no copy
     out.prompt_text = std::move(messages_text);
   }
   if (endpoint == Endpoint::kCompletions && !has_prompt) return bad("'prompt' is required", "prompt");
   if (endpoint == Endpoint::kEmbeddings && !has_input) return bad("'input' is required", "input");
+  if (rerank || score) {
+    const char* first_name = rerank ? "query" : "text_1";
+    const char* second_name = rerank ? "documents" : "text_2";
+    if (pair_first.empty()) return bad(std::string("'") + first_name + "' is required", first_name);
+    if (pair_second.empty()) return bad(std::string("'") + second_name + "' is required", second_name);
+    out.prompt_text.reserve(pair_first.size() + 1 + pair_second.size());
+    out.prompt_text.append(pair_first).append(" ").append(pair_second);
+  }
   return {};
 }
 

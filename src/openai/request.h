@@ -9,8 +9,17 @@
 
 namespace prefixgate::openai {
 
-enum class Endpoint { kChatCompletions, kCompletions, kEmbeddings };
-std::string_view endpointName(Endpoint e);  // "chat", "completions", "embeddings"
+// kMessages and kMessagesCountTokens: Anthropic's Messages API (/v1/messages, /v1/messages/count_tokens).
+enum class Endpoint { kChatCompletions, kCompletions, kEmbeddings, kRerank, kScore, kMessages, kMessagesCountTokens };
+// "chat", "completions", "embeddings", "rerank", "score", "messages", "messages_count_tokens"
+std::string_view endpointName(Endpoint e);
+// Whether an endpoint's requests have a prompt to match against the pods' caches. Rerank and score (cross-encoder
+// pairs, query x each document) do not, nor does count_tokens (the engine only tokenizes: nothing is cached, so
+// recording it would predict hits that never happen): they are routed by load alone (routing.load_only_strategy),
+// whatever strategy the request would get otherwise.
+bool matchesPrompt(Endpoint e);
+// Whether an endpoint is Anthropic's (its errors in Anthropic's shape).
+bool isAnthropic(Endpoint e);
 
 struct RequestView {
   Endpoint endpoint = Endpoint::kChatCompletions;
@@ -18,7 +27,13 @@ struct RequestView {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   // The text whose prefix is matched: chat = tools JSON (when present and asked for) then every message's
-  // content, joined by one space; completions = the prompt (a list of strings joined by one space).
+  // content, joined by one space; completions = the prompt (a list of strings joined by one space). Anthropic
+  // messages as chat: tools JSON, then `system` (a string, or its text blocks' texts run together), then each
+  // content block (a string content is one block) joined by one space: a text block's text, a tool_use's name
+  // and input JSON, a tool_result's content (the same way), a thinking block's thinking, any other block its raw
+  // JSON; text, not the blocks' JSON, so a `cache_control` marker moving from turn to turn changes nothing. Rerank and
+  // score (never matched): the raw JSON of their inputs (query then documents; text_1 then text_2), which only
+  // estimates the request's size.
   std::string prompt_text;
   // Completions given token ids (`prompt: [1, 2, 3]`): used as tokens directly instead of prompt_text.
   std::vector<uint32_t> prompt_token_ids;
@@ -34,7 +49,8 @@ struct RequestView {
 
   // The raw JSON text of the fields the engine templates, exactly as they appear in the body (views into it: valid
   // while the body lives; the remote tokenizer sends them as they are). Chat: `messages` and `tools` ("" when
-  // absent or null); completions: `prompt`; embeddings: `input` (in raw_prompt).
+  // absent or null); completions: `prompt`; embeddings: `input` (in raw_prompt); rerank and score: none;
+  // Anthropic messages: `messages` and `tools` (Anthropic-shaped: never sent to the remote tokenizer).
   std::string_view raw_messages;
   std::string_view raw_tools;
   std::string_view raw_prompt;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "openai/errors.h"
 #include "proxy/failover.h"
 #include "proxy/head_text.h"
 #include "proxy/upstream_pool.h"
@@ -51,6 +52,8 @@ struct RelayRequest {
   // A client's own x-prefiller-* headers never reach an engine.
   std::string_view prefill_pod;
   std::string_view prefiller_host_port;
+  // The client's API: a stream the engine cuts short ends with that API's error event (Anthropic's `event: error`).
+  openai::ErrorShape error_shape = openai::ErrorShape::kOpenAI;
 };
 
 struct RelayOutcome {

@@ -18,6 +18,8 @@ struct KeyFamily {
 constexpr KeyFamily kKeyFamilies[] = {
     {"_tokens\"", {"\"completion", "\"prompt", "\"cached"}, 0},  // kCompletion, kPrompt, kCached
     {"_n\"", {"\"cache", "\"prompt", ""}, 3},                    // kCacheN, kPromptN
+    // Anthropic's Messages usage (message_start, message_delta, a whole message): output and input tokens.
+    {"_tokens\"", {"\"output", "\"input", ""}, 0},  // kCompletion, kPrompt
 };
 constexpr std::string_view kEvent = "data: {";
 }  // namespace

@@ -3,7 +3,8 @@
 // `"prompt_tokens": N` and `"cached_tokens": N` seen (the usage object of a JSON body or of a stream's usage
 // chunk; cached_tokens sits in usage.prompt_tokens_details), llama.cpp's `"cache_n": N` and `"prompt_n": N` (its
 // `timings` object, which its streams carry even without stream_options.include_usage: cached and computed prompt
-// tokens), and the number of SSE `data: {` events (one token per chunk, as vLLM streams). Output tokens feed each pod's measured capacity; prompt and cached tokens feed the
+// tokens), Anthropic's `"output_tokens": N` and `"input_tokens": N` (as completion and prompt tokens: its stream's
+// message_delta carries the final output count, after message_start's), and the number of SSE `data: {` events (one token per chunk, as vLLM streams). Output tokens feed each pod's measured capacity; prompt and cached tokens feed the
 // prediction audit (routing/prediction_audit.h).
 #include <cstddef>
 #include <cstdint>

@@ -174,6 +174,19 @@ RoutePlan Router::plan(const RouteQuery& query) const {
   if (auto it = strategies_.find(name); it != strategies_.end()) {
     plan.strategy = it->second.get();
     plan.name = it->first;
+    // A request with no prompt to match (rerank, score) goes by load: a prefix strategy would hash text no engine
+    // caches as a prefix and pin identical requests to one pod.
+    if (plan.strategy->wantsPromptMatch() && !openai::matchesPrompt(query.request.endpoint)) {
+      if (auto load = strategies_.find(config_.routing.load_only_strategy); load != strategies_.end()) {
+        plan.strategy = load->second.get();
+        plan.name = load->first;
+      } else {
+        // --check refuses it: only a router built on an unchecked config gets here.
+        plan.strategy = nullptr;
+        plan.name = {};
+        plan.message = "routing.load_only_strategy '" + config_.routing.load_only_strategy + "' is not a routing strategy";
+      }
+    }
     return plan;
   }
   plan.message = "unknown routing strategy '" + openai::printable(name, 64) + "' (valid: ";

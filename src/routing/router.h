@@ -34,7 +34,8 @@ struct RouteQuery {
   PodRole leg = PodRole::kBoth;
 };
 
-// A request's strategy, resolved once (locked > header > profile > model > default) with the settings of its model
+// A request's strategy, resolved once (locked > header > profile > model > default; one that matches prompts becomes
+// routing.load_only_strategy for an endpoint with no prompt to match: openai::matchesPrompt) with the settings of its model
 // and profile: what the session prepares for (the remote tokenizer, when the strategy matches the prompt) and what
 // choose() applies. A value; a failed-over request keeps its plan.
 struct RoutePlan {

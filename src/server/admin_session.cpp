@@ -225,6 +225,9 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   openai::Endpoint endpoint = openai::Endpoint::kChatCompletions;
   if (target.find("endpoint=completions") != std::string_view::npos) endpoint = openai::Endpoint::kCompletions;
   else if (target.find("endpoint=embeddings") != std::string_view::npos) endpoint = openai::Endpoint::kEmbeddings;
+  else if (target.find("endpoint=rerank") != std::string_view::npos) endpoint = openai::Endpoint::kRerank;
+  else if (target.find("endpoint=score") != std::string_view::npos) endpoint = openai::Endpoint::kScore;
+  else if (target.find("endpoint=messages") != std::string_view::npos) endpoint = openai::Endpoint::kMessages;
   PreparedRequest prepared;
   co_await control.admin->preparation.prepare(
       {.endpoint = endpoint,

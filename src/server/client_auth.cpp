@@ -9,6 +9,9 @@
 
 namespace prefixgate::server {
 namespace http = boost::beast::http;
+namespace {
+constexpr std::string_view kApiKeyHeader = "x-api-key";  // Anthropic's SDKs send the key here
+}  // namespace
 
 ClientAuth::ClientAuth(const auth::Credentials& credentials, metrics::ApiKeyMetrics& metrics)
     : credentials_(credentials), metrics_(metrics), keys_(credentials.apiKeys()) {}
@@ -19,7 +22,7 @@ void ClientAuth::countRequest(int status) const {
 
 std::optional<auth::Refusal> ClientAuth::authenticate(const proxy::ClientHead& head) {
   if (!keys_) return std::nullopt;
-  auto refusal = auth::authenticate(*keys_, head[http::field::authorization], key_);
+  auto refusal = auth::authenticate(*keys_, head[http::field::authorization], head[kApiKeyHeader], key_);
   if (refusal) metrics_.unauthenticated(refusal->reason == "missing_api_key" ? "missing" : "unknown");
   return refusal;
 }
@@ -32,7 +35,9 @@ std::optional<auth::Refusal> ClientAuth::authorize(std::string_view model) {
 }
 
 void ClientAuth::stripCredentials(proxy::ClientHead& head) const {
-  if (keys_ && !credentials_.forwardAuthorization()) head.erase(http::field::authorization);
+  if (!keys_ || credentials_.forwardAuthorization()) return;
+  head.erase(http::field::authorization);
+  head.erase(kApiKeyHeader);
 }
 
 void ClientAuth::charge(const proxy::RelayOutcome& relayed) {
@@ -46,12 +51,12 @@ void ClientAuth::charge(const proxy::RelayOutcome& relayed) {
 }
 
 boost::asio::awaitable<bool> writeRefusal(boost::beast::tcp_stream& stream, RequestOutcome& outcome,
-                                          const auth::Refusal& refusal, bool keep_alive) {
+                                          const auth::Refusal& refusal, bool keep_alive, Framing framing) {
   outcome.fail(refusal.error, refusal.message);
   HeaderList headers = outcome.headers();
   if (refusal.error == openai::GatewayError::kUnauthorized) headers.emplace_back("www-authenticate", "Bearer");
   if (refusal.retry_after_s > 0) headers.emplace_back("retry-after", std::to_string(refusal.retry_after_s));
-  co_return co_await writeError(stream, refusal.error, refusal.message, keep_alive, headers, refusal.param);
+  co_return co_await writeError(stream, refusal.error, refusal.message, keep_alive, headers, refusal.param, framing);
 }
 
 }  // namespace prefixgate::server

@@ -13,6 +13,7 @@
 
 #include "auth/request_check.h"
 #include "proxy/relay.h"
+#include "server/responses.h"
 
 namespace prefixgate::auth {
 class Credentials;
@@ -32,7 +33,8 @@ class ClientAuth {
   ClientAuth(const ClientAuth&) = delete;
   ClientAuth& operator=(const ClientAuth&) = delete;
 
-  // On the request head: the key it presents (a 401 otherwise); keyName() names it from then on.
+  // On the request head: the key it presents in `authorization: Bearer <key>`, or else in `x-api-key` (Anthropic's
+  // header), or a 401; keyName() names it from then on.
   std::optional<auth::Refusal> authenticate(const proxy::ClientHead& head);
   // Once the model is known: 403 outside the key's models, 429 over a limit (counted against the key's requests).
   std::optional<auth::Refusal> authorize(std::string_view model);
@@ -42,7 +44,8 @@ class ClientAuth {
   const auth::ApiKey* key() const { return key_.get(); }
   // Whether the key may see `model` in /v1/models.
   bool allows(std::string_view model) const { return !key_ || key_->allows(model); }
-  // The engine gets the client's authorization header only without keys, or with auth.forward_authorization.
+  // The engine gets the client's authorization and x-api-key headers only without keys, or with
+  // auth.forward_authorization.
   void stripCredentials(proxy::ClientHead& head) const;
   // Charges the tokens of a relayed response (prompt + completion) to the key: the engine's usage, else the
   // gateway's count of the prompt (auth::chargedTokens).
@@ -57,9 +60,9 @@ class ClientAuth {
   std::shared_ptr<const auth::ApiKey> key_;
 };
 
-// Writes a refusal (OpenAI error shape, retry-after on 429) and records it in the outcome; returns false when the
-// write failed.
+// Writes a refusal (the framing's error shape, retry-after on 429) and records it in the outcome; returns false
+// when the write failed.
 boost::asio::awaitable<bool> writeRefusal(boost::beast::tcp_stream& stream, RequestOutcome& outcome,
-                                          const auth::Refusal& refusal, bool keep_alive);
+                                          const auth::Refusal& refusal, bool keep_alive, Framing framing = {});
 
 }  // namespace prefixgate::server

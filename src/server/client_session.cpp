@@ -77,17 +77,27 @@ Route routeOf(http::verb method, std::string_view target) {
       {"/v1/chat/completions", http::verb::post, {Route::kProxy, openai::Endpoint::kChatCompletions, "POST"}},
       {"/v1/completions", http::verb::post, {Route::kProxy, openai::Endpoint::kCompletions, "POST"}},
       {"/v1/embeddings", http::verb::post, {Route::kProxy, openai::Endpoint::kEmbeddings, "POST"}},
+      {"/v1/rerank", http::verb::post, {Route::kProxy, openai::Endpoint::kRerank, "POST"}},
+      {"/v2/rerank", http::verb::post, {Route::kProxy, openai::Endpoint::kRerank, "POST"}},
+      {"/v1/score", http::verb::post, {Route::kProxy, openai::Endpoint::kScore, "POST"}},
+      {"/v1/messages", http::verb::post, {Route::kProxy, openai::Endpoint::kMessages, "POST"}},
+      {"/v1/messages/count_tokens", http::verb::post, {Route::kProxy, openai::Endpoint::kMessagesCountTokens, "POST"}},
       {"/v1/models", http::verb::get, {Route::kModels, openai::Endpoint::kChatCompletions, "GET"}},
   };
   for (const Entry& e : kEntries) {
     if (e.path != path) continue;
     if (e.method == method || (e.method == http::verb::get && method == http::verb::head)) return e.route;
-    Route r;
+    Route r = e.route;  // its endpoint kept: the answer takes the endpoint's error shape
     r.kind = Route::kMethodNotAllowed;
-    r.allow = e.route.allow;
     return r;
   }
   return Route{};
+}
+
+// Anthropic's paths answer every error of theirs in Anthropic's shape (the same table: openai/errors.h).
+openai::ErrorShape errorShapeOf(const Route& route) {
+  return route.kind != Route::kNotFound && openai::isAnthropic(route.endpoint) ? openai::ErrorShape::kAnthropic
+                                                                                : openai::ErrorShape::kOpenAI;
 }
 
 std::string modelsBody(const discovery::PodSet& pods, int64_t now_ms, const ClientAuth& auth) {
@@ -170,6 +180,10 @@ class ClientSession {
     // A head already read whole (the usual case: it came in one segment) is parsed at once, with no timer.
     stream_.expires_never();
     if (!net::parseBuffered(parser, buffer_, ec)) co_await readHead(parser, ec);
+    // A Content-Length over the limit fails a complete head: its path still picks the error's shape.
+    framing_.error_shape = ec == http::error::body_limit
+                               ? errorShapeOf(routeOf(parser.get().method(), parser.get().target()))
+                               : openai::ErrorShape::kOpenAI;
     if (ec) co_return co_await headerFailed(ec, outcome);
     auto& head = parser.get();
     outcome.begin(head);
@@ -184,6 +198,7 @@ class ClientSession {
     bool keep_alive = head.keep_alive() && !services_.draining.load(std::memory_order_acquire);
     if (parser.chunked()) head_fields_ = std::distance(head.begin(), head.end());  // trailers come after these
     Route route = routeOf(head.method(), head.target());
+    framing_.error_shape = errorShapeOf(route);
     ClientAuth auth = preparation_.clientAuth();
     // The request counts under its key's name with its final status, however it ends.
     const KeyCount key_count{auth, outcome};
@@ -202,9 +217,10 @@ class ClientSession {
   asio::awaitable<bool> refuseOnHead(RequestParser& parser, RequestOutcome& outcome, const auth::Refusal& refusal,
                                      bool keep_alive) {
     stream_.expires_after(kErrorWriteTimeout);  // a client that reads nothing cannot hold the connection
-    if (parser.is_done()) co_return co_await writeRefusal(stream_, outcome, refusal, keep_alive) && keep_alive;
+    if (parser.is_done())
+      co_return co_await writeRefusal(stream_, outcome, refusal, keep_alive, framing_) && keep_alive;
     unread_body_ = true;
-    co_await writeRefusal(stream_, outcome, refusal, false);
+    co_await writeRefusal(stream_, outcome, refusal, false, framing_);
     co_return false;
   }
 
@@ -472,6 +488,7 @@ class ClientSession {
                                         return preparation_.chooseAgain(prepared, failed, exclude, worker_.rng);
                                       }};
     relay_request.pipelined = &buffer_;  // the next request, if the client sends it during this one's response
+    relay_request.error_shape = framing_.error_shape;  // a stream cut short ends with an error event of its API
     if (prepared.decode) co_return co_await serveDisaggregated(prepared, relay_request, outcome, auth, keep_alive);
     outcome.setDisaggregation(prepared.pd_outcome);
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);

@@ -46,7 +46,10 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
       co_return;
     }
   }
-  const bool disaggregated = deps_.router.disaggregated(out.request.model);
+  // Rerank and score generate nothing, and the connector protocol (kv_transfer_params) is the OpenAI endpoints':
+  // those and Anthropic's are never split into prefill and decode legs.
+  const bool disaggregated = openai::matchesPrompt(out.request.endpoint) && !openai::isAnthropic(out.request.endpoint) &&
+                             deps_.router.disaggregated(out.request.model);
   if (disaggregated) out.leg = PodRole::kPrefill;
   routing::RouteQuery query = out.query();
   // The strategy, resolved once: the tokenizer step prepares for it, the choice applies it.
@@ -142,6 +145,9 @@ boost::asio::awaitable<RemoteTokensReport> RequestPreparation::fetchRemoteTokens
   RemoteTokensReport report;
   // Token ids in the prompt are already the engine's: nothing to ask.
   if (!deps_.tokenizer || request.has_token_ids) co_return report;
+  // The engines' /tokenize takes OpenAI chat messages: Anthropic's blocks are not asked (with the remote tokenizer
+  // on, such requests are routed by load alone, as the prefix strategies never hash local text then).
+  if (openai::isAnthropic(request.endpoint)) co_return report;
   if (!plan.wantsPromptTokens()) co_return report;
   // A model no pod serves is refused by the router (404): asking a tokenizer is wasted, and counting the failure by
   // the client's model name (aibrix_prefix_cache_routing_errors_total) would add series for every made-up name.

@@ -36,10 +36,10 @@ asio::awaitable<bool> writeError(beast::tcp_stream& stream, openai::GatewayError
   if (info.retry_after && !has_retry_after) {
     HeaderList with = headers;
     with.emplace_back("retry-after", "1");
-    co_return co_await writeResponse(stream, info.status, "application/json", openai::errorBody(error, message, param),
+    co_return co_await writeResponse(stream, info.status, "application/json", openai::errorBody(error, message, param, framing.error_shape),
                                      keep_alive, with, framing);
   }
-  co_return co_await writeResponse(stream, info.status, "application/json", openai::errorBody(error, message, param),
+  co_return co_await writeResponse(stream, info.status, "application/json", openai::errorBody(error, message, param, framing.error_shape),
                                    keep_alive, headers, framing);
 }
 

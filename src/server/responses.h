@@ -18,6 +18,8 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 struct Framing {
   unsigned version = 11;
   bool head_only = false;
+  // The error body's shape: Anthropic's for the Messages API's paths (openai::ErrorShape).
+  openai::ErrorShape error_shape = openai::ErrorShape::kOpenAI;
 };
 
 // Writes a response with a Content-Length body; returns false when the write failed.
@@ -25,7 +27,7 @@ boost::asio::awaitable<bool> writeResponse(boost::beast::tcp_stream& stream, int
                                            std::string body, bool keep_alive, const HeaderList& headers = {},
                                            Framing framing = {});
 
-// An OpenAI-shaped error response of `error`'s kind (openai/errors.h), with `retry-after: 1` when the kind has
+// An error response of `error`'s kind, in framing.error_shape (OpenAI's unless the path is Anthropic's) (openai/errors.h), with `retry-after: 1` when the kind has
 // one and `headers` do not set it.
 boost::asio::awaitable<bool> writeError(boost::beast::tcp_stream& stream, openai::GatewayError error,
                                         std::string_view message, bool keep_alive, const HeaderList& headers = {},

@@ -31,6 +31,10 @@ std::optional<openai::Endpoint> proxiedEndpoint(const http::request<http::string
   if (path == "/v1/chat/completions") return openai::Endpoint::kChatCompletions;
   if (path == "/v1/completions") return openai::Endpoint::kCompletions;
   if (path == "/v1/embeddings") return openai::Endpoint::kEmbeddings;
+  if (path == "/v1/rerank" || path == "/v2/rerank") return openai::Endpoint::kRerank;
+  if (path == "/v1/score") return openai::Endpoint::kScore;
+  if (path == "/v1/messages") return openai::Endpoint::kMessages;
+  if (path == "/v1/messages/count_tokens") return openai::Endpoint::kMessagesCountTokens;
   return std::nullopt;
 }
 

@@ -1,4 +1,4 @@
-// libFuzzer target for a request body: openai::parseRequest for every endpoint with include_tools both ways, then
+// libFuzzer target for a request body: openai::parseRequest for every endpoint (rerank, score and Anthropic's messages too) with include_tools both ways, then
 // what routing builds from the parsed view: the prefix strategies' tokenized prompt and its block hashes (as
 // routing::PrefixServices::hashPrompt does with the character tokenizer) and the remote tokenizer's /tokenize body
 // and cache key. Nothing may crash, leak or trip a sanitizer, and the parser's contract holds (checked below).
@@ -46,6 +46,16 @@ void buildPrompt(const openai::RequestView& view, const std::string& body, bool 
   index::hashBlocks(bytes, block, kHashSeed, hashes);
   check(hashes.size() == bytes.size() / block);
 
+  // Rerank and score are routed by load: never hashed for routing nor sent to the remote tokenizer.
+  if (view.endpoint == openai::Endpoint::kRerank || view.endpoint == openai::Endpoint::kScore) {
+    check(!view.prompt_text.empty() && view.raw_messages.empty() && view.raw_prompt.empty());
+    return;
+  }
+  // Anthropic's messages are never sent to the remote tokenizer (its body takes OpenAI's messages).
+  if (openai::isAnthropic(view.endpoint)) {
+    check(!view.raw_messages.empty() && within(view.raw_messages, body) && within(view.raw_tools, body));
+    return;
+  }
   // The remote tokenizer's request, built from the body's own JSON text.
   check(within(view.raw_messages, body) && within(view.raw_tools, body) && within(view.raw_prompt, body));
   const tokenize::TokenizeInput input{view.model, view.endpoint == openai::Endpoint::kChatCompletions,
@@ -62,7 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   const bool body_is_json = nlohmann::json::accept(text);
   using openai::Endpoint;
-  for (auto endpoint : {Endpoint::kChatCompletions, Endpoint::kCompletions, Endpoint::kEmbeddings}) {
+  for (auto endpoint : {Endpoint::kChatCompletions, Endpoint::kCompletions, Endpoint::kEmbeddings, Endpoint::kRerank,
+                        Endpoint::kScore, Endpoint::kMessages, Endpoint::kMessagesCountTokens}) {
     std::string with_tools_body(text), without_tools_body(text);
     openai::RequestView with_tools, without_tools;
     const uint32_t depth = kConfig.limits.max_json_depth;

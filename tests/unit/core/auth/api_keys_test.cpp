@@ -236,11 +236,19 @@ TEST(ApiKeySet, ReloadKeepsTheWindowsOfUnchangedNames) {
 TEST(RequestCheck, RefusalsHaveTheirStatusAndNeverTheKey) {
   ApiKeySet set({{"team-a", "sk-secret-a", {"m1"}, 1, {}}}, nullptr, 0);
   std::shared_ptr<const ApiKey> key;
-  EXPECT_EQ(authenticate(set, "", key)->error, openai::GatewayError::kUnauthorized);
-  EXPECT_EQ(authenticate(set, "Bearer sk-secret-b", key)->reason, "invalid_api_key");
-  EXPECT_EQ(authenticate(set, "Basic sk-secret-a", key)->reason, "missing_api_key");
-  EXPECT_FALSE(authenticate(set, "Bearer sk-secret-a", key));
+  EXPECT_EQ(authenticate(set, "", "", key)->error, openai::GatewayError::kUnauthorized);
+  EXPECT_EQ(authenticate(set, "Bearer sk-secret-b", "", key)->reason, "invalid_api_key");
+  EXPECT_EQ(authenticate(set, "Basic sk-secret-a", "", key)->reason, "missing_api_key");
+  EXPECT_FALSE(authenticate(set, "Bearer sk-secret-a", "", key));
   ASSERT_TRUE(key);
+  // Anthropic's x-api-key presents the key itself when there is no authorization header (which otherwise wins).
+  key.reset();
+  EXPECT_FALSE(authenticate(set, "", "sk-secret-a", key));
+  EXPECT_EQ(key->name, "team-a");
+  EXPECT_EQ(authenticate(set, "", "sk-secret-b", key)->reason, "invalid_api_key");
+  EXPECT_EQ(authenticate(set, "Bearer sk-secret-b", "sk-secret-a", key)->reason, "invalid_api_key");
+  EXPECT_EQ(authenticate(set, "Basic x", "sk-secret-a", key)->reason, "missing_api_key");
+  EXPECT_FALSE(authenticate(set, "Bearer sk-secret-a", "", key));
   auto forbidden = authorize(*key, "m2", 0);
   ASSERT_TRUE(forbidden);
   EXPECT_EQ(forbidden->error, openai::GatewayError::kForbidden);

@@ -79,6 +79,24 @@ TEST(DisaggregationConfig, DecodeStrategyMustNotMatchPrompts) {
   EXPECT_TRUE(problems.empty()) << problems.front();
 }
 
+// Ensures routing.load_only_strategy (rerank and score) is checked as the decode strategy is: a known strategy that
+// does not match prompts, least-request by default.
+TEST(DisaggregationConfig, LoadOnlyStrategyMustNotMatchPrompts) {
+  Problems problems;
+  Config c = parseYaml("discovery: {file: pods.yaml}\nrouting: {load_only_strategy: prefix-cache}\n", "gw.yaml",
+                       problems);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  validateDecodeStrategy(c, kStrategies, {"prefix-cache"}, problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.load_only_strategy: 'prefix-cache' scores by the prompt's prefix "
+                                   "match, which rerank and score requests have none of"));
+  problems.clear();
+  c.routing.load_only_strategy = "fastest";
+  validateDecodeStrategy(c, kStrategies, {"prefix-cache"}, problems);
+  EXPECT_TRUE(hasProblem(problems, "gw.yaml: routing.load_only_strategy: unknown strategy 'fastest'"));
+  EXPECT_EQ(Config{}.routing.load_only_strategy, "least-request");
+}
+
 // Ensures what main's check of the decode strategy rests on: with no prefix services (a bare StrategyDeps) every
 // prompt-matching strategy is either not built or says it wants the match, and the default decode strategy is
 // built and does not.

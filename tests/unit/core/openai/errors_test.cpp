@@ -35,6 +35,24 @@ TEST(GatewayErrorTable, BodyWithInvalidUtf8IsReplacedNotThrown) {
   EXPECT_NO_THROW(errorBody(502, "\xc3(", "\xff"));
 }
 
+// Ensures the Anthropic shape comes from the same table: {"type": "error", "error": {"type", "message"}}, its type
+// by status.
+TEST(GatewayErrorTable, AnthropicShape) {
+  const auto j = nlohmann::json::parse(errorBody(GatewayError::kModelNotServed, "no such model", "model",
+                                                 ErrorShape::kAnthropic));
+  EXPECT_EQ(j, nlohmann::json::parse(R"({"type":"error","error":{"type":"not_found_error","message":"no such model"}})"));
+  const std::pair<GatewayError, const char*> cases[] = {
+      {GatewayError::kInvalidRequest, "invalid_request_error"}, {GatewayError::kUnauthorized, "authentication_error"},
+      {GatewayError::kForbidden, "permission_error"},           {GatewayError::kRateLimited, "rate_limit_error"},
+      {GatewayError::kNoReadyPod, "overloaded_error"},          {GatewayError::kUpstreamConnect, "api_error"},
+      {GatewayError::kBodyTooLarge, "invalid_request_error"},   {GatewayError::kMethodNotAllowed, "invalid_request_error"},
+  };
+  for (const auto& [error, type] : cases)
+    EXPECT_EQ(nlohmann::json::parse(errorBody(error, "m", {}, ErrorShape::kAnthropic))["error"]["type"], type);
+  EXPECT_EQ(nlohmann::json::parse(errorBody(502, "cut", {}, ErrorShape::kAnthropic))["error"]["type"], "api_error");
+  EXPECT_NO_THROW(errorBody(GatewayError::kNotFound, "\xff", {}, ErrorShape::kAnthropic));
+}
+
 // Ensures printable() keeps valid UTF-8, escapes control bytes, quotes and invalid sequences, and cuts long text.
 TEST(Printable, EscapesAndCuts) {
   EXPECT_EQ(printable("caf\xc3\xa9 ok"), "caf\xc3\xa9 ok");

@@ -100,6 +100,12 @@ TEST(ParseRequest, BadInputNamesTheField) {
       {Endpoint::kCompletions, R"({"model":"m","prompt":[1,"a"]})", "prompt", "list of token ids"},
       {Endpoint::kCompletions, R"({"model":"m","prompt":{}})", "prompt", "must be a string"},
       {Endpoint::kEmbeddings, R"({"model":"m"})", "input", "'input' is required"},
+      {Endpoint::kRerank, R"({"model":"m","documents":["a"]})", "query", "'query' is required"},
+      {Endpoint::kRerank, R"({"model":"m","query":"q","documents":null})", "documents", "'documents' is required"},
+      {Endpoint::kRerank, R"({"query":"q","documents":["a"]})", "model", "'model' is required"},
+      {Endpoint::kScore, R"({"model":"m","text_2":"b"})", "text_1", "'text_1' is required"},
+      {Endpoint::kScore, R"({"model":"m","text_1":"a"})", "text_2", "'text_2' is required"},
+      {Endpoint::kScore, R"({"model":"m","text_1":"a","text_2":["b",)", "", "not valid JSON"},
       {Endpoint::kCompletions, R"({"model":"m","prompt":"x"} {"more":1})", "", "trailing"},
   };
   for (const Case& c : cases) {
@@ -216,5 +222,90 @@ TEST(ParseRequest, CacheSalt) {
   ASSERT_FALSE(parse(Endpoint::kCompletions, R"({"model":"m","prompt":"x","cache_salt":7})", c));
   EXPECT_EQ(c.cache_salt, "");
 }
+// Rerank and score: the model is read, their inputs are sized (query then documents; text_1 then text_2, as raw
+// JSON) but never matched; other endpoints' fields are not read from them.
+TEST(ParseRequest, RerankAndScoreReadTheModelAndSizeTheInputs) {
+  RequestView r;
+  ASSERT_FALSE(parse(Endpoint::kRerank,
+                     R"({"documents":["a b", "c"],"model":"rr","query":"what?","top_n":1,"messages":[1],"prompt":5})", r));
+  EXPECT_EQ(r.endpoint, Endpoint::kRerank);
+  EXPECT_EQ(r.model, "rr");
+  EXPECT_EQ(r.prompt_text, R"("what?" ["a b", "c"])");
+  EXPECT_TRUE(r.raw_messages.empty());
+  EXPECT_TRUE(r.raw_prompt.empty());
+  ASSERT_FALSE(parse(Endpoint::kScore, R"({"model":"sc","text_1":"a","text_2":["b","c"],"user":"u"})", r));
+  EXPECT_EQ(r.model, "sc");
+  EXPECT_EQ(r.user, "u");
+  EXPECT_EQ(r.prompt_text, R"("a" ["b","c"])");
+  EXPECT_FALSE(matchesPrompt(Endpoint::kRerank));
+  EXPECT_FALSE(matchesPrompt(Endpoint::kScore));
+  EXPECT_TRUE(matchesPrompt(Endpoint::kEmbeddings));
+  EXPECT_EQ(endpointName(Endpoint::kRerank), "rerank");
+  EXPECT_EQ(endpointName(Endpoint::kScore), "score");
+}
+
+// Anthropic messages hash like chat: tools, then the system prompt, then each content block's text, one space
+// apart; a system prompt as a string or as text blocks, and content as a string or one text block, give the same
+// text, and a moving cache_control marker changes nothing.
+TEST(ParseRequest, AnthropicMessagesPromptTextFollowsChat) {
+  RequestView chat, a, b;
+  ASSERT_FALSE(parse(Endpoint::kChatCompletions, R"({"model":"m","messages":[{"role":"system","content":"Be brief."},
+    {"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]})", chat));
+  ASSERT_FALSE(parse(Endpoint::kMessages, R"({"model":"m","max_tokens":5,"system":"Be brief.","stream":true,
+    "messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]})", a));
+  EXPECT_EQ(a.prompt_text, chat.prompt_text);
+  EXPECT_TRUE(a.stream);
+  EXPECT_EQ(a.max_tokens, 5u);
+  EXPECT_EQ(a.endpoint, Endpoint::kMessages);
+  ASSERT_FALSE(parse(Endpoint::kMessages, R"({"messages":[{"role":"user","content":[{"type":"text","text":"hi",
+    "cache_control":{"type":"ephemeral"}}]},{"content":[{"text":"hello","type":"text"}],"role":"assistant"}],
+    "system":[{"type":"text","text":"Be "},{"type":"text","text":"brief.","cache_control":{"type":"ephemeral"}}],
+    "model":"m"})", b));
+  EXPECT_EQ(b.prompt_text, chat.prompt_text);
+  EXPECT_FALSE(b.raw_messages.empty());
+}
+
+// Tool use, tool results, tools and other blocks: tool_use as its name and input, tool_result as its content,
+// tools first (when asked), any other block as its JSON.
+TEST(ParseRequest, AnthropicBlocksAndTools) {
+  RequestView r;
+  ASSERT_FALSE(parse(Endpoint::kMessages, R"({"model":"m","tools":[{"name":"f"}],"messages":[
+    {"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"x": 1}}]},
+    {"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"42"}]},
+                              {"type":"tool_result","tool_use_id":"u","content":"done"},
+                              {"type":"image","source":{"data":"AA=="}}]}]})", r));
+  EXPECT_EQ(r.prompt_text, R"([{"name":"f"}] f {"x": 1} 42 done {"type":"image","source":{"data":"AA=="}})");
+  EXPECT_EQ(r.raw_tools, R"([{"name":"f"}])");
+  ASSERT_FALSE(parse(Endpoint::kMessagesCountTokens, R"({"model":"m","tools":[1],"messages":[{"content":"x"}]})", r,
+                     false));
+  EXPECT_EQ(r.prompt_text, "x");
+  EXPECT_TRUE(isAnthropic(Endpoint::kMessagesCountTokens));
+  EXPECT_FALSE(matchesPrompt(Endpoint::kMessagesCountTokens));
+  EXPECT_TRUE(matchesPrompt(Endpoint::kMessages));
+}
+
+// Bad Anthropic bodies get a 400 naming the field.
+TEST(ParseRequest, AnthropicBadInput) {
+  struct Case {
+    const char* body;
+    const char* param;
+    const char* words;
+  } cases[] = {
+      {R"({"model":"m"})", "messages", "'messages' is required"},
+      {R"({"model":"m","messages":[]})", "messages", "must not be empty"},
+      {R"({"model":"m","messages":[{"content":5}]})", "messages", "string or an array of content blocks"},
+      {R"({"model":"m","messages":[{"content":[5]}]})", "messages", "must be an object"},
+      {R"({"model":"m","system":5,"messages":[{"content":"x"}]})", "system", "'system' must be"},
+      {R"({"messages":[{"content":"x"}]})", "model", "'model' is required"},
+  };
+  for (const Case& c : cases) {
+    RequestView r;
+    auto err = parse(Endpoint::kMessages, c.body, r);
+    EXPECT_EQ(err.status, 400) << c.body;
+    EXPECT_EQ(err.param, c.param) << c.body;
+    EXPECT_NE(err.message.find(c.words), std::string::npos) << c.body << " -> " << err.message;
+  }
+}
+
 }  // namespace
 }  // namespace prefixgate::openai

@@ -177,6 +177,24 @@ TEST(UsageScanner, OverlongMatchesAreIgnoredWhateverTheSplit) {
   EXPECT_EQ(s.outputTokens(), 18446744073709551615u);
 }
 
+// Anthropic's stream: message_start's usage (input tokens, one output token), then message_delta's final output
+// count; read wherever the stream is split, and cache_read_input_tokens is not taken for input_tokens.
+TEST(UsageScanner, ReadsAnthropicUsageAcrossAnySplit) {
+  const std::string stream =
+      "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":321,"
+      "\"cache_read_input_tokens\":77,\"output_tokens\":1}}}\n\n"
+      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\" ab\"}}\n\n"
+      "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":42}}\n\n"
+      "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    UsageScanner s = scanned(stream, cut);
+    EXPECT_EQ(s.outputTokens(), 42u) << cut;
+    EXPECT_EQ(s.promptTokens(), 321u) << cut;
+    EXPECT_FALSE(s.cachedTokens()) << cut;
+  }
+  EXPECT_EQ(bytewise(stream).outputTokens(), 42u);
+}
+
 // The capacity EWMA: a steady 100 tokens per 100 ms converges to ~1000 tokens/s.
 TEST(EngineLoad, CapacityEwma) {
   engine::EngineLoad load;
