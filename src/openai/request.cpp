@@ -72,7 +72,9 @@ ParseError appendContent(od::value content, std::string& text, bool& first) {
   return {};
 }
 
-ParseError readMessages(od::value messages, std::string& text, bool& first) {
+// A non-empty array of message objects, each one's `content` given to `append` (chat's and Anthropic's rules).
+template <typename AppendContent>
+ParseError readMessagesWith(od::value messages, AppendContent&& append) {
   od::array arr;
   if (messages.get_array().get(arr)) return bad("'messages' must be an array of message objects", "messages");
   size_t count = 0;
@@ -83,12 +85,16 @@ ParseError readMessages(od::value messages, std::string& text, bool& first) {
       std::string_view key;
       if (auto ec = field.unescaped_key().get(key)) return malformed(ec);
       if (key != "content") continue;
-      if (auto err = appendContent(field.value(), text, first)) return err;
+      if (auto err = append(field.value())) return err;
     }
     ++count;
   }
   if (count == 0) return bad("'messages' must not be empty", "messages");
   return {};
+}
+
+ParseError readMessages(od::value messages, std::string& text, bool& first) {
+  return readMessagesWith(messages, [&](od::value content) { return appendContent(content, text, first); });
 }
 
 // Anthropic content: a string is one unit; an array's blocks are one unit each (see RequestView::prompt_text).
@@ -161,22 +167,9 @@ ParseError appendAnthropicContent(od::value content, od::document& doc, std::str
 
 // Anthropic's `messages`: a non-empty array of {role, content}.
 ParseError readAnthropicMessages(od::value messages, od::document& doc, std::string& text, bool& first) {
-  od::array arr;
-  if (messages.get_array().get(arr)) return bad("'messages' must be an array of message objects", "messages");
-  size_t count = 0;
-  for (auto item : arr) {
-    od::object msg;
-    if (item.get_object().get(msg)) return bad("each entry of 'messages' must be an object", "messages");
-    for (auto field : msg) {
-      std::string_view key;
-      if (auto ec = field.unescaped_key().get(key)) return malformed(ec);
-      if (key != "content") continue;
-      if (auto err = appendAnthropicContent(field.value(), doc, text, first, "messages")) return err;
-    }
-    ++count;
-  }
-  if (count == 0) return bad("'messages' must not be empty", "messages");
-  return {};
+  return readMessagesWith(messages, [&](od::value content) {
+    return appendAnthropicContent(content, doc, text, first, "messages");
+  });
 }
 
 // Anthropic's `system`: a string, or text blocks whose texts run together (as the engine joins them), so a system

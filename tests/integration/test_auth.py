@@ -248,7 +248,9 @@ def test_a_rewritten_keys_file_takes_effect_and_a_broken_one_keeps_the_last_good
         {"name": "team-c", "key": "sk-replacement-0000000"},
         {"name": "team-c", "key": "sk-other-00000000000", "tokens_per_minute": 0},
     ])
-    log = log_containing(gw, "API keys file ignored")
+    # One warning per problem: wait for the last one written (the per-entry check comes before the duplicates').
+    log = log_containing(gw, "duplicate name")
+    assert "API keys file ignored" in log
     assert f"{keys_file}: keys[1] (team-c).name: duplicate name" in log
     assert "keys[1] (team-c).tokens_per_minute: must be greater than 0" in log
     assert "sk-replacement" not in log and "sk-other" not in log
