@@ -551,6 +551,8 @@ class ClientSession {
     if (!candidate) return affinity.count(Outcome::kPodGone);
     decision.ticket.attemptFailed(routing::AttemptFailure::kNotComputed);
     routing::Decision pinned = preparation_.chooseAgain(prepared, decision, others, worker_.rng);
+    // Only a race (the pod left or filled up between the two choices) fails here: the first choice then stands,
+    // in flight on its pod, without its prefix record (withdrawn above).
     if (!pinned.pod || pinned.pod->name() != *pod) return affinity.count(Outcome::kPodGone);
     decision = std::move(pinned);
     affinity.count(Outcome::kHit);

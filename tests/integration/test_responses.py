@@ -170,3 +170,13 @@ def test_unknown_ids_bad_json_and_hostile_ids(sims, gateway_factory):
         assert error_of(raw)["type"] == "invalid_request_error"
     status, _, raw = gw.call("POST", "/v1/responses/" + "r" * 300 + "/cancel")
     assert status == 400
+
+
+def test_debug_route_reads_a_responses_body(sims, gateway_factory):
+    """/debug/route?endpoint=responses decides for a Responses body, its prompt built from instructions and input."""
+    gw = gateway_factory(sims[:2], config={"routing": {"strategy": "prefix-cache"}})
+    status, _, raw = gw.admin("POST", "/debug/route?endpoint=responses", body("hello", instructions="Be brief."))
+    assert status == 200, raw
+    decision = json.loads(raw)
+    assert decision["pod"] in ("engine-0", "engine-1")
+    assert decision["tokens"] == len("Be brief. hello")
