@@ -3,6 +3,10 @@ and simulator: streamed and not, chain affinity (a response's follow-ups and id 
 the pod-gone and unknown-id paths and their metric, bad bodies and hostile ids."""
 import http.client
 import json
+import os
+from pathlib import Path
+
+import yaml
 
 from harness import Gateway, Sim, read_chunks, request, wait_until, write_pods
 
@@ -180,3 +184,27 @@ def test_debug_route_reads_a_responses_body(sims, gateway_factory):
     decision = json.loads(raw)
     assert decision["pod"] in ("engine-0", "engine-1")
     assert decision["tokens"] == len("Be brief. hello")
+
+
+def test_calls_by_id_need_the_api_key(tmp_path):
+    """With API keys on, a call naming a response id is refused 401 without a key (before any lookup) and served
+    with one; the key of the Responses request is not forwarded to the engine."""
+    sim = Sim(tmp_path, "engine-0")
+    keys = tmp_path / "keys.yaml"
+    tmp = Path(str(keys) + ".tmp")
+    tmp.write_text(yaml.safe_dump({"keys": [{"name": "team-a", "key": "sk-a-0123456789"}]}))
+    os.replace(tmp, keys)
+    gw = Gateway(tmp_path, [sim], config={"auth": {"api_keys_file": "keys.yaml"}})
+    try:
+        auth = {"authorization": "Bearer sk-a-0123456789"}
+        status, _, raw = gw.call("POST", "/v1/responses", body("hi"), auth)
+        assert status == 200, raw
+        rid = json.loads(raw)["id"]
+        status, _, raw = gw.call("GET", f"/v1/responses/{rid}")
+        assert status == 401 and error_of(raw)["type"] == "authentication_error"
+        status, _, raw = gw.call("GET", f"/v1/responses/{rid}", headers=auth)
+        assert status == 200, raw
+        assert "authorization" not in sim.completions_seen()[-1]["headers"]
+    finally:
+        gw.stop()
+        sim.stop()
