@@ -19,6 +19,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 
 #include "engine_sim/anthropic_json.h"
 #include "engine_sim/dialect.h"
@@ -50,6 +51,9 @@ struct ServerState {
   RequestLog requests;
   Faults faults;
   ResponseStore responses;  // the Responses API's stored responses (GET, DELETE, previous_response_id)
+  // Makes this pod's response ids unlike any other pod's (as vLLM's random ids are): pods started in the same
+  // second would otherwise number theirs alike, and an id would name responses on two pods.
+  uint64_t response_id_salt = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   uint64_t next_response_id = 1;
   int64_t started_at = 0;  // unix seconds
   uint16_t port = 0;       // the bound HTTP port (a prefill leg's remote_port)
@@ -424,7 +428,7 @@ asio::awaitable<bool> Session::generateResponse(const Request& request, const Co
                                                 const ResponsesChat& chat, Engine::Sequence& sequence,
                                                 RequestRecord& record) {
   co_await asio::this_coro::throw_if_cancelled(false);
-  const std::string id = fmt::format("resp_{:x}{:08x}", state_.started_at, state_.next_response_id++);
+  const std::string id = fmt::format("resp_{:016x}{:08x}", state_.response_id_salt, state_.next_response_id++);
   const std::string message_id = fmt::format("msg_{:x}{:08x}", state_.started_at, state_.next_response_id++);
   const int64_t created = unixNow();
   uint32_t seq = 0;
