@@ -18,11 +18,7 @@ namespace prefixgate::routing {
 class ResponseAffinity {
  public:
   using NowMs = std::function<int64_t()>;
-  // Defaults until routing.response_affinity.* keys exist in the configuration (docs/configuration.md).
-  static constexpr size_t kDefaultMaxEntries = 100000;
-  static constexpr int64_t kDefaultTtlMs = 3600 * 1000;
-
-  // max_entries 0 keeps nothing (affinity off).
+  // routing.response_affinity.max_entries and ttl_ms; max_entries 0 keeps nothing (affinity off).
   ResponseAffinity(size_t max_entries, int64_t ttl_ms, NowMs now_ms);
 
   // Remembers that `pod` produced response `id` (an id that is not openai::validResponseId is ignored).

@@ -199,9 +199,10 @@ bool Gateway::start(std::string& error) {
       .tokenizer = remote_tokenizer_.get(),
       .flow = flow_.get(),
   });
-  response_affinity_ = std::make_unique<routing::ResponseAffinity>(routing::ResponseAffinity::kDefaultMaxEntries,
-                                                                   routing::ResponseAffinity::kDefaultTtlMs,
-                                                                   routing::steadyNowMs);
+  response_affinity_ = std::make_unique<routing::ResponseAffinity>(
+      config_.routing.response_affinity.max_entries,
+      static_cast<int64_t>(std::min<uint64_t>(config_.routing.response_affinity.ttl_ms, INT64_MAX / 2)),
+      routing::steadyNowMs);
   addResponseAffinityCounter(metrics_, *response_affinity_);
   session_services_ = std::make_unique<SessionServices>(SessionServices{
       .config = config_,

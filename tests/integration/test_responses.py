@@ -208,3 +208,12 @@ def test_calls_by_id_need_the_api_key(tmp_path):
     finally:
         gw.stop()
         sim.stop()
+
+
+def test_response_affinity_bounds_come_from_the_configuration(sims, gateway_factory):
+    """routing.response_affinity.max_entries bounds the remembered ids: with 1, the older id is forgotten (404)."""
+    gw = gateway_factory(sims[:2], config={"routing": {"strategy": "least-request",
+                                                       "response_affinity": {"max_entries": 1, "ttl_ms": 60000}}})
+    ids = [json.loads(gw.call("POST", "/v1/responses", body(f"r{i}"))[2])["id"] for i in range(2)]
+    assert gw.call("GET", f"/v1/responses/{ids[0]}")[0] == 404
+    assert gw.call("GET", f"/v1/responses/{ids[1]}")[0] == 200
