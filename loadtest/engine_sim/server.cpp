@@ -19,6 +19,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 
 #include "engine_sim/anthropic_json.h"
 #include "engine_sim/dialect.h"
@@ -27,6 +28,7 @@
 #include "engine_sim/kv_events.h"
 #include "engine_sim/output_text.h"
 #include "engine_sim/request_handlers.h"
+#include "engine_sim/responses_api.h"
 #include "engine_sim/scoring.h"
 #include "engine_sim/request_log.h"
 #include "net/listener.h"
@@ -48,6 +50,10 @@ struct ServerState {
   Engine engine;
   RequestLog requests;
   Faults faults;
+  ResponseStore responses;  // the Responses API's stored responses (GET, DELETE, previous_response_id)
+  // Makes this pod's response ids unlike any other pod's (as vLLM's random ids are): pods started in the same
+  // second would otherwise number theirs alike, and an id would name responses on two pods.
+  uint64_t response_id_salt = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   uint64_t next_response_id = 1;
   int64_t started_at = 0;  // unix seconds
   uint16_t port = 0;       // the bound HTTP port (a prefill leg's remote_port)
@@ -115,6 +121,13 @@ class Session {
   asio::awaitable<bool> generate(const Request& request, const CompletionRequest& job, Engine::Sequence& sequence,
                                  RequestRecord& record);
   asio::awaitable<bool> serveEmbeddings(const Request& request, RequestRecord& record);
+  // POST /v1/responses: the chat the body amounts to (responses_api.h), generated, answered in the Responses shapes
+  // and stored.
+  asio::awaitable<bool> serveResponses(const Request& request, RequestRecord& record);
+  asio::awaitable<bool> generateResponse(const Request& request, const CompletionRequest& job,
+                                         const ResponsesChat& chat, Engine::Sequence& sequence, RequestRecord& record);
+  // GET/DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel.
+  SimpleResponse answerStoredResponse(const Request& request, std::string_view path);
   // /v1/rerank, /v2/rerank (rerank) and /v1/score: every pair prefilled as one prompt-only sequence, then answered.
   asio::awaitable<bool> serveScoring(const Request& request, bool rerank, RequestRecord& record);
   // GCC 12 destroys temporaries in a co_await's arguments twice: callers pass named objects by reference.
@@ -217,10 +230,12 @@ std::optional<SimpleResponse> Session::answerAtOnce(const Request& request, std:
     bool reset = state_.engine.resetPrefixCache();
     return SimpleResponse{reset ? 200 : 409, "application/json", nlohmann::json{{"reset", reset}}.dump()};
   }
+  if (path.starts_with("/v1/responses/")) return answerStoredResponse(request, path);
   if (path == "/sim/fault" && method == http::verb::post) return handleFault(state_.faults, request.body());
   if (path == "/sim/fault" && method == http::verb::get) return faultsResponse(state_.faults);
   for (std::string_view known : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models",
-                                  "/v1/rerank", "/v2/rerank", "/v1/score", "/v1/messages", "/v1/messages/count_tokens"})
+                                  "/v1/rerank", "/v2/rerank", "/v1/score", "/v1/messages", "/v1/messages/count_tokens",
+                                  "/v1/responses"})
     if (path == known) return std::nullopt;
   if (dialect.isTokenizerPath(path)) return std::nullopt;
   return dialect.error(404, "Not Found");
@@ -263,6 +278,8 @@ asio::awaitable<bool> Session::route(Request& request, std::string_view path) {
         request, chat ? Endpoint::kChat : messages ? Endpoint::kMessages : Endpoint::kCompletion, *record);
   } else if (path == "/v1/embeddings") {
     keep = co_await serveEmbeddings(request, *record);
+  } else if (path == "/v1/responses") {
+    keep = co_await serveResponses(request, *record);
   } else {
     keep = co_await serveScoring(request, path != "/v1/score", *record);
   }
@@ -353,6 +370,100 @@ asio::awaitable<bool> Session::generate(const Request& request, const Completion
   }
   std::string tail = anthropic ? messageEndEvents(job.finish_reason, outcome.usage)
                                : dialect.streamEnd(meta, job.finish_reason, job.include_usage, outcome);
+  if (!co_await writeChunk(tail)) co_return false;
+  if (!co_await writeLastChunk()) co_return false;
+  record.completed = true;
+  co_return true;
+}
+
+SimpleResponse Session::answerStoredResponse(const Request& request, std::string_view path) {
+  std::string id(path.substr(std::string_view("/v1/responses/").size()));
+  const bool cancel = id.ends_with("/cancel");
+  if (cancel) id.resize(id.size() - std::string_view("/cancel").size());
+  const http::verb method = request.method();
+  if (cancel ? method != http::verb::post : method != http::verb::get && method != http::verb::delete_)
+    return state_.dialect->error(405, "Method Not Allowed");
+  const StoredResponse* stored = state_.responses.find(id);
+  if (!stored) return SimpleResponse{404, "application/json", responseNotFound(id).dump()};
+  if (method == http::verb::delete_) {
+    state_.responses.erase(id);
+    return SimpleResponse{200, "application/json",
+                          nlohmann::json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump()};
+  }
+  // A stored response is complete: cancelling it answers it as it is (vLLM cancels only background responses).
+  return SimpleResponse{200, "application/json", stored->response.dump()};
+}
+
+asio::awaitable<bool> Session::serveResponses(const Request& request, RequestRecord& record) {
+  ResponsesChat chat = responsesChat(request.body(), state_.responses);
+  if (chat.status == 404) {
+    SimpleResponse missing{404, "application/json", responseNotFound(chat.previous_response_id).dump()};
+    co_return co_await send(request, missing, &record);
+  }
+  if (chat.status != 0) {
+    SimpleResponse refused = state_.dialect->error(chat.status, chat.error);
+    co_return co_await send(request, refused, &record);
+  }
+  Parsed<CompletionRequest> parsed = parseCompletionRequest(state_.config, Endpoint::kChat, chat.chat_body.dump());
+  const CompletionRequest& job = parsed.request;
+  record.model = job.model;
+  record.stream = job.stream;
+  record.prompt_tokens = static_cast<uint32_t>(job.prompt.tokens.size());
+  std::optional<SimpleResponse> refusal = refuseWith(state_, parsed);
+  if (refusal) co_return co_await send(request, *refusal, &record);
+  Engine::StartResult started = state_.engine.start(co_await asio::this_coro::executor, job.prompt.tokens,
+                                                    job.max_tokens, job.kv_transfer.leg, job.cache_salt);
+  if (!started.sequence) {
+    SimpleResponse never_fits = state_.dialect->error(400, started.error);
+    co_return co_await send(request, never_fits, &record);
+  }
+  // As chat: generation races the client, and a client gone first cancels it.
+  auto outcome = co_await (generateResponse(request, job, chat, *started.sequence, record) || watchClose());
+  const bool finished = outcome.index() == 0 && std::get<0>(outcome);
+  if (!finished) record.cancelled = true;
+  co_return finished;
+}
+
+asio::awaitable<bool> Session::generateResponse(const Request& request, const CompletionRequest& job,
+                                                const ResponsesChat& chat, Engine::Sequence& sequence,
+                                                RequestRecord& record) {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  const std::string id = fmt::format("resp_{:016x}{:08x}", state_.response_id_salt, state_.next_response_id++);
+  const std::string message_id = fmt::format("msg_{:x}{:08x}", state_.started_at, state_.next_response_id++);
+  const int64_t created = unixNow();
+  uint32_t seq = 0;
+  if (job.stream) {
+    if (!co_await writeStreamHead(request)) co_return false;
+    record.status = 200;
+    const std::string head =
+        responseStartEvents(responseObject(id, message_id, created, job.model, "in_progress", "", nullptr), message_id, seq);
+    if (!co_await writeChunk(head)) co_return false;
+  }
+  OutputText output = OutputText::forPrompt(job.prompt.tokens);
+  std::string text;
+  uint32_t sent = 0;
+  while (!sequence.finished() || sent < sequence.generatedTokens()) {
+    if (!co_await state_.engine.waitProgress(sequence, sent)) co_return false;
+    std::string events;
+    for (; sent < sequence.generatedTokens(); ++sent) {
+      std::string piece = output.token(sent);
+      if (job.stream) events += outputTextDeltaEvent(message_id, piece, seq);
+      text += piece;
+    }
+    record.completion_tokens = sent;
+    record.cached_tokens = sequence.cachedTokens();
+    if (!events.empty() && !co_await writeChunk(events)) co_return false;
+  }
+  const Usage usage{sequence.promptTokens(), sequence.generatedTokens(), sequence.cachedTokens()};
+  nlohmann::json completed = responseObject(id, message_id, created, job.model, "completed", text, &usage);
+  nlohmann::json conversation = chat.messages;
+  conversation.push_back(nlohmann::json{{"role", "assistant"}, {"content", text}});
+  state_.responses.put(id, StoredResponse{completed, std::move(conversation)});
+  if (!job.stream) {
+    SimpleResponse response{200, "application/json", completed.dump()};
+    co_return co_await send(request, response, &record);
+  }
+  const std::string tail = responseEndEvents(completed, message_id, text, seq);
   if (!co_await writeChunk(tail)) co_return false;
   if (!co_await writeLastChunk()) co_return false;
   record.completed = true;

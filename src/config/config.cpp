@@ -67,6 +67,10 @@ void readRouting(YamlReader r, RoutingConfig& c) {
   gate.read("min_gap", c.load_imbalance.min_gap);
   gate.read("factor", c.load_imbalance.factor);
   gate.finish();
+  YamlReader affinity = r.child("response_affinity");
+  affinity.read("max_entries", c.response_affinity.max_entries);
+  affinity.read("ttl_ms", c.response_affinity.ttl_ms);
+  affinity.finish();
   r.finish();
 }
 

@@ -92,6 +92,12 @@ struct LoadImbalanceConfig {
   double factor = 2.0;
 };
 
+// The Responses API's chain affinity (routing/response_affinity.h): response id -> the pod that produced it.
+struct ResponseAffinityConfig {
+  uint32_t max_entries = 100000;  // ids remembered at most (least recently used dropped first); 0 = affinity off
+  uint64_t ttl_ms = 3600000;      // an id is forgotten this long after it was last produced or used
+};
+
 struct RoutingConfig {
   std::string strategy = "prefix-cache";
   // The strategy for requests with no prompt to match (rerank, score: openai::matchesPrompt) whenever theirs would
@@ -101,6 +107,7 @@ struct RoutingConfig {
   BlendConfig blend;
   LoadBalanceConfig load_balance;
   LoadImbalanceConfig load_imbalance;
+  ResponseAffinityConfig response_affinity;
   // routing.strategies.<name>: each strategy's own settings, kept as YAML text and read by the strategy
   // (routing/strategy_registry.h), which checks them at start.
   std::map<std::string, std::string> strategy_settings;

@@ -175,6 +175,7 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   if (r.load_balance.kv_critical < 0 || r.load_balance.kv_critical >= 1)
     check.fail("routing.load_balance.kv_critical", "must be in [0, 1)");
   if (r.load_imbalance.factor < 1) check.fail("routing.load_imbalance.factor", "must be at least 1");
+  if (r.response_affinity.ttl_ms == 0) check.fail("routing.response_affinity.ttl_ms", "must be at least 1");
 
   // A model's or profile's routing_config.load_balance: the same ranges as routing.load_balance.
   auto checkLoadBalance = [&check](const std::string& key, const LoadBalanceOverrides& lb) {

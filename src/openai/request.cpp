@@ -1,5 +1,7 @@
 #include "openai/request.h"
 
+#include "openai/responses_request.h"
+
 #include <simdjson.h>
 
 #include <algorithm>
@@ -270,6 +272,7 @@ bool nestedDeeperThan(const std::string& json, uint32_t max_depth) {
 }
 
 std::string_view endpointName(Endpoint e) {
+  if (e == kResponses) return "responses";
   switch (e) {
     case Endpoint::kChatCompletions: return "chat";
     case Endpoint::kCompletions: return "completions";
@@ -292,6 +295,7 @@ size_t paddingBytes() { return simdjson::SIMDJSON_PADDING; }
 
 ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools, uint32_t max_json_depth,
                         RequestView& out) {
+  if (endpoint == kResponses) return parseResponsesRequest(body, include_tools, max_json_depth, out);
   out = RequestView{};
   out.endpoint = endpoint;
   if (nestedDeeperThan(body, max_json_depth))

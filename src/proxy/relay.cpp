@@ -14,6 +14,7 @@
 #include "net/ready_io.h"
 #include "openai/errors.h"
 #include "proxy/upstream_attempt.h"
+#include "proxy/response_id_scanner.h"
 #include "proxy/usage_scanner.h"
 #include "util/log.h"
 
@@ -151,6 +152,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
   out.response_started = true;
   std::array<char, kRelayBufferBytes> buffer;
   UsageScanner usage;
+  ResponseIdScanner response_id;
   FailureKind ended = FailureKind::kNone;
   bool body_ended = false;  // the last write went out: the response to the client is complete
   bool mid_event = false;   // the last bytes written did not end with an SSE event's blank line
@@ -199,6 +201,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
     }
     const std::string_view relayed(buffer.data(), n);
     usage.feed(relayed);
+    if (rq.capture_response_id) response_id.feed(relayed);
     mid_event = !relayed.ends_with("\n\n");
     rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     ec = co_await writer.write(relayed, !more);
@@ -215,6 +218,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
   out.output_tokens = usage.outputTokens();
   out.prompt_tokens = usage.promptTokens();
   out.cached_tokens = usage.cachedTokens();
+  out.response_id = response_id.id();
   if (!ec && ex.parser->is_done()) {
     // A close-delimited body (HTTP/1.0 client) ends with the connection.
     out.keep_client = framing.keep_alive;

@@ -54,6 +54,8 @@ struct RelayRequest {
   std::string_view prefiller_host_port;
   // The client's API: a stream the engine cuts short ends with that API's error event (Anthropic's `event: error`).
   openai::ErrorShape error_shape = openai::ErrorShape::kOpenAI;
+  // The Responses API: read the answer's response id (RelayOutcome::response_id) for chain affinity.
+  bool capture_response_id = false;
 };
 
 struct RelayOutcome {
@@ -78,6 +80,8 @@ struct RelayOutcome {
   int64_t counted_prompt_tokens = -1;
   // The prediction audit of the response (routing::Ticket::completed): empty when not audited.
   std::optional<routing::PredictionAudit> audit;
+  // With RelayRequest::capture_response_id: the answer's response id (proxy/response_id_scanner.h), "" when none.
+  std::string response_id;
 };
 
 // The prefill leg of a disaggregated request (connector protocol, docs/disaggregation-protocols.md): what its

@@ -17,6 +17,7 @@
 #include "metrics/gateway_metrics.h"
 #include "openai/errors.h"
 #include "openai/request.h"
+#include "openai/responses_request.h"
 #include "routing/prefix/prefix_services.h"
 #include "server/control_plane.h"
 #include "server/request_preparation.h"
@@ -228,6 +229,7 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   else if (target.find("endpoint=rerank") != std::string_view::npos) endpoint = openai::Endpoint::kRerank;
   else if (target.find("endpoint=score") != std::string_view::npos) endpoint = openai::Endpoint::kScore;
   else if (target.find("endpoint=messages") != std::string_view::npos) endpoint = openai::Endpoint::kMessages;
+  else if (target.find("endpoint=responses") != std::string_view::npos) endpoint = openai::kResponses;
   PreparedRequest prepared;
   co_await control.admin->preparation.prepare(
       {.endpoint = endpoint,

@@ -12,6 +12,7 @@
 
 #include "net/ready_io.h"
 #include "openai/request.h"
+#include "openai/responses_request.h"
 #include "proxy/pd_protocol.h"
 #include "proxy/pod_health.h"
 #include "proxy/relay.h"
@@ -61,13 +62,31 @@ bool acceptableTransferEncoding(const proxy::ClientHead& head) {
 }
 
 struct Route {
-  enum Kind { kProxy, kModels, kNotFound, kMethodNotAllowed } kind = kNotFound;
+  // kResponseById: GET/DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel (sent to the pod that made {id}).
+  enum Kind { kProxy, kModels, kResponseById, kNotFound, kMethodNotAllowed } kind = kNotFound;
   openai::Endpoint endpoint = openai::Endpoint::kChatCompletions;
   const char* allow = "";
 };
 
+constexpr std::string_view kResponsesPrefix = "/v1/responses/";
+constexpr std::string_view kCancelSuffix = "/cancel";
+
+// The {id} of a /v1/responses/{id}[/cancel] path (unchecked: see openai::validResponseId).
+std::string_view responseIdOf(std::string_view target) {
+  std::string_view id = target.substr(0, target.find('?')).substr(kResponsesPrefix.size());
+  if (id.ends_with(kCancelSuffix)) id.remove_suffix(kCancelSuffix.size());
+  return id;
+}
+
 Route routeOf(http::verb method, std::string_view target) {
   std::string_view path = target.substr(0, target.find('?'));
+  if (path.starts_with(kResponsesPrefix) && path.size() > kResponsesPrefix.size()) {
+    const bool cancel = path.ends_with(kCancelSuffix);
+    Route r{Route::kResponseById, openai::kResponses, cancel ? "POST" : "GET, DELETE"};
+    const bool allowed = cancel ? method == http::verb::post : method == http::verb::get || method == http::verb::delete_;
+    if (!allowed) r.kind = Route::kMethodNotAllowed;
+    return r;
+  }
   struct Entry {
     std::string_view path;
     http::verb method;
@@ -80,6 +99,7 @@ Route routeOf(http::verb method, std::string_view target) {
       {"/v1/rerank", http::verb::post, {Route::kProxy, openai::Endpoint::kRerank, "POST"}},
       {"/v2/rerank", http::verb::post, {Route::kProxy, openai::Endpoint::kRerank, "POST"}},
       {"/v1/score", http::verb::post, {Route::kProxy, openai::Endpoint::kScore, "POST"}},
+      {"/v1/responses", http::verb::post, {Route::kProxy, openai::kResponses, "POST"}},
       {"/v1/messages", http::verb::post, {Route::kProxy, openai::Endpoint::kMessages, "POST"}},
       {"/v1/messages/count_tokens", http::verb::post, {Route::kProxy, openai::Endpoint::kMessagesCountTokens, "POST"}},
       {"/v1/models", http::verb::get, {Route::kModels, openai::Endpoint::kChatCompletions, "GET"}},
@@ -202,10 +222,12 @@ class ClientSession {
     ClientAuth auth = preparation_.clientAuth();
     // The request counts under its key's name with its final status, however it ends.
     const KeyCount key_count{auth, outcome};
-    if (route.kind == Route::kProxy || route.kind == Route::kModels) {
+    if (route.kind == Route::kProxy || route.kind == Route::kModels || route.kind == Route::kResponseById) {
       if (auto refusal = auth.authenticate(head)) co_return co_await refuseOnHead(parser, outcome, *refusal, keep_alive);
       if (const std::string* key = auth.keyName()) outcome.setKey(*key);
     }
+    if (route.kind == Route::kResponseById)
+      co_return co_await serveResponseById(parser, body_charge, outcome, auth, keep_alive);
     if (route.kind != Route::kProxy)
       co_return co_await serveLocal(route, parser, body_charge, outcome, auth, keep_alive);
     co_return co_await serveProxy(route.endpoint, parser, body_charge, outcome, auth, keep_alive);
@@ -465,6 +487,8 @@ class ClientSession {
     outcome.setRequest(prepared.request);
     if (prepared.refusal) co_return co_await refusePrepared(outcome, *prepared.refusal, keep_alive);
     routing::Decision& decision = prepared.decision;
+    const bool responses = endpoint == openai::kResponses;
+    if (responses) followPreviousResponse(prepared, head.body());
     auth.stripCredentials(head);
     // A client's kv_transfer_params never reaches a pod unless the configuration says so: it names the hosts the
     // engine's KV connector would pull KV from (a way to make pods connect anywhere). The decode leg's own is the
@@ -489,14 +513,94 @@ class ClientSession {
                                       }};
     relay_request.pipelined = &buffer_;  // the next request, if the client sends it during this one's response
     relay_request.error_shape = framing_.error_shape;  // a stream cut short ends with an error event of its API
+    relay_request.capture_response_id = responses;
     if (prepared.decode) co_return co_await serveDisaggregated(prepared, relay_request, outcome, auth, keep_alive);
     outcome.setDisaggregation(prepared.pd_outcome);
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
     prepared.flow.served(relayed.output_tokens, relayed.first_body_seconds, prepared.request.stream);
     outcome.setDecision(decision, relayed);
     auth.charge(relayed);
+    if (responses && relayed.status / 100 == 2 && !relayed.response_id.empty())
+      services_.response_affinity.remember(relayed.response_id, decision.pod->name());
     if (!relayed.response_started && !relayed.client_gone) {
       // The table gives the status and the retry-after (a local resource limit: the client may retry soon).
+      co_return co_await writeError(stream_, proxy::errorFor(relayed.failure), relayed.error, keep_alive,
+                                    outcome.headers(), {}, framing_) && keep_alive;
+    }
+    co_return relayed.keep_client;
+  }
+
+  // Chain affinity (docs/configuration.md, "Responses API"): a request continuing a stored response goes to the pod
+  // that produced it while that pod is a candidate: the strategy's choice is taken back and made again among that
+  // pod alone (failover's path: what the first choice recorded goes). Else the strategy's choice stands.
+  void followPreviousResponse(PreparedRequest& prepared, const std::string& body) {
+    using Outcome = routing::ResponseAffinity::Outcome;
+    const std::optional<std::string> previous = openai::previousResponseId(body);
+    if (!previous) return;
+    routing::ResponseAffinity& affinity = services_.response_affinity;
+    const std::optional<std::string> pod = affinity.podOf(*previous);
+    if (!pod) return affinity.count(Outcome::kUnknown);
+    routing::Decision& decision = prepared.decision;
+    if (decision.pod->name() == *pod) return affinity.count(Outcome::kHit);
+    std::vector<PodId> others;
+    bool candidate = false;
+    for (const routing::Candidate& c : decision.candidates) {
+      if (c.pod->name() == *pod) candidate = true;
+      else others.push_back(c.pod_id);
+    }
+    if (!candidate) return affinity.count(Outcome::kPodGone);
+    decision.ticket.attemptFailed(routing::AttemptFailure::kNotComputed);
+    routing::Decision pinned = preparation_.chooseAgain(prepared, decision, others, worker_.rng);
+    // Only a race (the pod left or filled up between the two choices) fails here: the first choice then stands,
+    // in flight on its pod, without its prefix record (withdrawn above).
+    if (!pinned.pod || pinned.pod->name() != *pod) return affinity.count(Outcome::kPodGone);
+    decision = std::move(pinned);
+    affinity.count(Outcome::kHit);
+  }
+
+  // GET/DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel: relayed to the pod that produced {id} (no body
+  // model to route by). An id the gateway does not remember, or whose pod is no longer ready, is answered 404 by
+  // the gateway (the response's state lived on that pod); an id that cannot be one is answered 400.
+  asio::awaitable<bool> serveResponseById(RequestParser& parser, BodyCharge& charge, RequestOutcome& outcome,
+                                          ClientAuth& auth, bool keep_alive) {
+    using Outcome = routing::ResponseAffinity::Outcome;
+    if (!co_await readBody(parser, charge, outcome)) co_return false;
+    auto& head = parser.get();
+    const std::string id(responseIdOf(head.target()));
+    if (!openai::validResponseId(id))
+      co_return co_await reject(outcome, GatewayError::kInvalidRequest,
+                                "'" + openai::printable(id, 64) + "' is not a response id (1 to " +
+                                    std::to_string(openai::kMaxResponseIdBytes) + " characters of A-Z a-z 0-9 _ . -)",
+                                keep_alive);
+    routing::ResponseAffinity& affinity = services_.response_affinity;
+    const std::optional<std::string> pod_name = affinity.podOf(id);
+    discovery::PodPtr pod = pod_name ? services_.pods.snapshot()->find(*pod_name) : nullptr;
+    if (pod && !pod->ready(routing::steadyNowMs())) pod = nullptr;
+    if (!pod) {
+      affinity.count(pod_name ? Outcome::kPodGone : Outcome::kUnknown);
+      co_return co_await reject(outcome, GatewayError::kNotFound,
+                                "Response with id '" + id + "' not found" +
+                                    (pod_name ? " (the pod that produced it is no longer ready)" : ""),
+                                keep_alive);
+    }
+    affinity.count(Outcome::kHit);
+    routing::Decision decision;
+    decision.pod = pod;
+    decision.strategy = "response-affinity";
+    auth.stripCredentials(head);
+    proxy::PodHealth health{services_.pods, services_.config.health_check, routing::steadyNowMs};
+    proxy::RelayRequest relay_request{stream_, worker_.pool, services_.config.upstream, health, head, head.body(),
+                                      outcome.requestId(), relay_heads_, keep_alive,
+                                      [](routing::Decision&, std::span<const PodId>) {
+                                        routing::Decision none;  // the response lives on one pod: no other is tried
+                                        none.failure = routing::RouteFailure::kNoReadyPod;
+                                        return none;
+                                      }};
+    relay_request.pipelined = &buffer_;
+    proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
+    outcome.setDecision(decision, relayed);
+    if (head.method() == http::verb::delete_ && relayed.status / 100 == 2) affinity.forget(id);
+    if (!relayed.response_started && !relayed.client_gone) {
       co_return co_await writeError(stream_, proxy::errorFor(relayed.failure), relayed.error, keep_alive,
                                     outcome.headers(), {}, framing_) && keep_alive;
     }

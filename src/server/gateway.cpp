@@ -81,6 +81,24 @@ std::unique_ptr<tokenize::RemoteTokenizer> Gateway::makeRemoteTokenizer() {
       });
 }
 
+namespace {
+// prefixgate_response_affinity_total{outcome}, read from the map's own counts at each scrape.
+void addResponseAffinityCounter(metrics::GatewayMetrics& metrics, const routing::ResponseAffinity& affinity) {
+  using Series = std::vector<std::pair<std::map<std::string, std::string>, uint64_t>>;
+  using Outcome = routing::ResponseAffinity::Outcome;
+  metrics.addScrapedCounter(
+      {"prefixgate_response_affinity_total",
+       "Responses API requests naming a response id (previous_response_id, /v1/responses/{id}), by outcome: hit "
+       "(sent to the pod that produced it), pod_gone (that pod is no candidate: the strategy chose), unknown (the id "
+       "is not remembered)",
+       [&affinity] {
+         return Series{{{{"outcome", "hit"}}, affinity.counted(Outcome::kHit)},
+                       {{{"outcome", "pod_gone"}}, affinity.counted(Outcome::kPodGone)},
+                       {{{"outcome", "unknown"}}, affinity.counted(Outcome::kUnknown)}};
+       }});
+}
+}  // namespace
+
 void Gateway::addRemoteTokenizerCounters() {
   using Series = std::vector<std::pair<std::map<std::string, std::string>, uint64_t>>;
   const tokenize::RemoteTokenizer& tokenizer = *remote_tokenizer_;
@@ -181,6 +199,11 @@ bool Gateway::start(std::string& error) {
       .tokenizer = remote_tokenizer_.get(),
       .flow = flow_.get(),
   });
+  response_affinity_ = std::make_unique<routing::ResponseAffinity>(
+      config_.routing.response_affinity.max_entries,
+      static_cast<int64_t>(std::min<uint64_t>(config_.routing.response_affinity.ttl_ms, INT64_MAX / 2)),
+      routing::steadyNowMs);
+  addResponseAffinityCounter(metrics_, *response_affinity_);
   session_services_ = std::make_unique<SessionServices>(SessionServices{
       .config = config_,
       .draining = draining_,
@@ -189,6 +212,7 @@ bool Gateway::start(std::string& error) {
       .pods = pods_,
       .preparation = *preparation_,
       .outcomes = {metrics_, pods_, active_requests_},
+      .response_affinity = *response_affinity_,
   });
   // A pod that leaves stops matching in the index at once (its PodId is never reused), and its tokenize breaker goes.
   pods_.onRemoved([this](PodId id) {

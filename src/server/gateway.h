@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "routing/response_affinity.h"
 #include "auth/credentials.h"
 #include "config/config.h"
 #include "discovery/pod_set.h"
@@ -84,6 +85,8 @@ class Gateway {
   std::unique_ptr<FlowGate> flow_;
   // The steps before the relay, shared by the workers and /debug/route: after what it uses, before workers_.
   std::unique_ptr<RequestPreparation> preparation_;
+  // Chain affinity of the Responses API (response id -> pod), shared by every worker; before session_services_.
+  std::unique_ptr<routing::ResponseAffinity> response_affinity_;
   std::unique_ptr<SessionServices> session_services_;  // what the workers' sessions use (built after preparation_)
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<ControlPlane> control_;

@@ -3,6 +3,7 @@
 #include "auth/credentials.h"
 #include "metrics/api_key_metrics.h"
 #include "metrics/gateway_metrics.h"
+#include "openai/responses_request.h"
 #include "routing/prefix/prefix_metrics.h"
 #include "server/client_auth.h"
 #include "tokenize/remote_tokenizer.h"
@@ -48,7 +49,9 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
   }
   // Rerank and score generate nothing, and the connector protocol (kv_transfer_params) is the OpenAI endpoints':
   // those and Anthropic's are never split into prefill and decode legs.
+  // The Responses API keeps its state on the pod that produced it: never split either.
   const bool disaggregated = openai::matchesPrompt(out.request.endpoint) && !openai::isAnthropic(out.request.endpoint) &&
+                             out.request.endpoint != openai::kResponses &&
                              deps_.router.disaggregated(out.request.model);
   if (disaggregated) out.leg = PodRole::kPrefill;
   routing::RouteQuery query = out.query();
@@ -147,7 +150,8 @@ boost::asio::awaitable<RemoteTokensReport> RequestPreparation::fetchRemoteTokens
   if (!deps_.tokenizer || request.has_token_ids) co_return report;
   // The engines' /tokenize takes OpenAI chat messages: Anthropic's blocks are not asked (with the remote tokenizer
   // on, such requests are routed by load alone, as the prefix strategies never hash local text then).
-  if (openai::isAnthropic(request.endpoint)) co_return report;
+  // Nor are the Responses API's items (the engine's /tokenize takes no Responses input either).
+  if (openai::isAnthropic(request.endpoint) || request.endpoint == openai::kResponses) co_return report;
   if (!plan.wantsPromptTokens()) co_return report;
   // A model no pod serves is refused by the router (404): asking a tokenizer is wasted, and counting the failure by
   // the client's model name (aibrix_prefix_cache_routing_errors_total) would add series for every made-up name.

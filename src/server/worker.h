@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "discovery/pod_set.h"
 #include "proxy/upstream_pool.h"
+#include "routing/response_affinity.h"
 #include "server/request_outcome.h"
 #include "tokenize/remote_tokenizer.h"
 
@@ -31,6 +32,7 @@ struct SessionServices {
   const discovery::PodRegistry& pods;        // /v1/models, pod health
   RequestPreparation& preparation;           // a request's steps from its body to its pod
   OutcomeSinks outcomes;                     // the log line and metrics of each request
+  routing::ResponseAffinity& response_affinity;  // Responses API: response id -> the pod that produced it
 };
 
 // The remote tokenizer's view of a thread's upstream pool: tokenize calls and relays share keep-alive connections.

@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "fuzz_input.h"
 #include "openai/request.h"
+#include "openai/responses_request.h"
 
 namespace {
 
@@ -35,6 +36,7 @@ std::optional<openai::Endpoint> proxiedEndpoint(const http::request<http::string
   if (path == "/v1/score") return openai::Endpoint::kScore;
   if (path == "/v1/messages") return openai::Endpoint::kMessages;
   if (path == "/v1/messages/count_tokens") return openai::Endpoint::kMessagesCountTokens;
+  if (path == "/v1/responses") return openai::kResponses;
   return std::nullopt;
 }
 

@@ -1,4 +1,5 @@
-// libFuzzer target for a request body: openai::parseRequest for every endpoint (rerank, score and Anthropic's messages too) with include_tools both ways, then
+// libFuzzer target for a request body: openai::parseRequest for every endpoint (rerank, score, Anthropic's messages and
+// the Responses API too) with include_tools both ways, then
 // what routing builds from the parsed view: the prefix strategies' tokenized prompt and its block hashes (as
 // routing::PrefixServices::hashPrompt does with the character tokenizer) and the remote tokenizer's /tokenize body
 // and cache key. Nothing may crash, leak or trip a sanitizer, and the parser's contract holds (checked below).
@@ -12,6 +13,7 @@
 #include "fuzz_input.h"
 #include "index/block_hash.h"
 #include "openai/request.h"
+#include "openai/responses_request.h"
 #include "tokenize/tokenize_protocol.h"
 #include "tokenize/tokenizer.h"
 
@@ -56,6 +58,12 @@ void buildPrompt(const openai::RequestView& view, const std::string& body, bool 
     check(!view.raw_messages.empty() && within(view.raw_messages, body) && within(view.raw_tools, body));
     return;
   }
+  // Nor are the Responses API's items (its `input` may be absent: a request continuing a stored response).
+  if (view.endpoint == openai::kResponses) {
+    check(within(view.raw_messages, body) && within(view.raw_tools, body));
+    (void)openai::previousResponseId(body);
+    return;
+  }
   // The remote tokenizer's request, built from the body's own JSON text.
   check(within(view.raw_messages, body) && within(view.raw_tools, body) && within(view.raw_prompt, body));
   const tokenize::TokenizeInput input{view.model, view.endpoint == openai::Endpoint::kChatCompletions,
@@ -73,7 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool body_is_json = nlohmann::json::accept(text);
   using openai::Endpoint;
   for (auto endpoint : {Endpoint::kChatCompletions, Endpoint::kCompletions, Endpoint::kEmbeddings, Endpoint::kRerank,
-                        Endpoint::kScore, Endpoint::kMessages, Endpoint::kMessagesCountTokens}) {
+                        Endpoint::kScore, Endpoint::kMessages, Endpoint::kMessagesCountTokens, openai::kResponses}) {
     std::string with_tools_body(text), without_tools_body(text);
     openai::RequestView with_tools, without_tools;
     const uint32_t depth = kConfig.limits.max_json_depth;
