@@ -272,7 +272,6 @@ bool nestedDeeperThan(const std::string& json, uint32_t max_depth) {
 }
 
 std::string_view endpointName(Endpoint e) {
-  if (e == kResponses) return "responses";
   switch (e) {
     case Endpoint::kChatCompletions: return "chat";
     case Endpoint::kCompletions: return "completions";
@@ -281,6 +280,7 @@ std::string_view endpointName(Endpoint e) {
     case Endpoint::kScore: return "score";
     case Endpoint::kMessages: return "messages";
     case Endpoint::kMessagesCountTokens: return "messages_count_tokens";
+    case Endpoint::kResponses: return "responses";
   }
   return "unknown";
 }
@@ -295,7 +295,7 @@ size_t paddingBytes() { return simdjson::SIMDJSON_PADDING; }
 
 ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools, uint32_t max_json_depth,
                         RequestView& out) {
-  if (endpoint == kResponses) return parseResponsesRequest(body, include_tools, max_json_depth, out);
+  if (endpoint == Endpoint::kResponses) return parseResponsesRequest(body, include_tools, max_json_depth, out);
   out = RequestView{};
   out.endpoint = endpoint;
   if (nestedDeeperThan(body, max_json_depth))

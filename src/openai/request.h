@@ -10,8 +10,17 @@
 namespace prefixgate::openai {
 
 // kMessages and kMessagesCountTokens: Anthropic's Messages API (/v1/messages, /v1/messages/count_tokens).
-enum class Endpoint { kChatCompletions, kCompletions, kEmbeddings, kRerank, kScore, kMessages, kMessagesCountTokens };
-// "chat", "completions", "embeddings", "rerank", "score", "messages", "messages_count_tokens"
+enum class Endpoint {
+  kChatCompletions,
+  kCompletions,
+  kEmbeddings,
+  kRerank,
+  kScore,
+  kMessages,
+  kMessagesCountTokens,
+  kResponses,  // OpenAI's Responses API (openai/responses_request.h)
+};
+// "chat", "completions", "embeddings", "rerank", "score", "messages", "messages_count_tokens", "responses"
 std::string_view endpointName(Endpoint e);
 // Whether an endpoint's requests have a prompt to match against the pods' caches. Rerank and score (cross-encoder
 // pairs, query x each document) do not, nor does count_tokens (the engine only tokenizes: nothing is cached, so

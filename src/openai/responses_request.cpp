@@ -173,7 +173,7 @@ bool validResponseId(std::string_view id) {
 
 ParseError parseResponsesRequest(std::string& body, bool include_tools, uint32_t max_json_depth, RequestView& out) {
   out = RequestView{};
-  out.endpoint = kResponses;
+  out.endpoint = Endpoint::kResponses;
   if (nestedDeeperThan(body, max_json_depth))
     return bad("request body nests arrays and objects deeper than limits.max_json_depth (" +
                std::to_string(max_json_depth) + ")");

@@ -10,12 +10,7 @@
 
 namespace prefixgate::openai {
 
-// The Responses endpoint. A value of Endpoint past its named enumerators: naming it in the enum rebuilds every file
-// that includes openai/request.h, so it stands here until that enum is next changed (then it becomes an
-// enumerator and this line an alias). endpointName gives "responses"; matchesPrompt is true; isAnthropic false.
-inline constexpr Endpoint kResponses = static_cast<Endpoint>(100);
-
-// Parses a Responses body (called by parseRequest for kResponses). The prompt text follows chat's rule, so one
+// Parses a Responses body (called by parseRequest for Endpoint::kResponses). The prompt text follows chat's rule, so one
 // conversation hashes the same way turn after turn: tools JSON (when include_tools), then `instructions` (as a
 // system message would be), then each item of `input` (a string is one item), joined by one space: a message's
 // content (a string, or its parts: an input_text/output_text part's text, any other part its raw JSON, joined by

@@ -229,7 +229,7 @@ asio::awaitable<AdminResponse> debugRoute(ControlPlane& control, http::request<h
   else if (target.find("endpoint=rerank") != std::string_view::npos) endpoint = openai::Endpoint::kRerank;
   else if (target.find("endpoint=score") != std::string_view::npos) endpoint = openai::Endpoint::kScore;
   else if (target.find("endpoint=messages") != std::string_view::npos) endpoint = openai::Endpoint::kMessages;
-  else if (target.find("endpoint=responses") != std::string_view::npos) endpoint = openai::kResponses;
+  else if (target.find("endpoint=responses") != std::string_view::npos) endpoint = openai::Endpoint::kResponses;
   PreparedRequest prepared;
   co_await control.admin->preparation.prepare(
       {.endpoint = endpoint,

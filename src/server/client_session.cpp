@@ -82,7 +82,7 @@ Route routeOf(http::verb method, std::string_view target) {
   std::string_view path = target.substr(0, target.find('?'));
   if (path.starts_with(kResponsesPrefix) && path.size() > kResponsesPrefix.size()) {
     const bool cancel = path.ends_with(kCancelSuffix);
-    Route r{Route::kResponseById, openai::kResponses, cancel ? "POST" : "GET, DELETE"};
+    Route r{Route::kResponseById, openai::Endpoint::kResponses, cancel ? "POST" : "GET, DELETE"};
     const bool allowed = cancel ? method == http::verb::post : method == http::verb::get || method == http::verb::delete_;
     if (!allowed) r.kind = Route::kMethodNotAllowed;
     return r;
@@ -99,7 +99,7 @@ Route routeOf(http::verb method, std::string_view target) {
       {"/v1/rerank", http::verb::post, {Route::kProxy, openai::Endpoint::kRerank, "POST"}},
       {"/v2/rerank", http::verb::post, {Route::kProxy, openai::Endpoint::kRerank, "POST"}},
       {"/v1/score", http::verb::post, {Route::kProxy, openai::Endpoint::kScore, "POST"}},
-      {"/v1/responses", http::verb::post, {Route::kProxy, openai::kResponses, "POST"}},
+      {"/v1/responses", http::verb::post, {Route::kProxy, openai::Endpoint::kResponses, "POST"}},
       {"/v1/messages", http::verb::post, {Route::kProxy, openai::Endpoint::kMessages, "POST"}},
       {"/v1/messages/count_tokens", http::verb::post, {Route::kProxy, openai::Endpoint::kMessagesCountTokens, "POST"}},
       {"/v1/models", http::verb::get, {Route::kModels, openai::Endpoint::kChatCompletions, "GET"}},
@@ -487,7 +487,7 @@ class ClientSession {
     outcome.setRequest(prepared.request);
     if (prepared.refusal) co_return co_await refusePrepared(outcome, *prepared.refusal, keep_alive);
     routing::Decision& decision = prepared.decision;
-    const bool responses = endpoint == openai::kResponses;
+    const bool responses = endpoint == openai::Endpoint::kResponses;
     if (responses) followPreviousResponse(prepared, head.body());
     auth.stripCredentials(head);
     // A client's kv_transfer_params never reaches a pod unless the configuration says so: it names the hosts the

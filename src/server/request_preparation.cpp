@@ -51,7 +51,7 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
   // those and Anthropic's are never split into prefill and decode legs.
   // The Responses API keeps its state on the pod that produced it: never split either.
   const bool disaggregated = openai::matchesPrompt(out.request.endpoint) && !openai::isAnthropic(out.request.endpoint) &&
-                             out.request.endpoint != openai::kResponses &&
+                             out.request.endpoint != openai::Endpoint::kResponses &&
                              deps_.router.disaggregated(out.request.model);
   if (disaggregated) out.leg = PodRole::kPrefill;
   routing::RouteQuery query = out.query();
@@ -151,7 +151,7 @@ boost::asio::awaitable<RemoteTokensReport> RequestPreparation::fetchRemoteTokens
   // The engines' /tokenize takes OpenAI chat messages: Anthropic's blocks are not asked (with the remote tokenizer
   // on, such requests are routed by load alone, as the prefix strategies never hash local text then).
   // Nor are the Responses API's items (the engine's /tokenize takes no Responses input either).
-  if (openai::isAnthropic(request.endpoint) || request.endpoint == openai::kResponses) co_return report;
+  if (openai::isAnthropic(request.endpoint) || request.endpoint == openai::Endpoint::kResponses) co_return report;
   if (!plan.wantsPromptTokens()) co_return report;
   // A model no pod serves is refused by the router (404): asking a tokenizer is wasted, and counting the failure by
   // the client's model name (aibrix_prefix_cache_routing_errors_total) would add series for every made-up name.

@@ -36,7 +36,7 @@ std::optional<openai::Endpoint> proxiedEndpoint(const http::request<http::string
   if (path == "/v1/score") return openai::Endpoint::kScore;
   if (path == "/v1/messages") return openai::Endpoint::kMessages;
   if (path == "/v1/messages/count_tokens") return openai::Endpoint::kMessagesCountTokens;
-  if (path == "/v1/responses") return openai::kResponses;
+  if (path == "/v1/responses") return openai::Endpoint::kResponses;
   return std::nullopt;
 }
 

@@ -59,7 +59,7 @@ void buildPrompt(const openai::RequestView& view, const std::string& body, bool 
     return;
   }
   // Nor are the Responses API's items (its `input` may be absent: a request continuing a stored response).
-  if (view.endpoint == openai::kResponses) {
+  if (view.endpoint == openai::Endpoint::kResponses) {
     check(within(view.raw_messages, body) && within(view.raw_tools, body));
     (void)openai::previousResponseId(body);
     return;
@@ -81,7 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool body_is_json = nlohmann::json::accept(text);
   using openai::Endpoint;
   for (auto endpoint : {Endpoint::kChatCompletions, Endpoint::kCompletions, Endpoint::kEmbeddings, Endpoint::kRerank,
-                        Endpoint::kScore, Endpoint::kMessages, Endpoint::kMessagesCountTokens, openai::kResponses}) {
+                        Endpoint::kScore, Endpoint::kMessages, Endpoint::kMessagesCountTokens, openai::Endpoint::kResponses}) {
     std::string with_tools_body(text), without_tools_body(text);
     openai::RequestView with_tools, without_tools;
     const uint32_t depth = kConfig.limits.max_json_depth;

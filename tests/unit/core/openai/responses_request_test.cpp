@@ -9,21 +9,21 @@ namespace {
 
 RequestView parsed(std::string body, bool include_tools = true) {
   RequestView view;
-  const ParseError error = parseRequest(kResponses, body, include_tools, 64, view);
+  const ParseError error = parseRequest(Endpoint::kResponses, body, include_tools, 64, view);
   EXPECT_FALSE(error) << error.message;
   return view;
 }
 
 ParseError refusal(std::string body) {
   RequestView view;
-  return parseRequest(kResponses, body, true, 64, view);
+  return parseRequest(Endpoint::kResponses, body, true, 64, view);
 }
 
 // Ensures instructions then a string input make the prompt text, as a chat system message and user message would.
 TEST(ResponsesRequest, InstructionsThenStringInputAsChat) {
   const RequestView view = parsed(R"({"model":"m","instructions":"Be brief.","input":"hello","stream":true,
                                       "max_output_tokens":7})");
-  EXPECT_EQ(view.endpoint, kResponses);
+  EXPECT_EQ(view.endpoint, Endpoint::kResponses);
   EXPECT_EQ(view.model, "m");
   EXPECT_TRUE(view.stream);
   EXPECT_EQ(view.max_tokens, 7u);
@@ -58,13 +58,13 @@ TEST(ResponsesRequest, ToolsFirstWhenIncluded) {
 TEST(ResponsesRequest, PreviousResponseId) {
   std::string body = R"({"model":"m","previous_response_id":"resp_abc123"})";
   RequestView view;
-  ASSERT_FALSE(parseRequest(kResponses, body, true, 64, view));
+  ASSERT_FALSE(parseRequest(Endpoint::kResponses, body, true, 64, view));
   EXPECT_EQ(previousResponseId(body).value_or(""), "resp_abc123");
   std::string none = R"({"model":"m","input":"x"})";
-  ASSERT_FALSE(parseRequest(kResponses, none, true, 64, view));
+  ASSERT_FALSE(parseRequest(Endpoint::kResponses, none, true, 64, view));
   EXPECT_FALSE(previousResponseId(none));
   std::string hostile = R"({"model":"m","previous_response_id":"../../etc"})";
-  ASSERT_FALSE(parseRequest(kResponses, hostile, true, 64, view));
+  ASSERT_FALSE(parseRequest(Endpoint::kResponses, hostile, true, 64, view));
   EXPECT_FALSE(previousResponseId(hostile));
 }
 
@@ -76,9 +76,9 @@ TEST(ResponsesRequest, Refusals) {
   EXPECT_EQ(refusal(R"({"model":"m","input":[{"content":7}]})").param, "input");
   EXPECT_EQ(refusal(R"({"model":"m","stream":"yes","input":"x"})").param, "stream");
   EXPECT_EQ(refusal(R"([1,2])").status, 400);
-  EXPECT_EQ(endpointName(kResponses), "responses");
-  EXPECT_TRUE(matchesPrompt(kResponses));
-  EXPECT_FALSE(isAnthropic(kResponses));
+  EXPECT_EQ(endpointName(Endpoint::kResponses), "responses");
+  EXPECT_TRUE(matchesPrompt(Endpoint::kResponses));
+  EXPECT_FALSE(isAnthropic(Endpoint::kResponses));
 }
 
 // Ensures response ids are bounded in length and characters.
