@@ -269,11 +269,13 @@ TEST(ParseRequest, AnthropicMessagesPromptTextFollowsChat) {
 // tools first (when asked), any other block as its JSON.
 TEST(ParseRequest, AnthropicBlocksAndTools) {
   RequestView r;
-  ASSERT_FALSE(parse(Endpoint::kMessages, R"({"model":"m","tools":[{"name":"f"}],"messages":[
+  // raw_tools is a view into the body: the body outlives the checks.
+  std::string body = R"({"model":"m","tools":[{"name":"f"}],"messages":[
     {"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"x": 1}}]},
     {"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"42"}]},
                               {"type":"tool_result","tool_use_id":"u","content":"done"},
-                              {"type":"image","source":{"data":"AA=="}}]}]})", r));
+                              {"type":"image","source":{"data":"AA=="}}]}]})";
+  ASSERT_FALSE(parseRequest(Endpoint::kMessages, body, true, kDefaultMaxJsonDepth, r));
   EXPECT_EQ(r.prompt_text, R"([{"name":"f"}] f {"x": 1} 42 done {"type":"image","source":{"data":"AA=="}})");
   EXPECT_EQ(r.raw_tools, R"([{"name":"f"}])");
   ASSERT_FALSE(parse(Endpoint::kMessagesCountTokens, R"({"model":"m","tools":[1],"messages":[{"content":"x"}]})", r,
