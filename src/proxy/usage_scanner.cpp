@@ -12,14 +12,15 @@ namespace {
 // quote that opens each key is part of its head, so `"num_cached_tokens"` or `"prompt_tokens_details"` never match.
 struct KeyFamily {
   std::string_view tail;
-  std::array<std::string_view, 3> heads;  // "" = none
-  size_t first_field;                     // heads[i] fills field first_field + i
+  std::array<std::string_view, 5> heads;  // "" = none
+  std::array<size_t, 5> fields;           // heads[i] fills fields[i]
 };
+// One family per tail, so that matches are taken in the order of the text whatever the feeds' split (two families
+// with one tail would each take their own last value, and which won would depend on the split).
 constexpr KeyFamily kKeyFamilies[] = {
-    {"_tokens\"", {"\"completion", "\"prompt", "\"cached"}, 0},  // kCompletion, kPrompt, kCached
-    {"_n\"", {"\"cache", "\"prompt", ""}, 3},                    // kCacheN, kPromptN
-    // Anthropic's Messages usage (message_start, message_delta, a whole message): output and input tokens.
-    {"_tokens\"", {"\"output", "\"input", ""}, 0},  // kCompletion, kPrompt
+    // OpenAI's usage, and Anthropic's Messages usage (message_start, message_delta, a whole message).
+    {"_tokens\"", {"\"completion", "\"prompt", "\"cached", "\"output", "\"input"}, {0, 1, 2, 0, 1}},
+    {"_n\"", {"\"cache", "\"prompt", "", "", ""}, {3, 4, 0, 0, 0}},  // kCacheN, kPromptN
 };
 constexpr std::string_view kEvent = "data: {";
 }  // namespace
@@ -52,18 +53,18 @@ void UsageScanner::scan(std::string_view text, size_t boundary, bool straddling_
     ++events_;
   }
   for (const KeyFamily& family : kKeyFamilies) scanKeys(text, boundary, straddling_only, family.tail, family.heads,
-                                                         family.first_field);
+                                                         family.fields);
 }
 
 void UsageScanner::scanKeys(std::string_view text, size_t boundary, bool straddling_only, std::string_view key_tail,
-                            std::span<const std::string_view> key_heads, size_t first_field) {
+                            std::span<const std::string_view> key_heads, std::span<const size_t> key_fields) {
   for (size_t tail = text.find(key_tail); tail != std::string_view::npos; tail = text.find(key_tail, tail + 1)) {
     size_t field = kFields;
     std::string_view head;
     for (size_t f = 0; f < key_heads.size() && field == kFields; ++f)
       if (!key_heads[f].empty() && tail >= key_heads[f].size() &&
           text.substr(tail - key_heads[f].size(), key_heads[f].size()) == key_heads[f]) {
-        field = first_field + f;
+        field = key_fields[f];
         head = key_heads[f];
       }
     // Not one of the keys, or its head lies in the previous feed (then the boundary window finds it).

@@ -37,7 +37,7 @@ class UsageScanner {
   std::optional<uint64_t> value(Field f) const { return has_[f] ? std::optional<uint64_t>(values_[f]) : std::nullopt; }
   void scan(std::string_view text, size_t boundary, bool straddling_only);
   void scanKeys(std::string_view text, size_t boundary, bool straddling_only, std::string_view key_tail,
-                std::span<const std::string_view> key_heads, size_t first_field);
+                std::span<const std::string_view> key_heads, std::span<const size_t> key_fields);
   std::string carry_;  // the last bytes of the previous feed, so a pattern split across feeds is still found
   uint64_t values_[kFields] = {};
   bool has_[kFields] = {};
