@@ -1,27 +1,17 @@
 #include "openai/request.h"
 
-#include "openai/responses_request.h"
-
-#include <simdjson.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "openai/body_json.h"
+#include "openai/responses_request.h"
+
 namespace prefixgate::openai {
 namespace od = simdjson::ondemand;
 
-namespace {
-
-ParseError bad(std::string message, std::string param = {}) { return ParseError{400, std::move(message), std::move(param)}; }
-
-ParseError malformed(simdjson::error_code ec) {
-  return bad(std::string("request body is not valid JSON: ") + simdjson::error_message(ec));
-}
-
-
-// The JSON text of any value as sent (arrays and objects whole; scalars as their token).
-simdjson::error_code rawJson(od::value value, std::string_view& out) {
+// The two raw-JSON readers of openai/body_json.h, compiled once.
+simdjson::error_code body_json::rawJson(od::value value, std::string_view& out) {
   od::json_type type;
   if (auto ec = value.type().get(type)) return ec;
   if (type == od::json_type::array) {
@@ -34,21 +24,24 @@ simdjson::error_code rawJson(od::value value, std::string_view& out) {
     if (auto ec = value.get_object().get(obj)) return ec;
     return obj.raw_json().get(out);
   }
-  out = value.raw_json_token();
-  while (!out.empty() && (out.back() == ' ' || out.back() == '\n' || out.back() == '\r' || out.back() == '\t')) out.remove_suffix(1);
+  out = trimmed(value.raw_json_token());
   return simdjson::SUCCESS;
 }
 
-// The body's text from `start` to where the document's iterator stands now (the next token), less trailing
-// whitespace: the raw JSON of the value read since `start`. "" when the iterator cannot say.
-std::string_view rawSince(const char* start, od::document& doc) {
+std::string_view body_json::rawSince(const char* start, od::document& doc) {
   const char* end = nullptr;
   if (doc.current_location().get(end) != simdjson::SUCCESS || end < start) return {};
-  std::string_view raw(start, static_cast<size_t>(end - start));
-  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t'))
-    raw.remove_suffix(1);
-  return raw;
+  return trimmed(std::string_view(start, static_cast<size_t>(end - start)));
 }
+
+namespace {
+
+using body_json::appendUnit;
+using body_json::bad;
+using body_json::malformed;
+using body_json::rawJson;
+using body_json::rawSince;
+using body_json::trimmed;
 
 // A message's content: a string is used unescaped; an array of parts (multimodal) as its raw JSON text.
 ParseError appendContent(od::value content, std::string& text, bool& first) {
@@ -295,7 +288,6 @@ size_t paddingBytes() { return simdjson::SIMDJSON_PADDING; }
 
 ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools, uint32_t max_json_depth,
                         RequestView& out) {
-  if (endpoint == Endpoint::kResponses) return parseResponsesRequest(body, include_tools, max_json_depth, out);
   out = RequestView{};
   out.endpoint = endpoint;
   if (nestedDeeperThan(body, max_json_depth))
@@ -319,7 +311,9 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
   std::string_view pair_first, pair_second;
   const bool rerank = endpoint == Endpoint::kRerank, score = endpoint == Endpoint::kScore;
   const bool anthropic = isAnthropic(endpoint), chat_like = anthropic || endpoint == Endpoint::kChatCompletions;
-  std::string system_text;  // Anthropic's `system`, put in front of the messages
+  const bool responses = endpoint == Endpoint::kResponses;
+  // Anthropic's `system` or the Responses API's `instructions`, put in front of the messages (or input items).
+  std::string system_text;
   // A key given twice counts as its last occurrence, as the engine's JSON parser (Python's) reads it: what is
   // routed on is what the engine will compute.
   for (auto field : root) {
@@ -346,12 +340,13 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
         bool v = false;
         if (k == "include_usage" && !opt.value().get_bool().get(v)) out.include_usage = v;
       }
-    } else if (key == "max_tokens" || key == "max_completion_tokens") {
+    } else if (responses ? key == "max_output_tokens" : key == "max_tokens" || key == "max_completion_tokens") {
       uint64_t n = 0;  // any other type or range: the engine validates it
       if (!value.get_uint64().get(n)) {
         const auto clamped = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
-        if (key == "max_completion_tokens" || !has_max_completion) out.max_tokens = clamped;
-        has_max_completion |= key == "max_completion_tokens";
+        const bool preferred = key != "max_tokens";  // max_completion_tokens (or Responses' own) wins over max_tokens
+        if (preferred || !has_max_completion) out.max_tokens = clamped;
+        has_max_completion |= preferred;
       }
     } else if (key == "messages" && chat_like) {
       has_messages = true;
@@ -367,7 +362,21 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
       out.raw_messages = rawSince(start, doc);
     } else if (key == "system" && anthropic) {
       if (auto err = readAnthropicSystem(value, doc, system_text)) return err;
-    } else if (key == "tools" && chat_like) {
+    } else if (key == "input" && responses) {
+      messages_text.clear();
+      messages_text.reserve(body.size());
+      const char* start = value.raw_json_token().data();
+      if (auto err = body_json::readResponsesInput(value, doc, messages_text)) return err;
+      out.raw_messages = rawSince(start, doc);
+    } else if (key == "instructions" && responses) {
+      std::string_view s;
+      system_text.clear();
+      if (value.get_string().get(s) == simdjson::SUCCESS) system_text.assign(s);  // null or another type: none
+    } else if (key == "previous_response_id" && responses) {
+      std::string_view id;
+      out.previous_response_id.clear();
+      if (value.get_string().get(id) == simdjson::SUCCESS && validResponseId(id)) out.previous_response_id.assign(id);
+    } else if (key == "tools" && (chat_like || responses)) {
       std::string_view raw;
       if (auto ec = rawJson(value, raw)) return malformed(ec);
       tools.clear();
@@ -413,6 +422,14 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
     // Tools first, then the messages, so requests with the same messages but different tools differ at the start.
     if (!tools.empty()) messages_text.insert(0, tools + " ");  // within the reserved capacity: one move, no copy
     out.prompt_text = std::move(messages_text);
+  }
+  if (responses) {
+    // `input` may be absent (a request continuing a stored response with nothing new). Units joined by one space.
+    std::string& text = out.prompt_text;
+    text.reserve(tools.size() + system_text.size() + messages_text.size() + 2);
+    bool first = true;
+    for (const std::string* unit : {&tools, &system_text, &messages_text})
+      if (!unit->empty()) appendUnit(text, first, *unit);
   }
   if (endpoint == Endpoint::kCompletions && !has_prompt) return bad("'prompt' is required", "prompt");
   if (endpoint == Endpoint::kEmbeddings && !has_input) return bad("'input' is required", "input");

@@ -42,7 +42,11 @@ struct RequestView {
   // and input JSON, a tool_result's content (the same way), a thinking block's thinking, any other block its raw
   // JSON; text, not the blocks' JSON, so a `cache_control` marker moving from turn to turn changes nothing. Rerank and
   // score (never matched): the raw JSON of their inputs (query then documents; text_1 then text_2), which only
-  // estimates the request's size.
+  // estimates the request's size. Responses (POST /v1/responses) as chat, so one conversation hashes the same way
+  // turn after turn: tools JSON, then `instructions` (as a system message), then each item of `input` (a string is
+  // one item) joined by one space: a message's content (a string, or its parts: an input_text/output_text/text
+  // part's text, any other part its raw JSON), a function_call's name and arguments, a function_call_output's
+  // output, any other item its raw JSON.
   std::string prompt_text;
   // Completions given token ids (`prompt: [1, 2, 3]`): used as tokens directly instead of prompt_text.
   std::vector<uint32_t> prompt_token_ids;
@@ -52,6 +56,9 @@ struct RequestView {
   bool has_kv_transfer_params = false;
   // The body's `user` (when a string): flow control's tenant when no key or header names one.
   std::string user;
+  // Responses: the body's `previous_response_id` when it is a valid response id (openai::validResponseId; an
+  // invalid one is the engine's to answer): chain affinity sends the request to the pod that produced it.
+  std::string previous_response_id;
   // The body's `cache_salt` (vLLM's cache namespace, when a string): the engine mixes it into the prompt's first
   // block, so prompts under different salts (or none) never share cached blocks; the gateway hashes the same way.
   std::string cache_salt;
@@ -59,7 +66,8 @@ struct RequestView {
   // The raw JSON text of the fields the engine templates, exactly as they appear in the body (views into it: valid
   // while the body lives; the remote tokenizer sends them as they are). Chat: `messages` and `tools` ("" when
   // absent or null); completions: `prompt`; embeddings: `input` (in raw_prompt); rerank and score: none;
-  // Anthropic messages: `messages` and `tools` (Anthropic-shaped: never sent to the remote tokenizer).
+  // Anthropic messages: `messages` and `tools` (Anthropic-shaped: never sent to the remote tokenizer); Responses:
+  // `input` (in raw_messages) and `tools`.
   std::string_view raw_messages;
   std::string_view raw_tools;
   std::string_view raw_prompt;

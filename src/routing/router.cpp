@@ -316,7 +316,11 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
   }
   strategy->score(input);
 
-  const size_t best = pickBest(candidates, rng);
+  size_t best = pickBest(candidates, rng);
+  if (!query.preferred_pod.empty()) {
+    for (size_t i = 0; i < candidates.size(); ++i)
+      if (candidates[i].pod->name() == query.preferred_pod) best = i;
+  }
   strategy->onPicked(input, best);
   const Candidate& pick = candidates[best];
   for (const discovery::PodPtr& pod : *serving)

@@ -32,6 +32,10 @@ struct RouteQuery {
   bool dry_run = false;              // decide without recording anything (and without counting in-flight)
   // Disaggregated prefill/decode: the leg this decision is for (kPrefill, kDecode), or kBoth for a whole request.
   PodRole leg = PodRole::kBoth;
+  // A pod that must be chosen whenever it is a candidate (the Responses API's chain affinity: the pod holding the
+  // stored response the request continues); the strategy still scores, so matches, explanations and the prompt's
+  // record are the chosen pod's. "" = none: the strategy's best is chosen.
+  std::string_view preferred_pod = {};
 };
 
 // A request's strategy, resolved once (locked > header > profile > model > default; one that matches prompts becomes

@@ -488,7 +488,6 @@ class ClientSession {
     if (prepared.refusal) co_return co_await refusePrepared(outcome, *prepared.refusal, keep_alive);
     routing::Decision& decision = prepared.decision;
     const bool responses = endpoint == openai::Endpoint::kResponses;
-    if (responses) followPreviousResponse(prepared, head.body());
     auth.stripCredentials(head);
     // A client's kv_transfer_params never reaches a pod unless the configuration says so: it names the hosts the
     // engine's KV connector would pull KV from (a way to make pods connect anywhere). The decode leg's own is the
@@ -528,34 +527,6 @@ class ClientSession {
                                     outcome.headers(), {}, framing_) && keep_alive;
     }
     co_return relayed.keep_client;
-  }
-
-  // Chain affinity (docs/configuration.md, "Responses API"): a request continuing a stored response goes to the pod
-  // that produced it while that pod is a candidate: the strategy's choice is taken back and made again among that
-  // pod alone (failover's path: what the first choice recorded goes). Else the strategy's choice stands.
-  void followPreviousResponse(PreparedRequest& prepared, const std::string& body) {
-    using Outcome = routing::ResponseAffinity::Outcome;
-    const std::optional<std::string> previous = openai::previousResponseId(body);
-    if (!previous) return;
-    routing::ResponseAffinity& affinity = services_.response_affinity;
-    const std::optional<std::string> pod = affinity.podOf(*previous);
-    if (!pod) return affinity.count(Outcome::kUnknown);
-    routing::Decision& decision = prepared.decision;
-    if (decision.pod->name() == *pod) return affinity.count(Outcome::kHit);
-    std::vector<PodId> others;
-    bool candidate = false;
-    for (const routing::Candidate& c : decision.candidates) {
-      if (c.pod->name() == *pod) candidate = true;
-      else others.push_back(c.pod_id);
-    }
-    if (!candidate) return affinity.count(Outcome::kPodGone);
-    decision.ticket.attemptFailed(routing::AttemptFailure::kNotComputed);
-    routing::Decision pinned = preparation_.chooseAgain(prepared, decision, others, worker_.rng);
-    // Only a race (the pod left or filled up between the two choices) fails here: the first choice then stands,
-    // in flight on its pod, without its prefix record (withdrawn above).
-    if (!pinned.pod || pinned.pod->name() != *pod) return affinity.count(Outcome::kPodGone);
-    decision = std::move(pinned);
-    affinity.count(Outcome::kHit);
   }
 
   // GET/DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel: relayed to the pod that produced {id} (no body

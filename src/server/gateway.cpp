@@ -187,6 +187,11 @@ bool Gateway::start(std::string& error) {
                                       config_.engine_metrics.scrape_timeout_ms),
         pods_, flow_metrics_, routing::steadyNowMs);
   }
+  response_affinity_ = std::make_unique<routing::ResponseAffinity>(
+      config_.routing.response_affinity.max_entries,
+      static_cast<int64_t>(std::min<uint64_t>(config_.routing.response_affinity.ttl_ms, INT64_MAX / 2)),
+      routing::steadyNowMs);
+  addResponseAffinityCounter(metrics_, *response_affinity_);
   preparation_ = std::make_unique<RequestPreparation>(RequestPreparation::Deps{
       .config = config_,
       .router = *router_,
@@ -198,12 +203,8 @@ bool Gateway::start(std::string& error) {
       .active_requests = active_requests_,
       .tokenizer = remote_tokenizer_.get(),
       .flow = flow_.get(),
+      .response_affinity = response_affinity_.get(),
   });
-  response_affinity_ = std::make_unique<routing::ResponseAffinity>(
-      config_.routing.response_affinity.max_entries,
-      static_cast<int64_t>(std::min<uint64_t>(config_.routing.response_affinity.ttl_ms, INT64_MAX / 2)),
-      routing::steadyNowMs);
-  addResponseAffinityCounter(metrics_, *response_affinity_);
   session_services_ = std::make_unique<SessionServices>(SessionServices{
       .config = config_,
       .draining = draining_,

@@ -3,8 +3,8 @@
 #include "auth/credentials.h"
 #include "metrics/api_key_metrics.h"
 #include "metrics/gateway_metrics.h"
-#include "openai/responses_request.h"
 #include "routing/prefix/prefix_metrics.h"
+#include "routing/response_affinity.h"
 #include "server/client_auth.h"
 #include "tokenize/remote_tokenizer.h"
 
@@ -41,6 +41,7 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
     if (out.refusal) co_return;
   }
   out.request.session_id = in.headers.session_id;
+  followPreviousResponse(out);
   if (!in.dry_run && deps_.flow) {
     if (std::optional<FlowRefusal> held = co_await deps_.flow->admit(flowAdmission(in, out.request), out.flow)) {
       out.refusal = PrepareRefusal{held->error, std::move(held->message), std::move(held->param)};
@@ -73,6 +74,7 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
     co_return;
   }
   out.flow.routed();  // its pod counts it in flight now
+  countPreviousResponse(out);
   if (out.leg != PodRole::kPrefill) co_return;
   out.decode.emplace(deps_.router.chooseDecode(query, out.decision, in.rng));
   if (out.decode->failure != routing::RouteFailure::kNone) {
@@ -132,6 +134,23 @@ std::optional<PrepareRefusal> RequestPreparation::admit(const RequestToPrepare& 
     return PrepareRefusal{openai::GatewayError::kOverloaded,
                           "the gateway has limits.max_in_flight requests in flight; retry later", {}};
   return std::nullopt;
+}
+
+void RequestPreparation::followPreviousResponse(PreparedRequest& out) const {
+  const std::string& id = out.request.previous_response_id;
+  if (id.empty() || !deps_.response_affinity) return;
+  if (std::optional<std::string> pod = deps_.response_affinity->podOf(id)) {
+    out.preferred_pod = std::move(*pod);
+  } else if (!out.dry_run) {
+    deps_.response_affinity->count(routing::ResponseAffinity::Outcome::kUnknown);
+  }
+}
+
+void RequestPreparation::countPreviousResponse(const PreparedRequest& out) const {
+  using Outcome = routing::ResponseAffinity::Outcome;
+  if (out.preferred_pod.empty() || out.dry_run || !deps_.response_affinity) return;
+  const bool hit = out.decision.pod && out.decision.pod->name() == out.preferred_pod;
+  deps_.response_affinity->count(hit ? Outcome::kHit : Outcome::kPodGone);
 }
 
 routing::Decision RequestPreparation::chooseAgain(const PreparedRequest& prepared, routing::Decision& failed,

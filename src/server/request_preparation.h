@@ -29,7 +29,8 @@ class GatewayMetrics;
 }  // namespace prefixgate::metrics
 namespace prefixgate::routing {
 class PrefixMetrics;
-}
+class ResponseAffinity;
+}  // namespace prefixgate::routing
 namespace prefixgate::tokenize {
 class ConnectionPool;
 class PromptTokenizer;
@@ -116,9 +117,12 @@ struct PreparedRequest {
   // A disaggregated model's request served whole: "aggregated" (disaggregation.aggregate_below_tokens) or
   // "prefill_busy" (disaggregation.max_prefill_in_flight); "" else.
   std::string_view pd_outcome;
+  // The Responses API's chain affinity: the pod that produced the response named by the body's
+  // previous_response_id (routing::ResponseAffinity), chosen whenever it is a candidate; "" when none is remembered.
+  std::string preferred_pod;
   // The query the decision answered, for choosing again without `exclude`'s pods. Views into this object.
   routing::RouteQuery query(std::span<const PodId> exclude = {}) const {
-    return {request, headers.routing_strategy, headers.config_profile, exclude, dry_run, leg};
+    return {request, headers.routing_strategy, headers.config_profile, exclude, dry_run, leg, preferred_pod};
   }
 };
 
@@ -142,6 +146,8 @@ class RequestPreparation {
     tokenize::PromptTokenizer* tokenizer = nullptr;
     // Flow control (flow_control.enabled); null: requests are never held.
     FlowGate* flow = nullptr;
+    // The Responses API's response id -> pod map (chain affinity); null: requests go where the strategy says.
+    routing::ResponseAffinity* response_affinity = nullptr;
   };
   explicit RequestPreparation(const Deps& deps);
   RequestPreparation(const RequestPreparation&) = delete;
@@ -179,6 +185,10 @@ class RequestPreparation {
                                                                openai::RequestView& request,
                                                                tokenize::ConnectionPool* connections);
   void warnThrottled(const openai::RequestView& request, const tokenize::TokenizeResult& result);
+  // Chain affinity: the pod of the body's previous_response_id, into out.preferred_pod (counted unless a dry run).
+  void followPreviousResponse(PreparedRequest& out) const;
+  // Counts whether the decision went to out.preferred_pod (hit) or could not (the pod was no candidate).
+  void countPreviousResponse(const PreparedRequest& out) const;
 
   Deps deps_;
   // When no engine answers, every request fails the same way: one warning a second says so without flooding.

@@ -61,7 +61,7 @@ void buildPrompt(const openai::RequestView& view, const std::string& body, bool 
   // Nor are the Responses API's items (its `input` may be absent: a request continuing a stored response).
   if (view.endpoint == openai::Endpoint::kResponses) {
     check(within(view.raw_messages, body) && within(view.raw_tools, body));
-    (void)openai::previousResponseId(body);
+    check(view.previous_response_id.empty() || openai::validResponseId(view.previous_response_id));
     return;
   }
   // The remote tokenizer's request, built from the body's own JSON text.

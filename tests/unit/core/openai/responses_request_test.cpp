@@ -54,18 +54,29 @@ TEST(ResponsesRequest, ToolsFirstWhenIncluded) {
   EXPECT_EQ(parsed(body, false).prompt_text, "hi");
 }
 
-// Ensures a body continuing a stored response needs no input, and its id is read (valid ids only).
+// Ensures a body continuing a stored response needs no input, and its id is read (valid ids only; the last one given).
 TEST(ResponsesRequest, PreviousResponseId) {
-  std::string body = R"({"model":"m","previous_response_id":"resp_abc123"})";
-  RequestView view;
-  ASSERT_FALSE(parseRequest(Endpoint::kResponses, body, true, 64, view));
-  EXPECT_EQ(previousResponseId(body).value_or(""), "resp_abc123");
-  std::string none = R"({"model":"m","input":"x"})";
-  ASSERT_FALSE(parseRequest(Endpoint::kResponses, none, true, 64, view));
-  EXPECT_FALSE(previousResponseId(none));
-  std::string hostile = R"({"model":"m","previous_response_id":"../../etc"})";
-  ASSERT_FALSE(parseRequest(Endpoint::kResponses, hostile, true, 64, view));
-  EXPECT_FALSE(previousResponseId(hostile));
+  EXPECT_EQ(parsed(R"({"model":"m","previous_response_id":"resp_abc123"})").previous_response_id, "resp_abc123");
+  EXPECT_EQ(parsed(R"({"model":"m","input":"x"})").previous_response_id, "");
+  EXPECT_EQ(parsed(R"({"model":"m","previous_response_id":"../../etc"})").previous_response_id, "");
+  EXPECT_EQ(parsed(R"({"model":"m","previous_response_id":7})").previous_response_id, "");
+  EXPECT_EQ(parsed(R"({"model":"m","previous_response_id":"resp_a","previous_response_id":"resp_b"})")
+                .previous_response_id,
+            "resp_b");
+  EXPECT_EQ(parsed(R"({"model":"m","previous_response_id":"resp_a","previous_response_id":null})")
+                .previous_response_id,
+            "");
+  // Only the Responses API has one.
+  RequestView chat;
+  std::string body = R"({"model":"m","messages":[{"role":"user","content":"x"}],"previous_response_id":"resp_a"})";
+  ASSERT_FALSE(parseRequest(Endpoint::kChatCompletions, body, true, 64, chat));
+  EXPECT_EQ(chat.previous_response_id, "");
+}
+
+// Ensures the Responses API's own output bound is read, and chat's names are not (the engine ignores them there).
+TEST(ResponsesRequest, MaxOutputTokensOnly) {
+  EXPECT_EQ(parsed(R"({"model":"m","input":"x","max_output_tokens":9})").max_tokens, 9u);
+  EXPECT_EQ(parsed(R"({"model":"m","input":"x","max_tokens":9,"max_completion_tokens":8})").max_tokens, 0u);
 }
 
 // Ensures malformed or incomplete bodies are refused with 400 and the field named.

@@ -132,6 +132,28 @@ TEST_F(RouterTest, ExcludedPodsAreSkipped) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(router_->choose(q, rng_).pod->name(), "b");
 }
 
+// A preferred pod (the Responses API's chain affinity) is chosen whenever it is a candidate, against the strategy's
+// best, and counted against like any pick; excluded or serving another model, the strategy's choice stands.
+TEST_F(RouterTest, PreferredPodIsChosenWhileACandidate) {
+  std::vector<Decision> held;
+  for (int i = 0; i < 4; ++i) {
+    RouteQuery q{request_, "", "", {}, false};
+    q.preferred_pod = "a";
+    held.push_back(router_->choose(q, rng_));
+    ASSERT_EQ(held.back().failure, RouteFailure::kNone);
+    EXPECT_EQ(held.back().pod->name(), "a");  // least-request alone would alternate a, b
+    EXPECT_EQ(held.back().strategy, "least-request");
+  }
+  EXPECT_EQ(pods_.snapshot()->find("a")->signals().inFlight(), 4);
+  std::vector<PodId> exclude{pods_.snapshot()->find("a")->id()};
+  RouteQuery excluded{request_, "", "", exclude, false};
+  excluded.preferred_pod = "a";
+  EXPECT_EQ(router_->choose(excluded, rng_).pod->name(), "b");
+  RouteQuery elsewhere{request_, "", "", {}, false};
+  elsewhere.preferred_pod = "c";  // serves another model: never a candidate
+  EXPECT_EQ(router_->choose(elsewhere, rng_).pod->name(), "b");
+}
+
 // Strategy precedence: locked > header > profile > model > default.
 TEST_F(RouterTest, StrategyPrecedence) {
   EXPECT_EQ(choose().strategy, "least-request");
