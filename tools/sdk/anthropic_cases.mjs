@@ -59,6 +59,19 @@ const cases = {
              stop_reason: final.stop_reason, usage: final.usage };
   },
 
+  // A long streamed answer (see openai_cases.mjs: responses_stream_long): the gateway's `event: error` must reach
+  // the caller as the SDK's APIError with error.type read from it.
+  async messages_stream_long() {
+    const stream = await client.messages.create({ model, max_tokens: 200, messages, stream: true });
+    const types = [];
+    try {
+      for await (const event of stream) types.push(event.type);
+    } catch (err) {
+      return { events: types.length, last: types.at(-1) ?? null, error: describeError(err) };
+    }
+    return { events: types.length, last: types.at(-1) ?? null, error: null };
+  },
+
   async count_tokens() {
     const short = await client.messages.countTokens({ model, messages });
     const long = await client.messages.countTokens({

@@ -89,19 +89,36 @@ const cases = {
     return { turns };
   },
 
-  // retrieve and delete by id; afterwards retrieve is the SDK's NotFoundError.
-  async responses_retrieve_delete() {
+  // retrieve, cancel and delete by id; afterwards retrieve is the SDK's NotFoundError.
+  async responses_by_id() {
     const created = await client.responses.create({ model, input: 'keep me', max_output_tokens: 3 });
     const { data: got, response } = await client.responses.retrieve(created.id).withResponse();
+    // cancel() of a finished (not background) response answers it as it is, from its pod.
+    const { data: cancelled, response: cancelHeaders } = await client.responses.cancel(created.id).withResponse();
     // delete() is typed void; the raw answer shows what the gateway relayed.
     const deleted = await client.responses.delete(created.id).asResponse();
     const after = await expectError(client.responses.retrieve(created.id));
     return {
       id: created.id, output_text: created.output_text,
       retrieved: { id: got.id, status: got.status, output_text: got.output_text, ...routing(response.headers) },
+      cancelled: { id: cancelled.id, status: cancelled.status, ...routing(cancelHeaders.headers) },
       deleted: { status: deleted.status, body: await deleted.json() },
       after,
     };
+  },
+
+  // A long streamed answer: with the gateway's upstream.max_response_bytes below its size, the stream is cut after
+  // it began, and the gateway's closing error must reach the caller as the SDK's APIError, not as a silent end.
+  async responses_stream_long() {
+    const stream = await client.responses.create({ model, input: 'a long answer', max_output_tokens: 200,
+                                                   stream: true });
+    const types = [];
+    try {
+      for await (const event of stream) types.push(event.type);
+    } catch (err) {
+      return { events: types.length, last: types.at(-1) ?? null, error: describeError(err) };
+    }
+    return { events: types.length, last: types.at(-1) ?? null, error: null };
   },
 
   async responses_unknown_model() {
