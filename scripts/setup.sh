@@ -44,7 +44,8 @@ fi
 if [[ -f tools/sdk/package-lock.json && -z "${PREFIXGATE_SETUP_NO_SDK:-}" ]]; then
   if ! node -e 'const lock = require("./tools/sdk/package-lock.json");
       for (const [path, pkg] of Object.entries(lock.packages))
-        if (path && !pkg.optional && require("./tools/sdk/" + path + "/package.json").version !== pkg.version) process.exit(1);' \
+        if (path && !pkg.optional &&
+            require("./tools/sdk/" + path + "/package.json").version !== pkg.version) process.exit(1);' \
       2>/dev/null; then
     echo "setup: installing the SDKs of tools/sdk/package-lock.json"
     (cd tools/sdk && npm ci --no-audit --no-fund --loglevel=error >/dev/null)

@@ -75,7 +75,8 @@ const cases = {
   async count_tokens() {
     const short = await client.messages.countTokens({ model, messages });
     const long = await client.messages.countTokens({
-      model, system: 'A longer system prompt.', messages: [{ role: 'user', content: 'a much longer question '.repeat(20) }],
+      model, system: 'A longer system prompt.',
+      messages: [{ role: 'user', content: 'a much longer question '.repeat(20) }],
     });
     return { short: short.input_tokens, long: long.input_tokens };
   },
