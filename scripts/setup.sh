@@ -38,6 +38,19 @@ fi
 if [[ -x scripts/fetch_tiktoken.sh ]]; then
   scripts/fetch_tiktoken.sh >/dev/null
 fi
+# The OpenAI and Anthropic JavaScript SDKs (pinned in tools/sdk/package-lock.json) for
+# tests/integration/test_sdk_conformance.py; the image build has no tools/sdk (or sets PREFIXGATE_SETUP_NO_SDK=1).
+# `npm ci` only when a package of the lock file is missing or at another version, so a second run does nothing.
+if [[ -f tools/sdk/package-lock.json && -z "${PREFIXGATE_SETUP_NO_SDK:-}" ]]; then
+  if ! node -e 'const lock = require("./tools/sdk/package-lock.json");
+      for (const [path, pkg] of Object.entries(lock.packages))
+        if (path && !pkg.optional &&
+            require("./tools/sdk/" + path + "/package.json").version !== pkg.version) process.exit(1);' \
+      2>/dev/null; then
+    echo "setup: installing the SDKs of tools/sdk/package-lock.json"
+    (cd tools/sdk && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+fi
 # helm (not a Debian package) for the chart's tests; the image build needs none (PREFIXGATE_SETUP_NO_HELM=1).
 if [[ -x scripts/fetch_helm.sh && -z "${PREFIXGATE_SETUP_NO_HELM:-}" ]]; then
   scripts/fetch_helm.sh >/dev/null

@@ -1,17 +1,11 @@
 """Anthropic's Messages API (/v1/messages, /v1/messages/count_tokens) through the real gateway and simulator:
 streamed and not, prefix affinity from system + messages, Anthropic-shaped errors, x-api-key."""
-import http.client
 import json
-import os
-from pathlib import Path
 
-import yaml
-
-from harness import Gateway, Sim, read_chunks, wait_until
+from api_helpers import anthropic_error, api_keys_config, gateway_over, post_stream, typed_events
+from harness import Sim, wait_until
 
 PREFIX = {"routing": {"strategy": "prefix-cache", "prefix_cache": {"block_size": 64}}}
-ANTHROPIC_ERROR_TYPES = {"invalid_request_error", "authentication_error", "permission_error", "not_found_error",
-                         "rate_limit_error", "api_error", "overloaded_error"}
 
 
 def message(content, system=None, **extra):
@@ -19,27 +13,6 @@ def message(content, system=None, **extra):
     if system is not None:
         body["system"] = system
     return json.dumps(body)
-
-
-def anthropic_error(raw):
-    """The body of an Anthropic-shaped error, checked: {"type": "error", "error": {"type", "message"}}."""
-    body = json.loads(raw)
-    assert body["type"] == "error", body
-    assert set(body["error"]) == {"type", "message"}, body
-    assert body["error"]["type"] in ANTHROPIC_ERROR_TYPES, body
-    return body["error"]
-
-
-def named_events(raw):
-    """[(event name, data as JSON)] of an Anthropic SSE body, in order."""
-    out = []
-    for block in raw.decode().split("\n\n"):
-        if not block.strip():
-            continue
-        lines = block.split("\n")
-        assert lines[0].startswith("event: ") and lines[1].startswith("data: "), block
-        out.append((lines[0][len("event: "):], json.loads(lines[1][len("data: "):])))
-    return out
 
 
 def test_non_streamed_message_is_relayed_in_anthropics_shape(sims, gateway_factory):
@@ -61,18 +34,12 @@ def test_non_streamed_message_is_relayed_in_anthropics_shape(sims, gateway_facto
 def test_streamed_message_events_are_relayed_in_order(tmp_path):
     """A streamed message's named events arrive in Anthropic's order, relayed as they come (not buffered), and the
     gateway's log counts the output tokens from message_delta's usage."""
-    sim = Sim(tmp_path, "slow", "--decode-ms-per-token", "30", time_scale="1")
-    gw = Gateway(tmp_path, [sim])
-    try:
-        conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
-        conn.request("POST", "/v1/messages", body=message("tell me about routers", stream=True, max_tokens=10),
-                     headers={"Content-Type": "application/json"})
-        res = conn.getresponse()
-        assert res.status == 200
-        assert res.getheader("content-type").startswith("text/event-stream")
-        chunks = read_chunks(res)
-        conn.close()
-        events = named_events(b"".join(data for _, data in chunks))
+    with gateway_over(tmp_path, [Sim(tmp_path, "slow", "--decode-ms-per-token", "30", time_scale="1")]) as gw:
+        status, content_type, chunks = post_stream(gw, "/v1/messages",
+                                                   message("tell me about routers", stream=True, max_tokens=10))
+        assert status == 200
+        assert content_type.startswith("text/event-stream")
+        events = typed_events(b"".join(data for _, data in chunks))
         names = [name for name, _ in events]
         assert names == (["message_start", "content_block_start"] + ["content_block_delta"] * 10 +
                          ["content_block_stop", "message_delta", "message_stop"])
@@ -86,9 +53,6 @@ def test_streamed_message_events_are_relayed_in_order(tmp_path):
         # The request's log line is written just after its last byte: the client may read first.
         wait_until(lambda: any("/v1/messages" in line and "output_tokens=10" in line
                                for line in gw.read_log().splitlines()), timeout=3, what="the request's log line")
-    finally:
-        gw.stop()
-        sim.stop()
 
 
 def test_count_tokens_answers_the_engines_count(sims, gateway_factory):
@@ -162,13 +126,9 @@ def test_x_api_key_is_accepted_and_refusals_are_anthropic_shaped(tmp_path):
     401 authentication_error and a model outside the key's list a 403 permission_error, in Anthropic's shape; the
     key never reaches the engine."""
     sim = Sim(tmp_path, "engine-0")
-    keys = tmp_path / "keys.yaml"
-    tmp = Path(str(keys) + ".tmp")
-    tmp.write_text(yaml.safe_dump({"keys": [{"name": "team-a", "key": "sk-a-0123456789", "models": ["sim-model"]},
-                                            {"name": "team-b", "key": "sk-b-0123456789", "models": ["other"]}]}))
-    os.replace(tmp, keys)
-    gw = Gateway(tmp_path, [sim], config={"auth": {"api_keys_file": "keys.yaml"}})
-    try:
+    keys = api_keys_config(tmp_path, [{"name": "team-a", "key": "sk-a-0123456789", "models": ["sim-model"]},
+                                      {"name": "team-b", "key": "sk-b-0123456789", "models": ["other"]}])
+    with gateway_over(tmp_path, [sim], config=keys) as gw:
         status, _, raw = gw.call("POST", "/v1/messages", message("hi"), {"x-api-key": "sk-a-0123456789"})
         assert status == 200, raw
         seen = sim.completions_seen()[-1]["headers"]
@@ -187,9 +147,6 @@ def test_x_api_key_is_accepted_and_refusals_are_anthropic_shaped(tmp_path):
         status, _, raw = gw.chat("hi", headers={"x-api-key": "sk-wrong"})
         assert status == 401 and json.loads(raw)["error"]["type"] == "authentication_error"
         assert len(sim.completions_seen()) == 3
-    finally:
-        gw.stop()
-        sim.stop()
 
 
 def test_a_stream_cut_short_ends_with_an_anthropic_error_event(sims, gateway_factory):

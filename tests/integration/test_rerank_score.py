@@ -5,7 +5,8 @@ import threading
 
 import pytest
 
-from harness import Gateway, Sim, request, wait_until
+from api_helpers import gateway_over, openai_error
+from harness import Sim, wait_until
 
 RERANK = {"model": "sim-model", "query": "which pod holds the prefix?",
           "documents": ["the pod that served the last request", "a pod chosen at random", "the least loaded pod",
@@ -70,8 +71,7 @@ def test_requests_go_to_a_pod_serving_their_model(tmp_path):
     """With two models on two pods, each rerank and score request goes to the pod serving its model."""
     alpha = Sim(tmp_path, "alpha-pod", model="alpha")
     beta = Sim(tmp_path, "beta-pod", model="beta")
-    gw = Gateway(tmp_path, [alpha, beta])
-    try:
+    with gateway_over(tmp_path, [alpha, beta]) as gw:
         for model, pod in (("alpha", "alpha-pod"), ("beta", "beta-pod")):
             for path, body in ROUTES:
                 status, headers, raw = gw.call("POST", path, json.dumps(dict(body, model=model)))
@@ -80,10 +80,6 @@ def test_requests_go_to_a_pod_serving_their_model(tmp_path):
                 assert json.loads(raw)["model"] == model
         assert {r["path"] for r in alpha.requests()} == {"/v1/rerank", "/v2/rerank", "/v1/score"}
         assert len(alpha.requests()) == len(beta.requests()) == 3
-    finally:
-        gw.stop()
-        alpha.stop()
-        beta.stop()
 
 
 @pytest.mark.parametrize("case", [
@@ -105,7 +101,7 @@ def test_bad_requests_get_openai_errors_and_never_reach_an_engine(sims, gateway_
     gw = gateway_factory(sims[:1], config={"limits": {"max_body_bytes": 4096}})
     got_status, _, got = gw.call("POST", path, body)
     assert got_status == status, got
-    error = json.loads(got)["error"]
+    error = openai_error(got)
     assert words in error["message"], error
     assert error["code"] == status
     assert error["param"] == param
@@ -120,7 +116,7 @@ def test_wrong_method_is_405_with_allow(sims, gateway_factory, path):
     status, headers, body = gw.call("GET", path)
     assert status == 405, body
     assert headers["allow"] == "POST"
-    assert json.loads(body)["error"]["code"] == 405
+    assert openai_error(body)["code"] == 405
     assert sims[0].requests() == []
 
 
@@ -155,8 +151,7 @@ def test_identical_requests_are_routed_by_load_not_by_prefix(sims, gateway_facto
 def test_concurrent_requests_spread_over_the_pods(tmp_path):
     """Identical rerank requests in flight together go to both pods (each pod's in-flight count is seen at once)."""
     slow = [Sim(tmp_path, f"slow-{i}", "--prefill-tokens-per-s", "2000", time_scale="1") for i in range(2)]
-    gw = Gateway(tmp_path, slow, config={"routing": {"strategy": "prefix-cache"}})
-    try:
+    with gateway_over(tmp_path, slow, config={"routing": {"strategy": "prefix-cache"}}) as gw:
         body = json.dumps(dict(RERANK, query="which pod? " * 100))  # ~300 tokens a pair: ~0.6 s of prefill
         results = []
         barrier = threading.Barrier(8)
@@ -176,7 +171,3 @@ def test_concurrent_requests_spread_over_the_pods(tmp_path):
         assert set(pods) == {"slow-0", "slow-1"}
         assert max(pods.count(p) for p in set(pods)) <= 5
         wait_until(lambda: all(p["in_flight"] == 0 for p in gw.debug_pods()), timeout=5, what="in-flight back to 0")
-    finally:
-        gw.stop()
-        for s in slow:
-            s.stop()

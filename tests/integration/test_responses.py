@@ -1,14 +1,11 @@
 """The OpenAI Responses API (/v1/responses, GET/DELETE /v1/responses/{id}, POST .../cancel) through the real gateway
 and simulator: streamed and not, chain affinity (a response's follow-ups and id calls reach the pod that stores it),
 the pod-gone and unknown-id paths and their metric, bad bodies and hostile ids."""
-import http.client
 import json
-import os
-from pathlib import Path
 
-import yaml
-
-from harness import Gateway, Sim, read_chunks, request, wait_until, write_pods
+from api_helpers import api_keys_config, gateway_over, post_stream, typed_events
+from api_helpers import openai_error as error_of
+from harness import Sim, request, wait_until, write_pods
 
 RANDOM = {"routing": {"strategy": "random"}}
 EVENTS = ["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]
@@ -20,27 +17,8 @@ def body(input_, **extra):
     return json.dumps({"model": "sim-model", "input": input_, "max_output_tokens": 5, **extra})
 
 
-def typed_events(raw):
-    """[(event name, data as JSON)] of a typed SSE body, in order."""
-    out = []
-    for block in raw.decode().split("\n\n"):
-        if not block.strip():
-            continue
-        lines = block.split("\n")
-        assert lines[0].startswith("event: ") and lines[1].startswith("data: "), block
-        out.append((lines[0][len("event: "):], json.loads(lines[1][len("data: "):])))
-    return out
-
-
 def affinity(gw, outcome):
     return gw.metric("prefixgate_response_affinity_total", outcome=outcome)
-
-
-def error_of(raw):
-    """The OpenAI-shaped error of a body, checked."""
-    err = json.loads(raw)["error"]
-    assert set(err) >= {"message", "type", "param", "code"}, err
-    return err
 
 
 def test_non_streamed_response_is_relayed_with_its_usage(sims, gateway_factory):
@@ -60,17 +38,11 @@ def test_non_streamed_response_is_relayed_with_its_usage(sims, gateway_factory):
 
 def test_streamed_response_events_are_relayed_in_order(tmp_path):
     """A streamed response's typed events arrive in OpenAI's order with consecutive sequence numbers."""
-    sim = Sim(tmp_path, "engine-0")
-    gw = Gateway(tmp_path, [sim])
-    try:
-        conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
-        conn.request("POST", "/v1/responses", body=body("tell me about routers", stream=True),
-                     headers={"Content-Type": "application/json"})
-        res = conn.getresponse()
-        assert res.status == 200
-        assert res.getheader("content-type").startswith("text/event-stream")
-        events = typed_events(b"".join(data for _, data in read_chunks(res)))
-        conn.close()
+    with gateway_over(tmp_path, [Sim(tmp_path, "engine-0")]) as gw:
+        status, content_type, chunks = post_stream(gw, "/v1/responses", body("tell me about routers", stream=True))
+        assert status == 200
+        assert content_type.startswith("text/event-stream")
+        events = typed_events(b"".join(data for _, data in chunks))
         names = [name for name, _ in events]
         assert names == EVENTS + ["response.output_text.delta"] * 5 + END_EVENTS
         assert all(name == data["type"] for name, data in events)
@@ -82,9 +54,6 @@ def test_streamed_response_events_are_relayed_in_order(tmp_path):
         status, headers, raw = gw.call("GET", f"/v1/responses/{completed['id']}")
         assert status == 200, raw
         assert json.loads(raw)["id"] == completed["id"]
-    finally:
-        gw.stop()
-        sim.stop()
 
 
 def test_a_chain_of_responses_stays_on_the_producing_pod(sims, gateway_factory):
@@ -136,8 +105,7 @@ def test_a_gone_pod_leaves_the_choice_to_the_strategy(tmp_path):
     """When the producing pod leaves, a follow-up goes where the strategy chooses (counted pod_gone) and an id call
     is answered 404 by the gateway."""
     sims = [Sim(tmp_path, f"engine-{i}") for i in range(2)]
-    gw = Gateway(tmp_path, sims, config=RANDOM)
-    try:
+    with gateway_over(tmp_path, sims, config=RANDOM) as gw:
         status, headers, raw = gw.call("POST", "/v1/responses", body("first"))
         assert status == 200, raw
         rid, home = json.loads(raw)["id"], headers["target-pod"]
@@ -150,10 +118,6 @@ def test_a_gone_pod_leaves_the_choice_to_the_strategy(tmp_path):
         assert affinity(gw, "pod_gone") == 1
         status, _, raw = gw.call("GET", f"/v1/responses/{rid}")
         assert status == 404 and "no longer ready" in error_of(raw)["message"]
-    finally:
-        gw.stop()
-        for s in sims:
-            s.stop()
 
 
 def test_unknown_ids_bad_json_and_hostile_ids(sims, gateway_factory):
@@ -190,12 +154,8 @@ def test_calls_by_id_need_the_api_key(tmp_path):
     """With API keys on, a call naming a response id is refused 401 without a key (before any lookup) and served
     with one; the key of the Responses request is not forwarded to the engine."""
     sim = Sim(tmp_path, "engine-0")
-    keys = tmp_path / "keys.yaml"
-    tmp = Path(str(keys) + ".tmp")
-    tmp.write_text(yaml.safe_dump({"keys": [{"name": "team-a", "key": "sk-a-0123456789"}]}))
-    os.replace(tmp, keys)
-    gw = Gateway(tmp_path, [sim], config={"auth": {"api_keys_file": "keys.yaml"}})
-    try:
+    keys = api_keys_config(tmp_path, [{"name": "team-a", "key": "sk-a-0123456789"}])
+    with gateway_over(tmp_path, [sim], config=keys) as gw:
         auth = {"authorization": "Bearer sk-a-0123456789"}
         status, _, raw = gw.call("POST", "/v1/responses", body("hi"), auth)
         assert status == 200, raw
@@ -205,9 +165,6 @@ def test_calls_by_id_need_the_api_key(tmp_path):
         status, _, raw = gw.call("GET", f"/v1/responses/{rid}", headers=auth)
         assert status == 200, raw
         assert "authorization" not in sim.completions_seen()[-1]["headers"]
-    finally:
-        gw.stop()
-        sim.stop()
 
 
 def test_response_affinity_bounds_come_from_the_configuration(sims, gateway_factory):
