@@ -58,12 +58,13 @@ static_assert(inEnumOrder() && kTable.size() == static_cast<size_t>(E::kUpstream
               "kTable lists every GatewayError once, in enum order");
 
 std::string body(int status, std::string_view type, std::string_view message, std::string_view param,
-                 ErrorShape shape) {
+                 ErrorShape shape, std::string_view request_id) {
   nlohmann::json j;
   if (shape == ErrorShape::kAnthropic) {
     j["type"] = "error";
     j["error"]["type"] = anthropicErrorType(status);
     j["error"]["message"] = message;
+    if (!request_id.empty()) j["request_id"] = request_id;
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   j["error"]["message"] = message;
@@ -99,13 +100,25 @@ size_t utf8Length(std::string_view text, size_t i) {
 
 const ErrorInfo& errorInfo(GatewayError error) { return kTable[static_cast<size_t>(error)].info; }
 
-std::string errorBody(GatewayError error, std::string_view message, std::string_view param, ErrorShape shape) {
+std::string errorBody(GatewayError error, std::string_view message, std::string_view param, ErrorShape shape,
+                      std::string_view request_id) {
   const ErrorInfo& info = errorInfo(error);
-  return body(info.status, info.type, message, param, shape);
+  return body(info.status, info.type, message, param, shape, request_id);
 }
 
-std::string errorBody(int status, std::string_view message, std::string_view param, ErrorShape shape) {
-  return body(status, errorType(status), message, param, shape);
+std::string errorBody(int status, std::string_view message, std::string_view param, ErrorShape shape,
+                      std::string_view request_id) {
+  return body(status, errorType(status), message, param, shape, request_id);
+}
+
+std::string responsesStreamError(int status, std::string_view message, std::optional<uint64_t> last_sequence_number) {
+  nlohmann::json j;
+  j["type"] = "error";
+  j["code"] = errorType(status);
+  j["message"] = message;
+  j["param"] = nullptr;
+  j["sequence_number"] = last_sequence_number ? *last_sequence_number + 1 : 0;
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string_view anthropicErrorType(int status) {

@@ -6,6 +6,7 @@
 // shapes), and writing one never throws: bytes that are not UTF-8 (a client's path, model or header echoed in the
 // message) are replaced.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -59,15 +60,21 @@ struct ErrorInfo {
 const ErrorInfo& errorInfo(GatewayError error);
 
 // Which API's error body a client gets: chosen by the request's path (Anthropic's for /v1/messages and
-// /v1/messages/count_tokens).
-enum class ErrorShape : uint8_t { kOpenAI, kAnthropic };
+// /v1/messages/count_tokens). The Responses API's bodies are OpenAI's; only the event that ends a stream the gateway
+// cuts differs (responsesStreamError).
+enum class ErrorShape : uint8_t { kOpenAI, kAnthropic, kResponses };
 
 // The JSON body for an error of `error`'s kind; `param` empty is written as null (OpenAI's shape only).
+// `request_id`: Anthropic's shape carries it as a top-level "request_id" (its published error body); "" leaves it out.
 std::string errorBody(GatewayError error, std::string_view message, std::string_view param = {},
-                      ErrorShape shape = ErrorShape::kOpenAI);
+                      ErrorShape shape = ErrorShape::kOpenAI, std::string_view request_id = {});
 // The same shape for a status of its own (e.g. an engine error relayed inside a stream).
 std::string errorBody(int status, std::string_view message, std::string_view param = {},
-                      ErrorShape shape = ErrorShape::kOpenAI);
+                      ErrorShape shape = ErrorShape::kOpenAI, std::string_view request_id = {});
+// The data of the Responses API's `error` stream event (https://platform.openai.com/docs/api-reference/
+// responses-streaming/error): {"type":"error","code","message","param":null,"sequence_number"}, numbered after the
+// last event the client was sent (`last_sequence_number`; none seen: 0).
+std::string responsesStreamError(int status, std::string_view message, std::optional<uint64_t> last_sequence_number);
 
 // The OpenAI error `type` for an HTTP status (400 invalid_request_error, 404 not_found_error, ...).
 std::string_view errorType(int status);

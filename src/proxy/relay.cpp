@@ -125,14 +125,18 @@ class ClientWriter {
 // After the response began, an engine failure cannot become an error status: an event stream gets a final SSE
 // error event and the end of the body (the connection then closes), so clients do not hang.
 // `mid_event`: the bytes relayed so far end inside an event, which a blank line closes first.
-// Anthropic's streams name each event: the error is `event: error`.
+// Anthropic's and the Responses API's streams name each event: the error is `event: error`; the Responses API's
+// data is its own error event, numbered after the last event relayed (`last_sequence_number`).
 asio::awaitable<void> endStreamWithError(ClientWriter& writer, ClientFraming framing, std::string_view content_type,
-                                         const std::string& message, bool mid_event, openai::ErrorShape shape) {
+                                         const std::string& message, bool mid_event, openai::ErrorShape shape,
+                                         std::optional<uint64_t> last_sequence_number) {
   if (framing.has_length || content_type.find("text/event-stream") == std::string_view::npos) co_return;
-  nlohmann::json event = nlohmann::json::parse(openai::errorBody(502, message, {}, shape));
   std::string text = mid_event ? "\n\n" : "";
-  if (shape == openai::ErrorShape::kAnthropic) text += "event: error\n";
-  text += "data: " + event.dump() + "\n\n";
+  if (shape != openai::ErrorShape::kOpenAI) text += "event: error\n";
+  text += "data: ";
+  text += shape == openai::ErrorShape::kResponses ? openai::responsesStreamError(502, message, last_sequence_number)
+                                                  : openai::errorBody(502, message, {}, shape);
+  text += "\n\n";
   co_await writer.write(text, true);
 }
 
@@ -183,7 +187,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
       }
       if (!watch.gone)
         co_await endStreamWithError(writer, framing, up_head[http::field::content_type], out.error, mid_event,
-                                    rq.error_shape);
+                                    rq.error_shape, usage.lastSequenceNumber());
       break;
     }
     const size_t n = buffer.size() - up_head.body().size;

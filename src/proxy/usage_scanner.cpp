@@ -21,6 +21,7 @@ constexpr KeyFamily kKeyFamilies[] = {
     // OpenAI's usage, and Anthropic's Messages usage (message_start, message_delta, a whole message).
     {"_tokens\"", {"\"completion", "\"prompt", "\"cached", "\"output", "\"input"}, {0, 1, 2, 0, 1}},
     {"_n\"", {"\"cache", "\"prompt", "", "", ""}, {3, 4, 0, 0, 0}},  // kCacheN, kPromptN
+    {"_number\"", {"\"sequence", "", "", "", ""}, {5, 0, 0, 0, 0}},  // kSequence
 };
 constexpr std::string_view kEvent = "data: {";
 }  // namespace

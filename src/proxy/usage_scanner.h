@@ -4,8 +4,10 @@
 // chunk; cached_tokens sits in usage.prompt_tokens_details), llama.cpp's `"cache_n": N` and `"prompt_n": N` (its
 // `timings` object, which its streams carry even without stream_options.include_usage: cached and computed prompt
 // tokens), Anthropic's `"output_tokens": N` and `"input_tokens": N` (as completion and prompt tokens: its stream's
-// message_delta carries the final output count, after message_start's), and the number of SSE `data: {` events (one token per chunk, as vLLM streams). Output tokens feed each pod's measured capacity; prompt and cached tokens feed the
-// prediction audit (routing/prediction_audit.h).
+// message_delta carries the final output count, after message_start's), the number of SSE `data: {` events (one
+// token per chunk, as vLLM streams), and the Responses API's last `"sequence_number": N` (so an error event the
+// gateway ends a cut stream with is numbered next). Output tokens feed each pod's measured capacity; prompt and
+// cached tokens feed the prediction audit (routing/prediction_audit.h).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -30,9 +32,11 @@ class UsageScanner {
     return std::nullopt;
   }
   std::optional<uint64_t> cachedTokens() const { return has_[kCached] ? value(kCached) : value(kCacheN); }
+  // The last Responses stream event's sequence_number; empty when none was seen.
+  std::optional<uint64_t> lastSequenceNumber() const { return value(kSequence); }
 
  private:
-  enum Field { kCompletion, kPrompt, kCached, kCacheN, kPromptN, kFields };
+  enum Field { kCompletion, kPrompt, kCached, kCacheN, kPromptN, kSequence, kFields };
   static constexpr size_t kCarryBytes = 48;  // holds a key, its colon and a 20-digit number
   std::optional<uint64_t> value(Field f) const { return has_[f] ? std::optional<uint64_t>(values_[f]) : std::nullopt; }
   void scan(std::string_view text, size_t boundary, bool straddling_only);

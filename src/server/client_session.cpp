@@ -114,10 +114,12 @@ Route routeOf(http::verb method, std::string_view target) {
   return Route{};
 }
 
-// Anthropic's paths answer every error of theirs in Anthropic's shape (the same table: openai/errors.h).
+// Anthropic's paths answer every error of theirs in Anthropic's shape (the same table: openai/errors.h); the
+// Responses API's streams end in their own error event.
 openai::ErrorShape errorShapeOf(const Route& route) {
-  return route.kind != Route::kNotFound && openai::isAnthropic(route.endpoint) ? openai::ErrorShape::kAnthropic
-                                                                                : openai::ErrorShape::kOpenAI;
+  if (route.kind == Route::kNotFound) return openai::ErrorShape::kOpenAI;
+  if (openai::isAnthropic(route.endpoint)) return openai::ErrorShape::kAnthropic;
+  return route.endpoint == openai::Endpoint::kResponses ? openai::ErrorShape::kResponses : openai::ErrorShape::kOpenAI;
 }
 
 std::string modelsBody(const discovery::PodSet& pods, int64_t now_ms, const ClientAuth& auth) {

@@ -31,16 +31,20 @@ asio::awaitable<bool> writeResponse(beast::tcp_stream& stream, int status, std::
 asio::awaitable<bool> writeError(beast::tcp_stream& stream, openai::GatewayError error, std::string_view message,
                                  bool keep_alive, const HeaderList& headers, std::string_view param, Framing framing) {
   const openai::ErrorInfo& info = openai::errorInfo(error);
+  const auto request_id = std::find_if(headers.begin(), headers.end(),
+                                       [](const auto& h) { return beast::iequals(h.first, "request-id"); });
+  std::string body = openai::errorBody(error, message, param, framing.error_shape,
+                                       request_id == headers.end() ? std::string_view() : request_id->second);
   const bool has_retry_after = std::any_of(headers.begin(), headers.end(),
                                            [](const auto& h) { return beast::iequals(h.first, "retry-after"); });
   if (info.retry_after && !has_retry_after) {
     HeaderList with = headers;
     with.emplace_back("retry-after", "1");
-    co_return co_await writeResponse(stream, info.status, "application/json", openai::errorBody(error, message, param, framing.error_shape),
-                                     keep_alive, with, framing);
+    co_return co_await writeResponse(stream, info.status, "application/json", std::move(body), keep_alive, with,
+                                     framing);
   }
-  co_return co_await writeResponse(stream, info.status, "application/json", openai::errorBody(error, message, param, framing.error_shape),
-                                   keep_alive, headers, framing);
+  co_return co_await writeResponse(stream, info.status, "application/json", std::move(body), keep_alive, headers,
+                                   framing);
 }
 
 }  // namespace prefixgate::server

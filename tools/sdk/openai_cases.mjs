@@ -113,12 +113,16 @@ const cases = {
     const stream = await client.responses.create({ model, input: 'a long answer', max_output_tokens: 200,
                                                    stream: true });
     const types = [];
+    let lastEvent = null;
     try {
-      for await (const event of stream) types.push(event.type);
+      for await (const event of stream) {
+        types.push(event.type);
+        lastEvent = event;
+      }
     } catch (err) {
-      return { events: types.length, last: types.at(-1) ?? null, error: describeError(err) };
+      return { events: types.length, last: types.at(-1) ?? null, last_event: lastEvent, error: describeError(err) };
     }
-    return { events: types.length, last: types.at(-1) ?? null, error: null };
+    return { events: types.length, last: types.at(-1) ?? null, last_event: lastEvent, error: null };
   },
 
   async responses_unknown_model() {

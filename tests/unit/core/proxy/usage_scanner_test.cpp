@@ -195,6 +195,21 @@ TEST(UsageScanner, ReadsAnthropicUsageAcrossAnySplit) {
   EXPECT_EQ(bytewise(stream).outputTokens(), 42u);
 }
 
+// A Responses stream: the last event's sequence_number is read across any split (the number a gateway-written error
+// event follows); a body without one has none, and a longer key ending the same way is not it.
+TEST(UsageScanner, ReadsTheLastResponsesSequenceNumberAcrossAnySplit) {
+  const std::string stream =
+      "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{}}\n\n"
+      "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"x\","
+      "\"sequence_number\": 17}\n\n"
+      "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":18,"
+      "\"delta\":\"y\"}\n\n";
+  for (size_t cut = 0; cut <= stream.size(); ++cut) EXPECT_EQ(scanned(stream, cut).lastSequenceNumber(), 18u) << cut;
+  EXPECT_EQ(bytewise(stream).lastSequenceNumber(), 18u);
+  EXPECT_FALSE(bytewise(kBody).lastSequenceNumber());
+  EXPECT_FALSE(bytewise(R"({"max_sequence_number":5})").lastSequenceNumber());
+}
+
 // The capacity EWMA: a steady 100 tokens per 100 ms converges to ~1000 tokens/s.
 TEST(EngineLoad, CapacityEwma) {
   engine::EngineLoad load;
