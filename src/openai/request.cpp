@@ -36,12 +36,7 @@ std::string_view body_json::rawSince(const char* start, od::document& doc) {
 
 namespace {
 
-using body_json::appendUnit;
-using body_json::bad;
-using body_json::malformed;
-using body_json::rawJson;
-using body_json::rawSince;
-using body_json::trimmed;
+using namespace body_json;  // the readers' shared helpers (openai/body_json.h)
 
 // A message's content: a string is used unescaped; an array of parts (multimodal) as its raw JSON text.
 ParseError appendContent(od::value content, std::string& text, bool& first) {

@@ -9,11 +9,7 @@ namespace od = simdjson::ondemand;
 
 namespace {
 
-using body_json::appendUnit;
-using body_json::bad;
-using body_json::malformed;
-using body_json::rawJson;
-using body_json::rawSince;
+using namespace body_json;  // the readers' shared helpers (openai/body_json.h)
 
 // A string as its text; anything else as its raw JSON (a function_call_output's output given as parts).
 ParseError appendStringOrRaw(od::value value, std::string& text, bool& first) {

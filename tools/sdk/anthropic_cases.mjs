@@ -5,21 +5,12 @@
 // and prints {case: result} (see common.mjs). The SDK sends the key as x-api-key; retries are off.
 import Anthropic from '@anthropic-ai/sdk';
 
-import { describeError, parseArgs, routing, runCases } from './common.mjs';
+import { describeError, expectError, parseArgs, routing, runCases } from './common.mjs';
 
 const opts = parseArgs(process.argv.slice(2), { apiKey: 'sk-unused', model: 'sim-model' });
 const client = new Anthropic({ apiKey: opts.apiKey, baseURL: opts.baseURL, maxRetries: 0, timeout: 20000 });
 const model = opts.model;
 const messages = [{ role: 'user', content: 'hello there' }];
-
-async function expectError(promise) {
-  try {
-    const value = await promise;
-    return { unexpected_success: value ?? null };
-  } catch (err) {
-    return { error: describeError(err) };
-  }
-}
 
 const cases = {
   async messages_create() {

@@ -30,6 +30,16 @@ export function describeError(err) {
   };
 }
 
+// A call that must fail: {error: {...}} when it throws, {unexpected_success: value} when it does not.
+export async function expectError(promise) {
+  try {
+    const value = await promise;
+    return { unexpected_success: value ?? null };
+  } catch (err) {
+    return { error: describeError(err) };
+  }
+}
+
 // Runs each named case of `cases` (name -> async () => JSON-able result) and prints {name: result}.
 export async function runCases(cases, names) {
   const out = {};

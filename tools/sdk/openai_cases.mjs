@@ -5,7 +5,7 @@
 // and prints {case: result} (see common.mjs). Retries are off, so an error is the gateway's first answer.
 import OpenAI from 'openai';
 
-import { describeError, parseArgs, routing, runCases } from './common.mjs';
+import { describeError, expectError, parseArgs, routing, runCases } from './common.mjs';
 
 const opts = parseArgs(process.argv.slice(2), { apiKey: 'sk-unused', model: 'sim-model' });
 const client = new OpenAI({ apiKey: opts.apiKey, baseURL: opts.baseURL, maxRetries: 0, timeout: 20000 });
@@ -17,15 +17,6 @@ const messageText = (response) =>
     .filter((item) => item.type === 'message')
     .flatMap((item) => item.content.filter((part) => part.type === 'output_text').map((part) => part.text))
     .join('');
-
-async function expectError(promise) {
-  try {
-    const value = await promise;
-    return { unexpected_success: value ?? null };
-  } catch (err) {
-    return { error: describeError(err) };
-  }
-}
 
 const cases = {
   // Non-streamed create: the SDK's output_text convenience (built from output[]), id, status and usage.
