@@ -1,7 +1,8 @@
 #pragma once
-// The wire form of what replicas share (docs/state-sync.md): prefix records and session pins.
+// The wire form of what replicas share (docs/state-sync.md): prefix records, session pins and response ids.
 // A record says "pod P of model M was routed the prompt whose chained block hashes are H, at wall-clock time T".
 // A session pin says "session S was routed to pod P at time T; it has been pinned there since time T0".
+// A response entry says "pod P produced response I at time T" (or "... I was deleted at T").
 // Pods are named by their address (host:port), which every replica's discovery gives the same; PodIds are per
 // process.
 //   batch    := "PG" version:u8 count:varint record*       (a stream entry's field d)
