@@ -28,8 +28,10 @@ struct SimpleResponse {
 // Injected faults (POST /sim/fault).
 struct Faults {
   int health_status = 200;  // what GET /health answers
-  int error_status = 0;     // non-zero: every chat/completion/embedding request gets this status
-  bool stall = false;       // accept chat/completion/embedding requests and never answer them
+  // These two apply to every inference endpoint alike (chat, completions, messages and count_tokens, embeddings,
+  // responses, rerank, score: server.cpp's faultFirst), before its body is read; a stall wins.
+  int error_status = 0;     // non-zero: every inference request gets this status
+  bool stall = false;       // accept inference requests and never answer them (until the client leaves)
   int tokenize_status = 0;  // non-zero: POST /tokenize gets this status
   uint32_t tokenize_delay_ms = 0;  // POST /tokenize answers after this long (real milliseconds, not time-scaled)
 };

@@ -100,12 +100,19 @@ void logRequest(const RequestRecord& r, double latency_ms) {
             r.completion_tokens, latency_ms, r.cancelled ? " cancelled" : "");
 }
 
-// The answer instead of serving a parsed request: an injected error status, or the parse's own error.
+// The answer instead of serving a parsed request: the parse's own error (injected faults came before: faultFirst).
 template <class ParsedRequest>
 std::optional<SimpleResponse> refuseWith(const ServerState& state, const ParsedRequest& parsed) {
-  if (state.faults.error_status != 0) return state.dialect->error(state.faults.error_status, "injected fault");
   if (!parsed.ok()) return state.dialect->error(parsed.status, parsed.error);
   return std::nullopt;
+}
+
+// The body's "model" when it is a JSON object naming one (for /sim/requests' record of a faulted request).
+std::string modelOf(std::string_view body) {
+  const nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
+  if (!doc.is_object()) return {};
+  const auto it = doc.find("model");
+  return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 // One client connection: reads requests one after another (keep-alive) and answers each.
@@ -117,6 +124,11 @@ class Session {
  private:
   asio::awaitable<bool> serve(Request& request);
   asio::awaitable<bool> route(Request& request, std::string_view path);
+  // The injected faults (/sim/fault) every inference endpoint honours, in one place before any of them reads its
+  // body: a stall (accepted, never answered until the client leaves: keep false), else an error status in the
+  // endpoint's error shape (keep: as the send went). nullopt: no fault, serve the request.
+  asio::awaitable<std::optional<bool>> faultFirst(const Request& request, std::string_view path,
+                                                  RequestRecord& record);
   asio::awaitable<bool> serveCompletion(const Request& request, Endpoint endpoint, RequestRecord& record);
   asio::awaitable<bool> generate(const Request& request, const CompletionRequest& job, Engine::Sequence& sequence,
                                  RequestRecord& record);
@@ -250,15 +262,11 @@ asio::awaitable<bool> Session::route(Request& request, std::string_view path) {
   bool messages = path == "/v1/messages";
   bool models = path == "/v1/models";
   std::optional<SimpleResponse> answer;
+  std::optional<bool> faulted;
   if (request.method() != (models ? http::verb::get : http::verb::post)) {
     answer = state_.dialect->error(405, "Method Not Allowed");
   } else if (models) {
     answer = state_.dialect->models(state_.started_at);
-  } else if (path == "/v1/messages/count_tokens") {
-    answer = state_.faults.error_status != 0
-                 ? SimpleResponse{state_.faults.error_status, "application/json",
-                                  anthropicErrorJson(state_.faults.error_status, "injected fault").dump()}
-                 : handleCountTokens(state_.config, request.body());
   } else if (state_.dialect->isTokenizerPath(path)) {
     // Injected faults (/sim/fault): a slow tokenizer, then an error status instead of the answer.
     if (state_.faults.tokenize_delay_ms > 0) {
@@ -269,9 +277,16 @@ asio::awaitable<bool> Session::route(Request& request, std::string_view path) {
     int injected = state_.faults.tokenize_status;
     answer = injected != 0 ? state_.dialect->error(injected, "injected fault")
                            : state_.dialect->tokenizer(path, request.body());
+  } else {
+    // Every inference endpoint (chat, completions, messages and count_tokens, embeddings, responses, rerank,
+    // score): the faults first, whichever endpoint it is.
+    faulted = co_await faultFirst(request, path, *record);
+    if (!faulted && path == "/v1/messages/count_tokens") answer = handleCountTokens(state_.config, request.body());
   }
   bool keep = false;
-  if (answer) {
+  if (faulted) {
+    keep = *faulted;
+  } else if (answer) {
     keep = co_await send(request, *answer, record.get());
   } else if (chat || completions || messages) {
     keep = co_await serveCompletion(
@@ -287,6 +302,23 @@ asio::awaitable<bool> Session::route(Request& request, std::string_view path) {
   co_return keep;
 }
 
+asio::awaitable<std::optional<bool>> Session::faultFirst(const Request& request, std::string_view path,
+                                                         RequestRecord& record) {
+  const Faults& faults = state_.faults;
+  if (!faults.stall && faults.error_status == 0) co_return std::nullopt;
+  record.model = modelOf(request.body());
+  if (faults.stall) {
+    co_await watchClose();
+    record.cancelled = true;
+    co_return false;
+  }
+  SimpleResponse refused = state_.dialect->error(faults.error_status, "injected fault");
+  // vLLM's Messages endpoints answer their errors in Anthropic's shape.
+  if (path.starts_with("/v1/messages")) refused.body = anthropicErrorJson(faults.error_status, "injected fault").dump();
+  const bool keep = co_await send(request, refused, &record);
+  co_return keep;
+}
+
 asio::awaitable<bool> Session::serveCompletion(const Request& request, Endpoint endpoint, RequestRecord& record) {
   Parsed<CompletionRequest> parsed = parseCompletionRequest(state_.config, endpoint, request.body());
   const CompletionRequest& job = parsed.request;
@@ -294,15 +326,10 @@ asio::awaitable<bool> Session::serveCompletion(const Request& request, Endpoint 
   record.stream = job.stream;
   record.prompt_tokens = static_cast<uint32_t>(job.prompt.tokens.size());
   record.kv_role_leg = kvRoleLeg(job.kv_transfer.leg);
-  if (state_.faults.stall) {
-    co_await watchClose();
-    record.cancelled = true;
-    co_return false;
-  }
   std::optional<SimpleResponse> refusal = refuseWith(state_, parsed);
   // vLLM's Messages endpoint answers its errors in Anthropic's shape.
   if (refusal && job.endpoint == Endpoint::kMessages)
-    refusal->body = anthropicErrorJson(refusal->status, parsed.ok() ? "injected fault" : parsed.error).dump();
+    refusal->body = anthropicErrorJson(refusal->status, parsed.error).dump();
   if (refusal) co_return co_await send(request, *refusal, &record);
 
   Engine::StartResult started = state_.engine.start(co_await asio::this_coro::executor, job.prompt.tokens,
@@ -476,11 +503,6 @@ asio::awaitable<bool> Session::serveEmbeddings(const Request& request, RequestRe
   uint64_t tokens = 0;
   for (const auto& input : parsed.request.inputs) tokens += input.tokens.size();
   record.prompt_tokens = static_cast<uint32_t>(tokens);
-  if (state_.faults.stall) {
-    co_await watchClose();
-    record.cancelled = true;
-    co_return false;
-  }
   std::optional<SimpleResponse> refusal = refuseWith(state_, parsed);
   if (refusal) co_return co_await send(request, *refusal, &record);
   // The inputs are prefilled together, as one prompt-only sequence through the engine's steps.
@@ -509,11 +531,6 @@ asio::awaitable<bool> Session::serveScoring(const Request& request, bool rerank,
   const ScoringRequest& job = parsed.request;
   record.model = job.model;
   record.prompt_tokens = static_cast<uint32_t>(std::min<uint64_t>(job.tokens(), UINT32_MAX));
-  if (state_.faults.stall) {
-    co_await watchClose();
-    record.cancelled = true;
-    co_return false;
-  }
   std::optional<SimpleResponse> refusal = refuseWith(state_, parsed);
   if (refusal) co_return co_await send(request, *refusal, &record);
   // Every pair is prefilled (a cross-encoder reads query and document together): one prompt-only sequence.

@@ -12,20 +12,36 @@ void ResponseAffinity::eraseLocked(std::unordered_map<std::string, Entry>::itera
   entries_.erase(it);
 }
 
-void ResponseAffinity::remember(std::string_view id, std::string_view pod) {
-  if (max_entries_ == 0 || !openai::validResponseId(id)) return;
-  const int64_t expires = now_ms_() + ttl_ms_;
-  std::lock_guard lock(mutex_);
+void ResponseAffinity::putLocked(std::string_view id, std::string_view pod, int64_t expires_ms, bool keep_later) {
   std::string key(id);
   if (auto it = entries_.find(key); it != entries_.end()) {
+    if (keep_later && it->second.expires_ms > expires_ms) return;
     it->second.pod.assign(pod);
-    it->second.expires_ms = expires;
+    it->second.expires_ms = expires_ms;
     lru_.splice(lru_.begin(), lru_, it->second.lru);
     return;
   }
   while (entries_.size() >= max_entries_) eraseLocked(entries_.find(lru_.back()));
   lru_.push_front(key);
-  entries_.emplace(std::move(key), Entry{std::string(pod), expires, lru_.begin()});
+  entries_.emplace(std::move(key), Entry{std::string(pod), expires_ms, lru_.begin()});
+}
+
+void ResponseAffinity::remember(std::string_view id, std::string_view pod) {
+  if (max_entries_ == 0 || !openai::validResponseId(id)) return;
+  const int64_t expires = now_ms_() + ttl_ms_;
+  {
+    std::lock_guard lock(mutex_);
+    putLocked(id, pod, expires, false);
+  }
+  if (sink_) sink_->responseRemembered(id, pod);
+}
+
+bool ResponseAffinity::applyRemote(std::string_view id, std::string_view pod, int64_t age_ms) {
+  if (max_entries_ == 0 || !openai::validResponseId(id) || age_ms < 0 || age_ms >= ttl_ms_) return false;
+  const int64_t expires = now_ms_() - age_ms + ttl_ms_;
+  std::lock_guard lock(mutex_);
+  putLocked(id, pod, expires, true);
+  return true;
 }
 
 std::optional<std::string> ResponseAffinity::podOf(std::string_view id) {
@@ -43,10 +59,21 @@ std::optional<std::string> ResponseAffinity::podOf(std::string_view id) {
   return it->second.pod;
 }
 
-void ResponseAffinity::forget(std::string_view id) {
+std::optional<std::string> ResponseAffinity::eraseId(std::string_view id) {
   std::lock_guard lock(mutex_);
-  if (auto it = entries_.find(std::string(id)); it != entries_.end()) eraseLocked(it);
+  auto it = entries_.find(std::string(id));
+  if (it == entries_.end()) return std::nullopt;
+  std::string pod = std::move(it->second.pod);
+  eraseLocked(it);
+  return pod;
 }
+
+void ResponseAffinity::forget(std::string_view id) {
+  const std::optional<std::string> pod = eraseId(id);
+  if (pod && sink_) sink_->responseForgotten(id, *pod);
+}
+
+void ResponseAffinity::forgetRemote(std::string_view id) { eraseId(id); }
 
 size_t ResponseAffinity::size() const {
   std::lock_guard lock(mutex_);

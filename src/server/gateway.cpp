@@ -232,9 +232,10 @@ bool Gateway::start(std::string& error) {
     // With flow control on, each replica's service per tenant is shared too (flow_ is built above).
     state_sync_ = std::make_unique<sync::StateSync>(config_.state_sync, prefix_->recordExpiry(), share_records,
                                                     pods_, prefix_.get(), sessions_.get(), metrics_.registry(),
-                                                    flow_.get());
+                                                    flow_.get(), response_affinity_.get());
     if (share_records) prefix_->setRecordSink(state_sync_.get());
     sessions_->setSink(state_sync_.get());
+    response_affinity_->setSink(state_sync_.get());  // the Responses API's ids, remembered and forgotten
     state_sync_->start();
   }
   control_->health = std::make_unique<discovery::HealthChecker>(control_->io, pods_, config_.health_check);

@@ -54,6 +54,13 @@ Outbox::Added Outbox::addWithdrawal(int64_t wall_ms, int64_t steady_ms, std::str
   return admit(pending_.withdrawals, before, pending_.withdrawal_count, steady_ms);
 }
 
+Outbox::Added Outbox::addResponse(int64_t steady_ms, const ResponseEntry& entry) {
+  std::lock_guard lock(mutex_);
+  const size_t before = pending_.responses.size();
+  appendResponse(pending_.responses, entry);
+  return admit(pending_.responses, before, pending_.response_count, steady_ms);
+}
+
 Outbox::Taken Outbox::take() {
   std::lock_guard lock(mutex_);
   Taken out = std::move(pending_);
@@ -85,19 +92,24 @@ Outbox::Dropped Outbox::putBack(Taken taken) {
   // Keep the older entries first, one by one, while they fit beside what was queued since.
   const size_t queued = pending_.bytes();
   size_t room = max_pending_bytes_ > queued ? max_pending_bytes_ - queued : 0;
-  std::string records, sessions, withdrawals;
+  std::string records, sessions, withdrawals, responses;
   const size_t kept = keepFitting<Record>(taken.records, room, records, readRecord);
   room -= records.size();
   const size_t kept_sessions = keepFitting<SessionPin>(taken.sessions, room, sessions, readSession);
   room -= sessions.size();
   const size_t kept_withdrawals = keepFitting<Withdrawal>(taken.withdrawals, room, withdrawals, readWithdrawal);
+  room -= withdrawals.size();
+  const size_t kept_responses = keepFitting<ResponseEntry>(taken.responses, room, responses, readResponse);
   pending_.records.insert(0, records);
   pending_.count += kept;
   pending_.sessions.insert(0, sessions);
   pending_.session_count += kept_sessions;
   pending_.withdrawals.insert(0, withdrawals);
   pending_.withdrawal_count += kept_withdrawals;
-  return {taken.count - kept, taken.session_count - kept_sessions, taken.withdrawal_count - kept_withdrawals};
+  pending_.responses.insert(0, responses);
+  pending_.response_count += kept_responses;
+  return {taken.count - kept, taken.session_count - kept_sessions, taken.withdrawal_count - kept_withdrawals,
+          taken.response_count - kept_responses};
 }
 
 size_t Outbox::pendingBytes() const {

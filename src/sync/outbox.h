@@ -11,7 +11,7 @@
 
 namespace prefixgate::sync {
 
-// Records, session pins and withdrawals waiting to be sent: appended by request threads, taken by the sync thread. Bounded
+// Records, session pins, withdrawals and response ids waiting to be sent: appended by request threads, taken by the sync thread. Bounded
 // twice, all kinds together: in bytes waiting (state_sync.max_pending_bytes: Redis away for long) and in bytes per
 // second (max_send_bytes_per_second: a token bucket with one second of burst). Thread-safe.
 class Outbox {
@@ -24,13 +24,16 @@ class Outbox {
     size_t session_count = 0;
     std::string withdrawals;  // appendWithdrawal's encoding, back to back
     size_t withdrawal_count = 0;
-    bool empty() const { return count == 0 && session_count == 0 && withdrawal_count == 0; }
-    size_t bytes() const { return records.size() + sessions.size() + withdrawals.size(); }
+    std::string responses;  // appendResponse's encoding, back to back
+    size_t response_count = 0;
+    bool empty() const { return count == 0 && session_count == 0 && withdrawal_count == 0 && response_count == 0; }
+    size_t bytes() const { return records.size() + sessions.size() + withdrawals.size() + responses.size(); }
   };
   struct Dropped {
     size_t records = 0;
     size_t sessions = 0;
     size_t withdrawals = 0;
+    size_t responses = 0;
   };
   Outbox(uint64_t max_pending_bytes, uint64_t bytes_per_second, uint32_t max_blocks_per_record);
   // Queues a record of the first max_blocks_per_record blocks of `hashes`. `steady_ms` drives the rate limit.
@@ -42,9 +45,11 @@ class Outbox {
   // holds no more than `keep` of them.
   Added addWithdrawal(int64_t wall_ms, int64_t steady_ms, std::string_view model, std::string_view pod,
                       std::span<const BlockHash> hashes, uint64_t keep);
+  // Queues a response id remembered or forgotten (Responses API chain affinity).
+  Added addResponse(int64_t steady_ms, const ResponseEntry& entry);
   Taken take();
   // Puts back a batch that could not be sent (ahead of what was queued since), as far as the byte bound allows;
-  // returns how many records and pins did not fit and were dropped.
+  // returns how many of each kind did not fit and were dropped.
   Dropped putBack(Taken taken);
   size_t pendingBytes() const;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "openai/responses_request.h"
 #include "routing/session_table.h"
 
 namespace prefixgate::sync {
@@ -92,6 +93,24 @@ bool getSessionKey(std::string_view& in, SessionPin& out, std::string& error) {
   return true;
 }
 
+bool getResponseKey(std::string_view& in, ResponseEntry& out, std::string& error) {
+  if (!getString(in, out.id) || !getString(in, out.pod)) {
+    error = "truncated response entry";
+    return false;
+  }
+  if (!openai::validResponseId(out.id)) {
+    error = "a response id of " + std::to_string(out.id.size()) + " bytes that is not one (1 to " +
+            std::to_string(openai::kMaxResponseIdBytes) + " of A-Z a-z 0-9 _ . -)";
+    return false;
+  }
+  if (out.pod.empty() || out.pod.size() > kMaxPodAddressBytes) {
+    error = "a response's pod address of " + std::to_string(out.pod.size()) + " bytes (1 to " +
+            std::to_string(kMaxPodAddressBytes) + ")";
+    return false;
+  }
+  return true;
+}
+
 // What tells one kind of batch from another, and how one entry is read.
 template <class Entry>
 struct BatchKind;
@@ -117,6 +136,16 @@ struct BatchKind<Withdrawal> {
   static constexpr const char* kWhat = "withdrawal";
   static bool read(std::string_view& in, Withdrawal& out, std::string& error) {
     return readWithdrawal(in, out, error);
+  }
+};
+
+template <>
+struct BatchKind<ResponseEntry> {
+  static constexpr char kKind = 'R';
+  static constexpr uint8_t kVersion = kResponseBatchVersion;
+  static constexpr const char* kWhat = "response";
+  static bool read(std::string_view& in, ResponseEntry& out, std::string& error) {
+    return readResponse(in, out, error);
   }
 };
 
@@ -153,6 +182,34 @@ void appendWithdrawal(std::string& out, int64_t wall_ms, uint64_t keep, std::str
 
 std::string makeWithdrawalBatch(std::string_view withdrawals, size_t count) {
   return batchHeader(BatchKind<Withdrawal>::kKind, kWithdrawalBatchVersion, count).append(withdrawals);
+}
+
+void appendResponse(std::string& out, const ResponseEntry& entry) {
+  putVarint(out, static_cast<uint64_t>(std::max<int64_t>(entry.wall_ms, 0)));
+  out.push_back(entry.remembered ? '\x01' : '\x00');
+  putString(out, entry.id);
+  putString(out, entry.pod);
+}
+
+std::string makeResponseBatch(std::string_view responses, size_t count) {
+  return batchHeader(BatchKind<ResponseEntry>::kKind, kResponseBatchVersion, count).append(responses);
+}
+
+bool readResponse(std::string_view& in, ResponseEntry& out, std::string& error) {
+  uint64_t ms = 0;
+  if (!getVarint(in, ms) || ms > static_cast<uint64_t>(INT64_MAX) || in.empty()) {
+    error = "truncated response entry time";
+    return false;
+  }
+  const auto op = static_cast<uint8_t>(in.front());
+  if (op > 1) {
+    error = "response entry op " + std::to_string(op) + " (0 or 1)";
+    return false;
+  }
+  in.remove_prefix(1);
+  out.wall_ms = static_cast<int64_t>(ms);
+  out.remembered = op == 1;
+  return getResponseKey(in, out, error);
 }
 
 bool readRecord(std::string_view& in, Record& out, std::string& error) {
@@ -227,6 +284,7 @@ bool BatchReaderOf<Entry>::next(Entry& out) {
 template class BatchReaderOf<Record>;
 template class BatchReaderOf<SessionPin>;
 template class BatchReaderOf<Withdrawal>;
+template class BatchReaderOf<ResponseEntry>;
 
 std::string encodeKey(std::string_view model, std::string_view pod, std::span<const BlockHash> hashes) {
   std::string out;
@@ -264,6 +322,23 @@ bool decodeSessionKey(std::string_view key, SessionPin& out, std::string& error)
     return false;
   }
   out.pinned_ms = static_cast<int64_t>(pinned);
+  return true;
+}
+
+std::string encodeResponseKey(const ResponseEntry& entry) {
+  std::string out;
+  putString(out, entry.id);
+  putString(out, entry.pod);
+  return out;
+}
+
+bool decodeResponseKey(std::string_view key, ResponseEntry& out, std::string& error) {
+  if (!getResponseKey(key, out, error)) return false;
+  if (!key.empty()) {
+    error = std::to_string(key.size()) + " bytes after the response entry";
+    return false;
+  }
+  out.remembered = true;
   return true;
 }
 

@@ -20,8 +20,14 @@ int64_t scoreMs(std::string_view score) {
 
 SnapshotChannel::SnapshotChannel(const config::StateSyncConfig& config, std::chrono::milliseconds record_expiry,
                                  const SyncKeys& keys, RecordChannel* records, SessionChannel* sessions,
-                                 StateSyncMetrics& metrics)
-    : config_(config), expiry_(record_expiry), keys_(keys), records_(records), sessions_(sessions), metrics_(metrics) {}
+                                 StateSyncMetrics& metrics, ResponseChannel* responses)
+    : config_(config),
+      expiry_(record_expiry),
+      keys_(keys),
+      records_(records),
+      sessions_(sessions),
+      metrics_(metrics),
+      responses_(responses) {}
 
 void SnapshotChannel::learn(const Outbox::Taken& batch) {
   std::string_view in = batch.records;
@@ -54,6 +60,21 @@ void SnapshotChannel::learn(const Outbox::Taken& batch) {
     int64_t& newest = sessions_pending_[encodeSessionKey(pin)];
     newest = std::max(newest, pin.wall_ms);
   }
+  // A deleted response's member leaves the snapshot (a replica that loads it later must not route its id).
+  in = batch.responses;
+  ResponseEntry entry;
+  while (responses_ && !in.empty() && readResponse(in, entry, error)) {
+    std::string member = encodeResponseKey(entry);
+    if (!entry.remembered) {
+      responses_pending_.erase(member);
+      if (forgotten_pending_.size() < responses_->maxEntries()) forgotten_pending_.insert(std::move(member));
+      continue;
+    }
+    if (responses_pending_.size() >= responses_->maxEntries()) continue;
+    forgotten_pending_.erase(member);
+    int64_t& newest = responses_pending_[std::move(member)];
+    newest = std::max(newest, entry.wall_ms);
+  }
 }
 
 size_t SnapshotChannel::appendUpdate(std::string& commands, int64_t wall_ms) const {
@@ -68,6 +89,16 @@ size_t SnapshotChannel::appendUpdate(std::string& commands, int64_t wall_ms) con
   if (sessions_)
     count += appendAdd(commands, keys_.sessions, sessions_pending_, wall_ms, sessions_->settings().ttl_ms,
                        sessions_->settings().max_sessions);
+  if (responses_) {
+    count += appendAdd(commands, keys_.responses, responses_pending_, wall_ms, responses_->ttlMs(),
+                       responses_->maxEntries());
+    if (!forgotten_pending_.empty()) {
+      std::vector<std::string_view> args = {"ZREM", keys_.responses};
+      args.insert(args.end(), forgotten_pending_.begin(), forgotten_pending_.end());
+      appendCommand(commands, args);
+      ++count;
+    }
+  }
   return count;
 }
 
@@ -96,6 +127,8 @@ void SnapshotChannel::clearPending() {
   records_pending_.clear();
   withdrawn_pending_.clear();
   sessions_pending_.clear();
+  responses_pending_.clear();
+  forgotten_pending_.clear();
 }
 
 size_t SnapshotChannel::appendRead(std::string& commands, int64_t wall_ms) const {
@@ -110,6 +143,12 @@ size_t SnapshotChannel::appendRead(std::string& commands, int64_t wall_ms) const
     appendCommand(commands, {"ZREVRANGEBYSCORE", keys_.sessions, "+inf",
                              "(" + std::to_string(wall_ms - sessions_->settings().ttl_ms), "WITHSCORES", "LIMIT", "0",
                              std::to_string(sessions_->settings().max_sessions)});
+    ++count;
+  }
+  if (responses_) {
+    appendCommand(commands, {"ZREVRANGEBYSCORE", keys_.responses, "+inf",
+                             "(" + std::to_string(wall_ms - responses_->ttlMs()), "WITHSCORES", "LIMIT", "0",
+                             std::to_string(responses_->maxEntries())});
     ++count;
   }
   return count;
@@ -146,6 +185,20 @@ SnapshotChannel::Loaded SnapshotChannel::apply(std::span<const RedisReply> repli
       pin.wall_ms = scoreMs(reply.elements[i + 1].str);
       sessions_->apply(pin, wall_ms);
       ++loaded.pins;
+    }
+  }
+  if (responses_) {
+    const RedisReply& reply = replies[at++];
+    ResponseEntry entry;
+    for (size_t i = reply.elements.size() & ~size_t{1}; i >= 2;) {
+      i -= 2;
+      if (!decodeResponseKey(reply.elements[i].str, entry, error)) {
+        responses_->malformed("a member of the responses snapshot", error);
+        continue;
+      }
+      entry.wall_ms = scoreMs(reply.elements[i + 1].str);
+      responses_->apply(entry, wall_ms);
+      ++loaded.responses;
     }
   }
   return loaded;

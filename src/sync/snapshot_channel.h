@@ -1,6 +1,6 @@
 #pragma once
 // The snapshots of state sync (state_sync.h): two sorted sets that serve a replica which starts late or missed a
-// trimmed part of the stream. <prefix>:snapshot holds records (member: a record without its time, score: its newest
+// trimmed part of the stream (three with the Responses API's ids). <prefix>:snapshot holds records (member: a record without its time, score: its newest
 // time), trimmed to the index expiry and snapshot_max_records; <prefix>:sessions holds pins (member: a pin without
 // its use time, score: its use time), trimmed to the session TTL and max_sessions. Each replica adds what it sent
 // since its last update, every snapshot_interval_ms. The commands are built and the replies decoded here;
@@ -18,6 +18,7 @@
 #include "sync/outbox.h"
 #include "sync/record_channel.h"
 #include "sync/resp.h"
+#include "sync/response_channel.h"
 #include "sync/session_channel.h"
 #include "sync/state_sync_metrics.h"
 #include "sync/sync_keys.h"
@@ -30,19 +31,23 @@ class SnapshotChannel {
   struct Loaded {
     size_t records = 0;
     size_t pins = 0;
+    size_t responses = 0;
   };
   // `records`, `sessions`: the channels whose snapshot is shared, which a loaded one is applied to; null for a kind
-  // that is not shared. `record_expiry`: the index's (the records snapshot keeps none older).
+  // that is not shared (`responses` too). `record_expiry`: the index's (the records snapshot keeps none older).
   SnapshotChannel(const config::StateSyncConfig& config, std::chrono::milliseconds record_expiry, const SyncKeys& keys,
-                  RecordChannel* records, SessionChannel* sessions, StateSyncMetrics& metrics);
+                  RecordChannel* records, SessionChannel* sessions, StateSyncMetrics& metrics,
+                  ResponseChannel* responses = nullptr);
 
   // Learns the records, pins and withdrawals of a batch just sent (the newest time per member), for the next update; what is
   // learned beyond the snapshots' bounds is left out.
   void learn(const Outbox::Taken& batch);
   bool hasPending() const {
-    return !records_pending_.empty() || !sessions_pending_.empty() || !withdrawn_pending_.empty();
+    return !records_pending_.empty() || !sessions_pending_.empty() || !withdrawn_pending_.empty() ||
+           !responses_pending_.empty() || !forgotten_pending_.empty();
   }
-  // ZADD of what was learned, then each snapshot's trims, then a ZREM of the records withdrawn, as of `wall_ms`.
+  // ZADD of what was learned, then each snapshot's trims, then a ZREM of the records withdrawn (and of the response
+  // ids forgotten), as of `wall_ms`.
   // Returns the number of commands.
   size_t appendUpdate(std::string& commands, int64_t wall_ms) const;
   // Forgets what was learned (the update was sent).
@@ -70,9 +75,12 @@ class SnapshotChannel {
   RecordChannel* records_;
   SessionChannel* sessions_;
   StateSyncMetrics& metrics_;
+  ResponseChannel* responses_;
   Pending records_pending_;
   Pending sessions_pending_;
   std::set<std::string, std::less<>> withdrawn_pending_;  // records members to remove
+  Pending responses_pending_;
+  std::set<std::string, std::less<>> forgotten_pending_;  // responses members to remove
 };
 
 }  // namespace prefixgate::sync

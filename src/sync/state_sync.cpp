@@ -59,10 +59,12 @@ milliseconds snapshotExpiry(std::chrono::nanoseconds record_expiry) {
 // stream read of 256 entries, the replicas set, their loads: a few thousand elements). Redis answers what anyone
 // wrote there, so the bound is this replica's own, not the writers'.
 constexpr size_t kOtherReplyElements = 1u << 16;
-RespParser::Limits replyLimits(const config::StateSyncConfig& config, const routing::SessionTable* sessions) {
+RespParser::Limits replyLimits(const config::StateSyncConfig& config, const routing::SessionTable* sessions,
+                               const ResponseChannel* responses) {
   RespParser::Limits limits;
   const size_t members =
-      std::max<size_t>(config.snapshot_max_records, sessions ? sessions->settings().max_sessions : 0);
+      std::max<size_t>({config.snapshot_max_records, sessions ? sessions->settings().max_sessions : size_t{0},
+                        responses ? responses->maxEntries() : size_t{0}});
   limits.max_reply_elements = 2 * members + kOtherReplyElements;
   return limits;
 }
@@ -78,26 +80,31 @@ const RedisReply* field(const RedisReply& flat, std::string_view name) {
 StateSync::StateSync(const config::StateSyncConfig& config, std::chrono::nanoseconds record_expiry,
                      bool share_records, discovery::PodRegistry& pods, routing::PrefixServices* prefix,
                      routing::SessionTable* sessions, prometheus::Registry& registry,
-                     flow::ServiceSharing* flow_service)
+                     flow::ServiceSharing* flow_service, routing::ResponseAffinity* responses)
     : config_(config),
       replica_id_(config.replica_id.empty() ? defaultReplicaId() : config.replica_id),
       keys_(config.key_prefix),
       metrics_(std::make_unique<StateSyncMetrics>(registry)),
       outbox_(config.max_pending_bytes, config.max_send_bytes_per_second, config.max_blocks_per_record),
+      pods_(pods),
       pod_lookup_(pods),
       records_(share_records && prefix
                    ? std::make_unique<RecordChannel>(*prefix, pod_lookup_, *metrics_, malformed_warnings_)
                    : nullptr),
       sessions_(sessions ? std::make_unique<SessionChannel>(*sessions, pod_lookup_, *metrics_, malformed_warnings_)
                          : nullptr),
+      responses_(responses && responses->maxEntries() > 0
+                     ? std::make_unique<ResponseChannel>(*responses, pod_lookup_, *metrics_, malformed_warnings_)
+                     : nullptr),
       loads_(config_, keys_, replica_id_, pods, pod_lookup_, *metrics_),
       flows_(flow_service ? std::make_unique<FlowChannel>(config_, keys_, replica_id_, *flow_service, *metrics_,
                                                           malformed_warnings_)
                           : nullptr),
-      snapshots_(config_, snapshotExpiry(record_expiry), keys_, records_.get(), sessions_.get(), *metrics_) {
+      snapshots_(config_, snapshotExpiry(record_expiry), keys_, records_.get(), sessions_.get(), *metrics_,
+                 responses_.get()) {
   std::string error;
   parseRedisUrl(config.redis, address_, error);  // validated with the config
-  const RespParser::Limits limits = replyLimits(config, sessions);
+  const RespParser::Limits limits = replyLimits(config, sessions, responses_.get());
   writer_ = std::make_unique<RedisConnection>(io_, address_, milliseconds(config.timeout_ms), limits);
   reader_ = std::make_unique<RedisConnection>(io_, address_, milliseconds(config.timeout_ms), limits);
 }
@@ -105,13 +112,14 @@ StateSync::StateSync(const config::StateSyncConfig& config, std::chrono::nanosec
 StateSync::~StateSync() { stop(); }
 
 void StateSync::start() {
-  log::info("state sync: replica {} shares {}{}{}in-flight counts through redis {}:{} (keys {}:*)", replica_id_,
+  log::info("state sync: replica {} shares {}{}{}{}in-flight counts through redis {}:{} (keys {}:*)", replica_id_,
             records_ ? "prefix records, " : "", sessions_ ? "session pins, " : "",
+            responses_ ? "response ids, " : "",
             flows_ ? "flow control's service per tenant, " : "", address_.host, address_.port,
             config_.key_prefix);
   asio::co_spawn(io_, writerLoop(), asio::detached);
   asio::co_spawn(io_, staleLoadWatch(), asio::detached);
-  if (records_ || sessions_) asio::co_spawn(io_, readerLoop(), asio::detached);
+  if (records_ || sessions_ || responses_) asio::co_spawn(io_, readerLoop(), asio::detached);
   thread_ = std::thread([this] { io_.run(); });
 }
 
@@ -146,6 +154,23 @@ void StateSync::sessionPinned(std::string_view id, const discovery::PodState& po
     case Outbox::Added::kQueued: break;
     case Outbox::Added::kOverRate: metrics_->sessions_over_rate.Increment(); break;
     case Outbox::Added::kFull: metrics_->sessions_pending_full.Increment(); break;
+  }
+}
+
+void StateSync::responseRemembered(std::string_view id, std::string_view pod) { queueResponse(id, pod, true); }
+
+void StateSync::responseForgotten(std::string_view id, std::string_view pod) { queueResponse(id, pod, false); }
+
+void StateSync::queueResponse(std::string_view id, std::string_view pod, bool remembered) {
+  if (!responses_) return;
+  // Other replicas name pods by address (their names may be the same, their PodIds are not).
+  const discovery::PodPtr state = pods_.snapshot()->find(pod);
+  if (!state) return;  // the pod left meanwhile: nobody could route the id to it
+  const ResponseEntry entry{wallNowMs(), remembered, id, state->spec().address};
+  switch (outbox_.addResponse(routing::steadyNowMs(), entry)) {
+    case Outbox::Added::kQueued: break;
+    case Outbox::Added::kOverRate: metrics_->responses_over_rate.Increment(); break;
+    case Outbox::Added::kFull: metrics_->responses_pending_full.Increment(); break;
   }
 }
 
@@ -209,6 +234,7 @@ asio::awaitable<void> StateSync::writerLoop() {
         const Outbox::Dropped dropped = outbox_.putBack(std::move(batch));
         metrics_->pending_full.Increment(static_cast<double>(dropped.records + dropped.withdrawals));
         metrics_->sessions_pending_full.Increment(static_cast<double>(dropped.sessions));
+        metrics_->responses_pending_full.Increment(static_cast<double>(dropped.responses));
       }
       co_await pause(backoff);
       backoff = std::min(backoff * 2, backoff_max);
@@ -232,6 +258,7 @@ asio::awaitable<void> StateSync::writerLoop() {
         metrics_->sent.Increment(static_cast<double>(batch.count));
         metrics_->sessions_sent.Increment(static_cast<double>(batch.session_count));
         metrics_->withdrawals_sent.Increment(static_cast<double>(batch.withdrawal_count));
+        metrics_->responses_sent.Increment(static_cast<double>(batch.response_count));
       }
       ++at;
     }
@@ -250,7 +277,7 @@ asio::awaitable<void> StateSync::writerLoop() {
 void StateSync::appendStreamEntry(std::string& commands, const Outbox::Taken& batch) const {
   const std::string max_entries = std::to_string(config::StateSyncConfig::kStreamMaxEntries);
   std::vector<std::string_view> xadd = {"XADD", keys_.records, "MAXLEN", "~", max_entries, "*", "r", replica_id_};
-  std::string batch_bytes, session_bytes, withdrawal_bytes;
+  std::string batch_bytes, session_bytes, withdrawal_bytes, response_bytes;
   if (batch.count > 0) {
     batch_bytes = makeBatch(batch.records, batch.count);
     xadd.insert(xadd.end(), {"d", batch_bytes});
@@ -262,6 +289,10 @@ void StateSync::appendStreamEntry(std::string& commands, const Outbox::Taken& ba
   if (batch.withdrawal_count > 0) {
     withdrawal_bytes = makeWithdrawalBatch(batch.withdrawals, batch.withdrawal_count);
     xadd.insert(xadd.end(), {"w", withdrawal_bytes});
+  }
+  if (batch.response_count > 0) {
+    response_bytes = makeResponseBatch(batch.responses, batch.response_count);
+    xadd.insert(xadd.end(), {"a", response_bytes});
   }
   appendCommand(commands, xadd);
 }
@@ -360,8 +391,9 @@ asio::awaitable<bool> StateSync::loadSnapshot(RedisConnection& conn) {
   const SnapshotChannel::Loaded loaded = snapshots_.apply(result.replies, wall);
   stream_position_ = snapshots_.streamPositionAfter(wall);
   metrics_->snapshot_loads_total.Increment();
-  log::info("state sync: loaded a snapshot of {} records and {} session pins; reading the stream from {}",
-            loaded.records, loaded.pins, stream_position_);
+  log::info("state sync: loaded a snapshot of {} records, {} session pins and {} response ids; reading the stream "
+            "from {}",
+            loaded.records, loaded.pins, loaded.responses, stream_position_);
   co_return true;
 }
 
@@ -416,6 +448,8 @@ void StateSync::applyStreamEntries(const RedisReply& reply, int64_t now_wall_ms)
       if (withdrawn && records_) records_->applyWithdrawals(withdrawn->str);
       const RedisReply* pins = field(fields, "s");
       if (pins && sessions_) sessions_->applyBatch(pins->str, now_wall_ms);
+      const RedisReply* responses = field(fields, "a");
+      if (responses && responses_) responses_->applyBatch(responses->str, now_wall_ms);
     }
   }
 }

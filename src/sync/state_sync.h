@@ -10,6 +10,9 @@
 //   sessions  the same way, in the same stream entries (field s) and a second snapshot (ZSET <prefix>:sessions:
 //             member = pin without its use time, score = its use time, trimmed to the session TTL and
 //             max_sessions); also in KV event mode, where the records are not shared.
+//   responses the Responses API's chain affinity (response id -> the pod that produced it, and the ids deleted), the
+//             same way (field a) with a third snapshot (ZSET <prefix>:responses: member = id and pod, score = when
+//             produced, trimmed to routing.response_affinity.ttl_ms and max_entries); KV event mode too.
 //   load      each replica writes its own in-flight counts every load_interval_ms (SET <prefix>:load:<id> PX
 //             replica_ttl_ms) and reads the others' (SMEMBERS <prefix>:replicas + MGET): a pod's load is the sum
 //             over live replicas, and a replica that dies stops counting when its key expires.
@@ -21,7 +24,7 @@
 // (bounded), and sync resumes by itself (stream position, or the snapshot when the stream was trimmed).
 // StateSync owns the thread, the connections and the loops that talk to Redis (with redis_client.h, the only Asio
 // code here); what each channel sends and how what it reads is applied are in record_channel.h, session_channel.h,
-// load_channel.h and snapshot_channel.h, which do no I/O.
+// response_channel.h, load_channel.h and snapshot_channel.h, which do no I/O.
 #include <prometheus/registry.h>
 
 #include <atomic>
@@ -42,6 +45,7 @@
 #include "discovery/pod_set.h"
 #include "prefixgate/types.h"
 #include "routing/prefix/prefix_services.h"
+#include "routing/response_affinity.h"
 #include "routing/session_table.h"
 #include "flow/service_sharing.h"
 #include "sync/flow_channel.h"
@@ -50,6 +54,7 @@
 #include "sync/pod_lookup.h"
 #include "sync/record_channel.h"
 #include "sync/redis_client.h"
+#include "sync/response_channel.h"
 #include "sync/session_channel.h"
 #include "sync/snapshot_channel.h"
 #include "sync/state_sync_metrics.h"
@@ -58,7 +63,7 @@
 
 namespace prefixgate::sync {
 
-class StateSync final : public routing::RecordSink, public routing::SessionSink {
+class StateSync final : public routing::RecordSink, public routing::SessionSink, public routing::ResponseSink {
  public:
   struct Status {
     std::string replica_id;
@@ -71,10 +76,12 @@ class StateSync final : public routing::RecordSink, public routing::SessionSink 
   // the engines itself; records do not go through Redis). `record_expiry`: the index's expiry (the snapshot keeps
   // records no longer). `sessions`: the session-affinity table whose pins are shared (null: none are). Everything
   // given must outlive this. `flow_service`: flow control's queues, whose service is shared (null: flow control is
-  // off, and nothing of it goes through Redis).
+  // off, and nothing of it goes through Redis). `responses`: the Responses API's chain affinity whose ids are shared
+  // (null, or max_entries 0: none are).
   StateSync(const config::StateSyncConfig& config, std::chrono::nanoseconds record_expiry, bool share_records,
             discovery::PodRegistry& pods, routing::PrefixServices* prefix, routing::SessionTable* sessions,
-            prometheus::Registry& registry, flow::ServiceSharing* flow_service = nullptr);
+            prometheus::Registry& registry, flow::ServiceSharing* flow_service = nullptr,
+            routing::ResponseAffinity* responses = nullptr);
   ~StateSync();
   StateSync(const StateSync&) = delete;
   StateSync& operator=(const StateSync&) = delete;
@@ -89,6 +96,9 @@ class StateSync final : public routing::RecordSink, public routing::SessionSink 
                        const discovery::PodState& pod) override;
   // SessionSink: called by request threads for each pin their session table made or refreshed.
   void sessionPinned(std::string_view id, const discovery::PodState& pod, int64_t pinned_ago_ms) override;
+  // ResponseSink: called by request threads for each response id remembered or forgotten (`pod` by name).
+  void responseRemembered(std::string_view id, std::string_view pod) override;
+  void responseForgotten(std::string_view id, std::string_view pod) override;
 
   // Each other live replica's in-flight count on the pod at `address` (for /debug/pods). Any thread.
   std::vector<std::pair<std::string, int32_t>> replicaLoads(std::string_view address) const;
@@ -110,6 +120,7 @@ class StateSync final : public routing::RecordSink, public routing::SessionSink 
   void applyStreamEntries(const RedisReply& reply, int64_t now_wall_ms);
   void countReconnects(const RedisConnection& conn, uint64_t& seen);
   void warnRedisError(std::string_view what, std::string_view error);
+  void queueResponse(std::string_view id, std::string_view pod, bool remembered);
 
   const config::StateSyncConfig config_;
   const std::string replica_id_;
@@ -121,9 +132,11 @@ class StateSync final : public routing::RecordSink, public routing::SessionSink 
   log::Throttle redis_error_warnings_;
   // The channels (sync thread only, but for the loads' /debug views). Before io_: the loops' frames, which io_
   // destroys, outlive nothing they use.
+  discovery::PodRegistry& pods_;  // our own ids' pods, from name to address (any thread)
   PodLookup pod_lookup_;
   std::unique_ptr<RecordChannel> records_;    // null: records are not shared (no prefix strategy, KV event sync)
   std::unique_ptr<SessionChannel> sessions_;  // null: no session pins are shared
+  std::unique_ptr<ResponseChannel> responses_;  // null: no response ids are shared
   LoadChannel loads_;
   std::unique_ptr<FlowChannel> flows_;  // null: flow control is off
   SnapshotChannel snapshots_;

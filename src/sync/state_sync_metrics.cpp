@@ -69,6 +69,16 @@ StateSyncMetrics::StateSyncMetrics(prometheus::Registry& registry)
                                .Help("Other replicas' flow service texts not applied: too_large (over 256 KiB), "
                                      "malformed (anything a replica would not write)")
                                .Register(registry)),
+      responses(prometheus::BuildCounter()
+                    .Name("prefixgate_state_sync_responses_total")
+                    .Help("Responses API chain affinity: response ids remembered or forgotten, shared with the other "
+                          "replicas through Redis (sent) and applied from them (received, stream and snapshot)")
+                    .Register(registry)),
+      responses_dropped(prometheus::BuildCounter()
+                            .Name("prefixgate_state_sync_responses_dropped_total")
+                            .Help("Response ids not shared or not applied: over_rate, pending_full, unknown_pod (a "
+                                  "pod this replica does not route to), malformed (a batch or member it cannot read)")
+                            .Register(registry)),
       sent(records.Add({{"direction", "sent"}})),
       received(records.Add({{"direction", "received"}})),
       over_rate(dropped.Add({{"reason", "over_rate"}})),
@@ -94,6 +104,12 @@ StateSyncMetrics::StateSyncMetrics(prometheus::Registry& registry)
       replicas_gauge(replicas.Add({})),
       flow_service_charges(flow_service.Add({})),
       flow_service_too_large(flow_service_dropped.Add({{"reason", "too_large"}})),
-      flow_service_malformed(flow_service_dropped.Add({{"reason", "malformed"}})) {}
+      flow_service_malformed(flow_service_dropped.Add({{"reason", "malformed"}})),
+      responses_sent(responses.Add({{"direction", "sent"}})),
+      responses_received(responses.Add({{"direction", "received"}})),
+      responses_over_rate(responses_dropped.Add({{"reason", "over_rate"}})),
+      responses_pending_full(responses_dropped.Add({{"reason", "pending_full"}})),
+      responses_unknown_pod(responses_dropped.Add({{"reason", "unknown_pod"}})),
+      responses_malformed(responses_dropped.Add({{"reason", "malformed"}})) {}
 
 }  // namespace prefixgate::sync

@@ -27,6 +27,8 @@ struct StateSyncMetrics {
   prometheus::Family<prometheus::Gauge>& replicas;
   prometheus::Family<prometheus::Counter>& flow_service;
   prometheus::Family<prometheus::Counter>& flow_service_dropped;
+  prometheus::Family<prometheus::Counter>& responses;
+  prometheus::Family<prometheus::Counter>& responses_dropped;
   prometheus::Counter& sent;
   prometheus::Counter& received;
   prometheus::Counter& over_rate;
@@ -52,6 +54,12 @@ struct StateSyncMetrics {
   prometheus::Counter& flow_service_charges;
   prometheus::Counter& flow_service_too_large;
   prometheus::Counter& flow_service_malformed;
+  prometheus::Counter& responses_sent;
+  prometheus::Counter& responses_received;
+  prometheus::Counter& responses_over_rate;
+  prometheus::Counter& responses_pending_full;
+  prometheus::Counter& responses_unknown_pod;
+  prometheus::Counter& responses_malformed;
 };
 
 }  // namespace prefixgate::sync

@@ -12,6 +12,7 @@ struct SyncKeys {
         records(prefix + "records"),
         snapshot(prefix + "snapshot"),
         sessions(prefix + "sessions"),
+        responses(prefix + "responses"),
         replicas(prefix + "replicas") {}
 
   // A replica's in-flight counts (a string that expires with its heartbeat).
@@ -20,9 +21,11 @@ struct SyncKeys {
   std::string flow(std::string_view replica_id) const { return prefix + "flow:" + std::string(replica_id); }
 
   const std::string prefix;
-  const std::string records;   // the stream: one entry per flush, its records (field d) and pins (field s)
+  const std::string records;   // the stream: one entry per flush, its records (field d), pins (field s),
+                               // withdrawals (field w) and response ids (field a)
   const std::string snapshot;  // sorted set: a record without its time, scored by its newest time
   const std::string sessions;  // sorted set: a pin without its use time, scored by its use time
+  const std::string responses;  // sorted set: a response id and its pod's address, scored by when it was produced
   const std::string replicas;  // set: the replicas that published a heartbeat
 };
 

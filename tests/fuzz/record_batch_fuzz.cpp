@@ -1,15 +1,17 @@
 // libFuzzer target for the record and session pin batches replicas exchange through Redis (sync/record_batch.h):
 // another replica's stream entry or a snapshot member is read as untrusted bytes, as records, session pins and
-// withdrawals.
+// withdrawals and response ids.
 // Nothing may crash, leak, over-allocate or trip a sanitizer; every record or pin read, written again, reads back
 // the same; a batch read without error, written again, reads back as many entries without error; a key that
-// decodes, encoded again, decodes to the same record or pin; no session id over SessionTable::kMaxIdBytes is read.
+// decodes, encoded again, decodes to the same record or pin; no session id over SessionTable::kMaxIdBytes is read,
+// nor a response id that is not openai::validResponseId or a pod address over kMaxPodAddressBytes.
 // Build and run: scripts/fuzz.sh.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "fuzz_input.h"
+#include "openai/responses_request.h"
 #include "routing/session_table.h"
 #include "sync/record_batch.h"
 
@@ -72,12 +74,46 @@ void withdrawals(std::string_view in) {
   }
 }
 
+// Response ids: each one read is a valid id on a bounded, non-empty pod address, and written again reads back the same.
+void responses(std::string_view in) {
+  ResponseBatchReader reader(in);
+  ResponseEntry e;
+  std::string again;
+  size_t count = 0;
+  while (reader.next(e)) {
+    check(prefixgate::openai::validResponseId(e.id) && !e.pod.empty() && e.pod.size() <= kMaxPodAddressBytes);
+    std::string one;
+    appendResponse(one, e);
+    std::string_view view = one;
+    ResponseEntry back;
+    std::string error;
+    check(readResponse(view, back, error) && view.empty() && back.wall_ms == e.wall_ms &&
+          back.remembered == e.remembered && back.id == e.id && back.pod == e.pod);
+    again += one;
+    ++count;
+  }
+  if (reader.error().empty()) {
+    const std::string rewritten = makeResponseBatch(again, count);
+    ResponseBatchReader second(rewritten);
+    size_t n = 0;
+    while (second.next(e)) ++n;
+    check(second.error().empty() && n == count);
+  }
+  ResponseEntry key;
+  std::string error;
+  if (decodeResponseKey(in, key, error)) {
+    ResponseEntry back;
+    check(decodeResponseKey(encodeResponseKey(key), back, error) && back.id == key.id && back.pod == key.pod);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   sessions(in);
   withdrawals(in);
+  responses(in);
   BatchReader reader(in);
   Record r;
   std::string again;

@@ -510,3 +510,125 @@ def test_a_tenant_served_on_one_replica_waits_behind_another_on_the_next(tmp_pat
     finally:
         for s in sims:
             s.stop()
+
+
+# ---- Responses API chain affinity through state sync (docs/state-sync.md, "Response ids") ----
+# Self-contained: these helpers are used by the tests below only.
+
+def responses_config(redis=None, **extra):
+    """Random routing over four pods, so that a replica that did not learn an id picks its pod by chance only (the
+    affinity counter tells the two apart); state sync on when `redis` is given."""
+    config = {"routing": {"strategy": "random"}}
+    if redis is not None:
+        config["state_sync"] = {"enabled": True, "redis": redis.url, "load_interval_ms": 50, **extra}
+    return config
+
+
+def responses_body(text, **extra):
+    return json.dumps({"model": "sim-model", "input": text, "max_output_tokens": 3, **extra})
+
+
+def create_response(gw, text, **extra):
+    status, headers, raw = gw.call("POST", "/v1/responses", responses_body(text, **extra))
+    assert status == 200, raw
+    return json.loads(raw)["id"], headers["target-pod"]
+
+
+def response_affinity(gw, outcome):
+    return gw.metric("prefixgate_response_affinity_total", outcome=outcome)
+
+
+def responses_synced(gw, direction):
+    return gw.metric("prefixgate_state_sync_responses_total", direction=direction)
+
+
+def test_a_response_created_through_one_replica_is_continued_read_and_deleted_through_another(
+        tmp_path, redis, pods, replicas):
+    """Ensures a response id produced through replica A reaches replica B through Redis: B sends a continuation
+    (previous_response_id) and a GET of the id to A's pod (counted as hits; a wrong pod would answer 404), A learns
+    the id B's continuation produced, and a DELETE through B makes A forget the id (A then answers 404 itself,
+    counted unknown)."""
+    a = Gateway(tmp_path, pods, config=responses_config(redis), name="replica-a")
+    b = Gateway(tmp_path, pods, config=responses_config(redis), name="replica-b")
+    replicas += [a, b]
+    rid, home = create_response(a, "the first turn")
+    wait_until(lambda: responses_synced(b, "received") >= 1, timeout=3, what="B applied A's response id")
+    status, headers, raw = b.call("POST", "/v1/responses", responses_body("the second turn", previous_response_id=rid))
+    assert status == 200, raw
+    assert headers["target-pod"] == home
+    assert response_affinity(b, "hit") == 1 and response_affinity(b, "unknown") == 0
+    next_id = json.loads(raw)["id"]
+    status, headers, raw = b.call("GET", f"/v1/responses/{rid}")
+    assert status == 200 and headers["target-pod"] == home and json.loads(raw)["id"] == rid, raw
+    assert response_affinity(b, "hit") == 2
+    # The id B's continuation produced comes back to A.
+    wait_until(lambda: responses_synced(a, "received") >= 1, timeout=3, what="A applied B's response id")
+    status, headers, _ = a.call("GET", f"/v1/responses/{next_id}")
+    assert status == 200 and headers["target-pod"] == home
+    # DELETE through B: the pod drops the response, and A forgets the id (not the pod's 404: the gateway's).
+    status, headers, raw = b.call("DELETE", f"/v1/responses/{rid}")
+    assert status == 200 and headers["target-pod"] == home, raw
+    before = response_affinity(a, "unknown")
+    wait_until(lambda: a.call("GET", f"/v1/responses/{rid}")[0] == 404 and response_affinity(a, "unknown") > before,
+               timeout=3, what="A forgot the id B deleted")
+    # Nothing echoed: each replica sent what it remembered or forgot itself, once.
+    wait_until(lambda: responses_synced(a, "sent") == 1 and responses_synced(b, "sent") == 2, timeout=2,
+               what="A counted rid sent, B next_id and the delete")
+    assert responses_synced(a, "sent") == 1 and responses_synced(b, "received") == 1
+    assert b.metric("prefixgate_state_sync_responses_dropped_total", reason="unknown_pod") == 0
+
+
+def test_without_state_sync_another_replica_does_not_know_a_response_id(tmp_path, pods, replicas):
+    """The control of the test above: without state sync replica B has never seen the id, so its continuation is
+    routed by the strategy alone (counted unknown) and a GET of the id is answered 404 by B."""
+    a = Gateway(tmp_path, pods, config=responses_config(), name="replica-a")
+    b = Gateway(tmp_path, pods, config=responses_config(), name="replica-b")
+    replicas += [a, b]
+    rid, _ = create_response(a, "the first turn")
+    b.call("POST", "/v1/responses", responses_body("the second turn", previous_response_id=rid))
+    assert response_affinity(b, "unknown") == 1 and response_affinity(b, "hit") == 0
+    status, _, raw = b.call("GET", f"/v1/responses/{rid}")
+    assert status == 404 and "not found" in json.loads(raw)["error"]["message"]
+
+
+def test_a_replica_started_late_learns_response_ids_from_the_snapshot(tmp_path, redis, pods, replicas):
+    """Ensures a replica started after a response was produced (past the stream window it reads at start) loads the
+    id from the responses snapshot and sends a GET of it to the pod that stores it."""
+    a = Gateway(tmp_path, pods, config=responses_config(redis, snapshot_interval_ms=100), name="replica-a")
+    replicas.append(a)
+    rid, home = create_response(a, "an early response")
+    wait_until(lambda: redis.command("ZCARD", "prefixgate:responses") == 1, timeout=3, what="the id in the snapshot")
+    time.sleep(1.3)  # past the stream window a new replica reads (2 x snapshot interval + 1 s)
+    late = Gateway(tmp_path, pods, config=responses_config(redis, snapshot_interval_ms=100), name="replica-late")
+    replicas.append(late)
+    wait_until(lambda: late.metric("prefixgate_state_sync_snapshot_loads_total") >= 1, timeout=3,
+               what="the late replica loaded the snapshot")
+    status, headers, raw = late.call("GET", f"/v1/responses/{rid}")
+    assert status == 200 and headers["target-pod"] == home, raw
+    assert response_affinity(late, "hit") == 1
+    assert responses_synced(late, "received") >= 1
+
+
+def test_hostile_response_entries_are_counted_and_change_nothing(tmp_path, redis, pods, replicas):
+    """Ensures a response batch that no replica wrote (anything can write Redis) is counted malformed, and an id on
+    a pod this replica does not route to is counted unknown_pod and not remembered; the replica goes on."""
+    gw = Gateway(tmp_path, pods, config=responses_config(redis), name="replica-a")
+    replicas.append(gw)
+
+    def entry(op, rid, pod):
+        def s(b):
+            return bytes([len(b)]) + b
+        return bytes([1, op]) + s(rid) + s(pod)  # wall_ms 1 (a varint), op, id, pod
+
+    unknown_pod = b"PR\x01\x01" + entry(1, b"resp_elsewhere", b"10.9.9.9:1")
+    bad_id = b"PR\x01\x01" + entry(1, b"resp/../x", pods[0].pod_entry()["address"].encode())
+    redis.command("XADD", "prefixgate:records", "*", "r", "hostile", "a", unknown_pod)
+    redis.command("XADD", "prefixgate:records", "*", "r", "hostile", "a", bad_id)
+    redis.command("XADD", "prefixgate:records", "*", "r", "hostile", "a", b"PR\x01\x05")
+    dropped = "prefixgate_state_sync_responses_dropped_total"
+    wait_until(lambda: gw.metric(dropped, reason="malformed") == 2 and gw.metric(dropped, reason="unknown_pod") == 1,
+               timeout=3, what="the hostile entries counted")
+    assert responses_synced(gw, "received") == 0
+    status, _, _ = gw.call("GET", "/v1/responses/resp_elsewhere")
+    assert status == 404
+    assert create_response(gw, "still serving")[0]
