@@ -258,6 +258,15 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   auth.finish();
   readDisaggregation(r.child("disaggregation"), c.disaggregation);
   readFlowControl(r.child("flow_control"), c.flow_control);
+  YamlReader tr = r.child("tracing");
+  tr.read("otlp_endpoint", c.tracing.otlp_endpoint);
+  tr.read("sample_ratio", c.tracing.sample_ratio);
+  tr.read("service_name", c.tracing.service_name);
+  tr.read("max_queued_spans", c.tracing.max_queued_spans);
+  tr.read("max_batch_spans", c.tracing.max_batch_spans);
+  tr.read("export_delay_ms", c.tracing.export_delay_ms);
+  tr.read("export_timeout_ms", c.tracing.export_timeout_ms);
+  tr.finish();
   r.read("random_seed", c.random_seed);
   r.finish();
 

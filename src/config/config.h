@@ -259,6 +259,19 @@ struct AuthConfig {
   uint32_t file_poll_interval_ms = 500;
 };
 
+// OpenTelemetry tracing (CONTRACT.md "tracing:"; docs/configuration.md, "Tracing"): spans exported over OTLP/HTTP
+// (JSON) from a bounded buffer on the exporter's own thread.
+struct TracingConfig {
+  std::string otlp_endpoint;  // "" = off; http://HOST:PORT/PATH (e.g. http://127.0.0.1:4318/v1/traces)
+  double sample_ratio = 1.0;  // parent-based: a client's sampled flag is obeyed; new traces sampled at this ratio
+  std::string service_name = "prefixgate";  // the resource's service.name
+  uint32_t max_queued_spans = 2048;         // finished spans waiting for export; beyond, spans are dropped (counted)
+  uint32_t max_batch_spans = 512;           // spans per export request
+  uint32_t export_delay_ms = 2000;          // a finished span is sent within this long
+  uint32_t export_timeout_ms = 5000;        // one export request (and the flush at shutdown, in all)
+  bool enabled() const { return !otlp_endpoint.empty(); }
+};
+
 struct Config {
   std::string listen = "0.0.0.0:8080";
   std::string admin_listen = "127.0.0.1:9090";
@@ -280,6 +293,7 @@ struct Config {
   DisaggregationConfig disaggregation;
   // Flow control (CONTRACT.md "flow_control:"; docs/flow-control.md): queues in the gateway while pods are saturated.
   flow::FlowConfig flow_control;
+  TracingConfig tracing;
   // 0 = random; any other value seeds every generator (routing, request ids, the prefix hash seed when
   // routing.prefix_cache.hash_seed is null) reproducibly, each purpose and thread its own stream (random_seed.h).
   uint64_t random_seed = 0;

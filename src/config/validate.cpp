@@ -8,6 +8,7 @@
 #include "net/listener.h"
 #include "sync/redis_address.h"
 #include "tokenize/token_bytes.h"
+#include "trace/otlp_endpoint.h"
 #include "util/log.h"
 
 namespace prefixgate::config {
@@ -88,6 +89,25 @@ void validateKubernetes(const KubernetesConfig& k, Checker& check) {
     check.fail(key + "ca_file", "required for https (it verifies the API server)");
   check.atMost(key + "kv_events_port", k.kv_events_port, 65535, "a TCP port");
   check.atMost(key + "kv_replay_port", k.kv_replay_port, 65535, "a TCP port");
+}
+
+// Checked whether or not tracing is on, so a bad value is found before someone turns it on.
+void validateTracing(const TracingConfig& t, Checker& check) {
+  if (!t.otlp_endpoint.empty()) {
+    trace::OtlpEndpoint endpoint;
+    std::string error;
+    if (!trace::parseOtlpEndpoint(t.otlp_endpoint, endpoint, error)) check.fail("tracing.otlp_endpoint", error);
+  }
+  if (!(t.sample_ratio >= 0 && t.sample_ratio <= 1)) check.fail("tracing.sample_ratio", "must be in [0, 1]");
+  if (t.service_name.empty()) check.fail("tracing.service_name", "must not be empty");
+  check.positive("tracing.max_queued_spans", t.max_queued_spans);
+  check.atMost("tracing.max_queued_spans", t.max_queued_spans, 1'000'000);
+  check.positive("tracing.max_batch_spans", t.max_batch_spans);
+  if (t.max_batch_spans > t.max_queued_spans)
+    check.fail("tracing.max_batch_spans", "must be at most tracing.max_queued_spans (" +
+                                              std::to_string(t.max_queued_spans) + ")");
+  check.positive("tracing.export_delay_ms", t.export_delay_ms);
+  check.positive("tracing.export_timeout_ms", t.export_timeout_ms);
 }
 
 }  // namespace
@@ -238,6 +258,7 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
       check.fail("flow_control.max_in_flight_per_pod",
                  "flow control needs a pod's room: set it or limits.max_in_flight_per_pod");
   }
+  validateTracing(c.tracing, check);
   // Above Python's default recursion limit (1000) the engines' JSON parsers fail on what the gateway lets through.
   if (c.limits.max_json_depth < 1 || c.limits.max_json_depth > kMaxJsonDepthBound)
     check.fail("limits.max_json_depth", "must be from 1 to " + std::to_string(kMaxJsonDepthBound));

@@ -16,6 +16,8 @@
 #include "proxy/upstream_attempt.h"
 #include "proxy/response_id_scanner.h"
 #include "proxy/usage_scanner.h"
+#include "trace/span_names.h"
+#include "trace/tracer.h"
 #include "util/log.h"
 
 namespace prefixgate::proxy {
@@ -202,6 +204,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
       out.first_body_seconds = out.first_byte_seconds + std::chrono::duration<double>(
                                                             std::chrono::steady_clock::now() - head_at).count();
       d.ticket.firstByte();
+      if (rq.trace) rq.trace->firstToken();
     }
     const std::string_view relayed(buffer.data(), n);
     usage.feed(relayed);
@@ -276,7 +279,39 @@ struct Attempts {
   std::string error;
   int retries = 0;        // attempts on another pod
   int stale_retries = 0;  // sent again on a fresh connection after a pooled one turned out closed
+  // Tracing: the last attempt's span, still open while its response is relayed (endAttemptSpan closes it).
+  std::optional<trace::Span> span;
 };
+
+// The attempt's client span (tracing on, the request sampled): where it went and how it ended.
+void describeAttempt(const RelayRequest& rq, const Attempt& attempt, const Exchange& ex, const std::string& error,
+                     size_t number, trace::Span& span) {
+  const discovery::PodSpec& spec = attempt.pod->spec();
+  span.set("http.request.method", rq.head.method_string());
+  span.set("url.path", rq.head.target().substr(0, rq.head.target().find('?')));
+  span.set("server.address", spec.host);
+  span.set("server.port", static_cast<int64_t>(spec.port));
+  span.set("prefixgate.pod", spec.name);
+  span.set("prefixgate.attempt", static_cast<int64_t>(number));
+  span.set("prefixgate.reused_connection", attempt.reused_connection);
+  if ((attempt.failure == FailureKind::kNone || attempt.failure == FailureKind::kEngineError) && ex.parser)
+    span.set("http.response.status_code", static_cast<int64_t>(ex.parser->get().result_int()));
+  if (attempt.failure != FailureKind::kNone) {
+    span.set("error.type", failureLabel(attempt.failure));
+    span.fail(error);
+  }
+}
+
+// Ends the open attempt span (if any); `body` is how the relayed body ended (kNone: whole).
+void endAttemptSpan(RelayRequest& rq, Attempts& a, FailureKind body, const std::string& error) {
+  if (!a.span) return;
+  if (body != FailureKind::kNone && rq.trace->recording()) {
+    a.span->set("error.type", failureLabel(body));
+    a.span->fail(error);
+  }
+  rq.trace->end(std::move(*a.span));
+  a.span.reset();
+}
 
 // Attempts the request on `d`'s pod until one gets a response head (or an engine error, relayed as it is when no
 // other pod is left), switching pods as failover.h says; `d` ends as the last pod's decision, and each failed
@@ -289,9 +324,18 @@ asio::awaitable<void> attemptUntilAnswered(RelayRequest& rq, routing::Decision& 
       a.tried.push_back(d.pod);
       a.tried_ids.push_back(d.pod->id());
     }
-    a.list.push_back(co_await attemptOnce(rq, *d.pod, fresh, watch, ex, a.error));
+    std::optional<trace::Propagation> propagation;
+    if (rq.trace) {
+      a.span.emplace(rq.trace->startChild(trace::httpSpanName(rq.head.method_string(), rq.head.target()),
+                                          trace::SpanKind::kClient));
+      propagation = rq.trace->propagation(*a.span);
+    }
+    a.list.push_back(co_await attemptOnce(rq, *d.pod, fresh, watch, ex, a.error, propagation ? &*propagation : nullptr));
+    if (a.span && rq.trace->recording()) describeAttempt(rq, a.list.back(), ex, a.error, a.list.size(), *a.span);
     reportPodFailure(a.list.back(), rq.health);
     const NextStep next = nextStep(a.list, rq.config.max_retries);
+    // Another attempt follows (or none): this one's span ends now; the one that got a head stays open for its body.
+    if (next != NextStep::kRelay) endAttemptSpan(rq, a, FailureKind::kNone, a.error);
     if (next == NextStep::kRetryFresh) {
       // The engine had closed the pooled connection: not a retry of the request's, nor the pod's fault.
       fresh = true;
@@ -373,6 +417,7 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
     out.client_gone = body == FailureKind::kClientGone;
     if (out.client_gone && out.error.empty()) out.error = "client closed the connection during the response";
   }
+  endAttemptSpan(rq, attempts, last.failure == FailureKind::kEngineError ? FailureKind::kNone : out.failure, out.error);
   if (out.failure != FailureKind::kNone) out.error_reason = std::string(failureLabel(out.failure));
   out.counted_prompt_tokens = d.ticket.facts().prompt_tokens;
   out.audit = d.ticket.completed({out.status, out.first_byte_seconds, out.first_body_seconds, out.prompt_tokens,
@@ -414,6 +459,7 @@ asio::awaitable<PrefillLegOutcome> prefillLeg(RelayRequest& rq, routing::Decisio
   } else if (last.failure == FailureKind::kClientGone) {
     out.error = "client closed the connection during the prefill leg";
   }
+  endAttemptSpan(rq, attempts, last.failure == FailureKind::kEngineError ? FailureKind::kNone : out.failure, out.error);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // The prefill pod's own record: its latency, its share of the prompt it held (the prediction audit).
   out.audit = d.ticket.completed({out.failure == FailureKind::kNone ? out.status : statusOf(out.failure), out.seconds,

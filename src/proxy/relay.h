@@ -21,6 +21,10 @@
 #include "routing/router.h"
 #include "util/recycling_allocator.h"
 
+namespace prefixgate::trace {
+class RequestTrace;
+}
+
 namespace prefixgate::proxy {
 
 // Header fields whose blocks come from the thread's recycled ones: the request path's heads allocate nothing in the
@@ -56,6 +60,9 @@ struct RelayRequest {
   openai::ErrorShape error_shape = openai::ErrorShape::kOpenAI;
   // The Responses API: read the answer's response id (RelayOutcome::response_id) for chain affinity.
   bool capture_response_id = false;
+  // Tracing (docs/configuration.md, "Tracing"): each attempt is a client span of this request's trace and tells the
+  // engine its traceparent; the first body bytes are an event on the request's span. Null: tracing off.
+  trace::RequestTrace* trace = nullptr;
 };
 
 struct RelayOutcome {

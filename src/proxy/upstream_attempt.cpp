@@ -29,16 +29,24 @@ bool isTimeout(const error_code& ec) { return ec == beast::error::timeout; }
 
 // The request head as the engine receives it, written into `out`: the client's end-to-end headers, the gateway's
 // Host and x-request-id, the body's length (the body itself goes out unchanged from where the client's was read).
-void writeUpstreamHead(const RelayRequest& rq, const discovery::PodSpec& pod, std::string& out) {
+// With tracing on (`propagation`), the client's trace headers are replaced by the attempt's (docs/configuration.md,
+// "Tracing"); off, they pass through like any end-to-end header.
+void writeUpstreamHead(const RelayRequest& rq, const discovery::PodSpec& pod, const trace::Propagation* propagation,
+                       std::string& out) {
   out.clear();
   out.append(rq.head.method_string()).append(" ").append(rq.head.target()).append(" HTTP/1.1\r\n");
-  appendEndToEndFields(out, rq.head, [](const auto& field) {
+  appendEndToEndFields(out, rq.head, [propagation](const auto& field) {
     const std::string_view name = field.name_string();
+    if (propagation && (beast::iequals(name, "traceparent") || beast::iequals(name, "tracestate"))) return true;
     // A client never names a prefill pod: the decode pod's sidecar would connect wherever it says.
     return field.name() == http::field::host || beast::iequals(name, "x-request-id") ||
            std::any_of(pd::kPrefillerHeaders.begin(), pd::kPrefillerHeaders.end(),
                        [name](std::string_view h) { return beast::iequals(name, h); });
   });
+  if (propagation) {
+    appendField(out, "traceparent", {propagation->traceparent.data(), propagation->traceparent.size()});
+    if (!propagation->tracestate.empty()) appendField(out, "tracestate", propagation->tracestate);
+  }
   appendField(out, "Host", pod.address);
   appendField(out, "x-request-id", rq.request_id);
   if (!rq.prefiller_host_port.empty()) appendField(out, pd::kPrefillerHostPortHeader, rq.prefiller_host_port);
@@ -151,7 +159,8 @@ bool isLocalError(const error_code& ec) {
 }
 
 asio::awaitable<Attempt> attemptOnce(const RelayRequest& rq, discovery::PodState& pod, bool fresh,
-                                     ClientWatch& watch, Exchange& ex, std::string& error) {
+                                     ClientWatch& watch, Exchange& ex, std::string& error,
+                                     const trace::Propagation* propagation) {
   const discovery::PodSpec& spec = pod.spec();
   Attempt attempt{&pod, FailureKind::kNone, false, false};
   // The watcher must never see a stream this replaces (it would close freed memory).
@@ -173,7 +182,7 @@ asio::awaitable<Attempt> attemptOnce(const RelayRequest& rq, discovery::PodState
     }
   }
 
-  writeUpstreamHead(rq, spec, rq.head_buffer);
+  writeUpstreamHead(rq, spec, propagation, rq.head_buffer);
   const std::array<asio::const_buffer, 2> request{asio::buffer(rq.head_buffer), asio::buffer(rq.body)};
   ex.stream->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
   const size_t sent = net::sendNow(*ex.stream, request, ec);

@@ -12,6 +12,7 @@
 
 #include "proxy/failover.h"
 #include "proxy/relay.h"
+#include "trace/tracer.h"
 
 namespace prefixgate::proxy {
 
@@ -46,9 +47,11 @@ struct Exchange {
 };
 
 // Runs one attempt on `pod` (a pooled connection unless `fresh`). On kNone or kEngineError the exchange holds the
-// final response head; `error` gets a message for the log when the attempt failed.
+// final response head; `error` gets a message for the log when the attempt failed. With `propagation` (tracing on)
+// the engine gets its traceparent and tracestate instead of the client's; null: the client's pass through.
 boost::asio::awaitable<Attempt> attemptOnce(const RelayRequest& request, discovery::PodState& pod, bool fresh,
-                                            ClientWatch& watch, Exchange& exchange, std::string& error);
+                                            ClientWatch& watch, Exchange& exchange, std::string& error,
+                                            const trace::Propagation* propagation = nullptr);
 
 // True for socket errors that come from this process's limits, not from the pod.
 bool isLocalError(const boost::system::error_code& ec);

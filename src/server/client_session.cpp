@@ -484,7 +484,8 @@ class ClientSession {
                                    .auth = &auth,
                                    .connections = &worker_.tokenizer_connections,
                                    .client = &stream_,
-                                   .pipelined = &buffer_},
+                                   .pipelined = &buffer_,
+                                   .trace = outcome.trace()},
                                   prepared);
     outcome.setRequest(prepared.request);
     if (prepared.refusal) co_return co_await refusePrepared(outcome, *prepared.refusal, keep_alive);
@@ -515,6 +516,7 @@ class ClientSession {
     relay_request.pipelined = &buffer_;  // the next request, if the client sends it during this one's response
     relay_request.error_shape = framing_.error_shape;  // a stream cut short ends with an error event of its API
     relay_request.capture_response_id = responses;
+    relay_request.trace = outcome.trace();  // attempts are spans of the request's trace and propagate it
     if (prepared.decode) co_return co_await serveDisaggregated(prepared, relay_request, outcome, auth, keep_alive);
     outcome.setDisaggregation(prepared.pd_outcome);
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
@@ -570,6 +572,7 @@ class ClientSession {
                                         return none;
                                       }};
     relay_request.pipelined = &buffer_;
+    relay_request.trace = outcome.trace();
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
     outcome.setDecision(decision, relayed);
     if (head.method() == http::verb::delete_ && relayed.status / 100 == 2) affinity.forget(id);
@@ -605,6 +608,7 @@ class ClientSession {
       proxy::RelayRequest prefill_rq{rq.client,   rq.pool,       rq.config,         rq.health,   rq.head,
                                      prefill_body.body, rq.request_id, rq.head_buffer, rq.client_keep_alive,
                                      rq.choose_again, rq.pipelined};
+      prefill_rq.trace = rq.trace;
       leg.emplace(co_await proxy::prefillLeg(prefill_rq, prefill, kMaxPrefillAnswerBytes));
       prefill.ticket.end();  // the prefill pod is done with it: its in-flight count must not last the decode
       const bool answered = leg->failure == proxy::FailureKind::kNone || leg->failure == proxy::FailureKind::kEngineError;
@@ -633,6 +637,7 @@ class ClientSession {
                                   rq.head,          decode_body.empty() ? rq.body : decode_body,
                                   rq.request_id,    rq.head_buffer, rq.client_keep_alive,
                                   rq.choose_again,  rq.pipelined};
+    decode_rq.trace = rq.trace;
     decode_rq.prefill_pod = prefill.pod->name();
     decode_rq.prefiller_host_port = host_port;
     proxy::RelayOutcome relayed = co_await proxy::relay(decode_rq, decode);

@@ -1,6 +1,7 @@
 #include "server/gateway.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <boost/asio/post.hpp>
 #include <chrono>
@@ -19,6 +20,8 @@
 #include "server/worker.h"
 #include "sync/state_sync.h"
 #include "tokenize/remote_tokenizer.h"
+#include "trace/exporter.h"
+#include "trace/tracer.h"
 #include "util/log.h"
 
 namespace prefixgate::server {
@@ -124,6 +127,46 @@ void Gateway::addRemoteTokenizerCounters() {
        }});
 }
 
+void Gateway::startTracing() {
+  const config::TracingConfig& t = config_.tracing;
+  trace::ExporterOptions options;
+  std::string error;
+  trace::parseOtlpEndpoint(t.otlp_endpoint, options.endpoint, error);  // validated at load
+  options.resource.service_name = t.service_name;
+  options.resource.service_version = PREFIXGATE_VERSION;
+  // The replica's id when state sync names one, else the host's name (a pod's name in Kubernetes).
+  options.resource.service_instance_id = config_.state_sync.replica_id;
+  if (char host[256] = {}; options.resource.service_instance_id.empty() && gethostname(host, sizeof host - 1) == 0)
+    options.resource.service_instance_id = host;
+  options.max_queued_spans = t.max_queued_spans;
+  options.max_batch_spans = t.max_batch_spans;
+  options.export_delay = std::chrono::milliseconds(t.export_delay_ms);
+  options.export_timeout = std::chrono::milliseconds(t.export_timeout_ms);
+  trace_exporter_ = std::make_unique<trace::OtlpExporter>(std::move(options));
+  trace_exporter_->start();
+  tracer_ = std::make_unique<trace::Tracer>(
+      t.sample_ratio, [exporter = trace_exporter_.get()](trace::Span&& span) { exporter->submit(std::move(span)); });
+  using Series = std::vector<std::pair<std::map<std::string, std::string>, uint64_t>>;
+  const trace::OtlpExporter& exporter = *trace_exporter_;
+  metrics_.addScrapedCounter(
+      {"prefixgate_trace_spans_total",
+       "Finished sampled spans by outcome: exported (the collector accepted them), dropped_queue_full (the export "
+       "buffer held tracing.max_queued_spans), failed_export (the collector refused, failed or did not answer within "
+       "tracing.export_timeout_ms)",
+       [&exporter] {
+         return Series{{{{"outcome", "exported"}}, exporter.exportedSpans()},
+                       {{{"outcome", "dropped_queue_full"}}, exporter.droppedSpans()},
+                       {{{"outcome", "failed_export"}}, exporter.failedSpans()}};
+       }});
+  metrics_.addScrapedCounter(
+      {"prefixgate_trace_export_batches_total", "OTLP export requests sent to the collector, by outcome: ok or failed",
+       [&exporter] {
+         return Series{{{{"outcome", "ok"}}, exporter.exportedBatches()},
+                       {{{"outcome", "failed"}}, exporter.failedBatches()}};
+       }});
+  log::info("tracing: spans to {} (sample_ratio {}, parent-based)", t.otlp_endpoint, t.sample_ratio);
+}
+
 Gateway::~Gateway() {
   beginShutdown();
   wait();
@@ -205,6 +248,7 @@ bool Gateway::start(std::string& error) {
       .flow = flow_.get(),
       .response_affinity = response_affinity_.get(),
   });
+  if (config_.tracing.enabled()) startTracing();
   session_services_ = std::make_unique<SessionServices>(SessionServices{
       .config = config_,
       .draining = draining_,
@@ -212,7 +256,7 @@ bool Gateway::start(std::string& error) {
       .body_budget = body_budget_,
       .pods = pods_,
       .preparation = *preparation_,
-      .outcomes = {metrics_, pods_, active_requests_},
+      .outcomes = {metrics_, pods_, active_requests_, tracer_.get()},
       .response_affinity = *response_affinity_,
   });
   // A pod that leaves stops matching in the index at once (its PodId is never reused), and its tokenize breaker goes.
@@ -380,6 +424,8 @@ void Gateway::drainAndStop() {
 void Gateway::wait() {
   for (auto& w : workers_)
     if (w->thread.joinable()) w->thread.join();
+  // Every request has ended: what is queued goes out, within tracing.export_timeout_ms.
+  if (trace_exporter_) trace_exporter_->stop();
   if (control_ && control_->thread.joinable()) control_->thread.join();
   if (drain_thread_.joinable()) drain_thread_.join();
 }

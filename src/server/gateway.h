@@ -34,6 +34,11 @@ namespace prefixgate::sync {
 class StateSync;
 }
 
+namespace prefixgate::trace {
+class OtlpExporter;
+class Tracer;
+}  // namespace prefixgate::trace
+
 namespace prefixgate::server {
 
 struct Worker;
@@ -66,6 +71,8 @@ class Gateway {
   // prefixgate_remote_tokenizer_breaker_opens_total and _hedges_total, read from remote_tokenizer_ at each scrape.
   void addRemoteTokenizerCounters();
   bool startDiscovery(std::string& error);
+  // The exporter's thread, the tracer and prefixgate_trace_* (tracing.otlp_endpoint set).
+  void startTracing();
   config::Config config_;
   discovery::PodRegistry pods_;
   metrics::GatewayMetrics metrics_;
@@ -87,6 +94,10 @@ class Gateway {
   std::unique_ptr<RequestPreparation> preparation_;
   // Chain affinity of the Responses API (response id -> pod), shared by every worker; before session_services_.
   std::unique_ptr<routing::ResponseAffinity> response_affinity_;
+  // Tracing (tracing.otlp_endpoint set; else null): the exporter's thread and the requests' tracer, before
+  // session_services_ and workers_, whose requests send spans into them.
+  std::unique_ptr<trace::OtlpExporter> trace_exporter_;
+  std::unique_ptr<trace::Tracer> tracer_;
   std::unique_ptr<SessionServices> session_services_;  // what the workers' sessions use (built after preparation_)
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<ControlPlane> control_;

@@ -9,6 +9,7 @@
 #include "config/random_seed.h"
 #include "routing/prefix/prefix_services.h"
 #include "server/request_log.h"
+#include "trace/span_names.h"
 #include "util/log.h"
 #include "util/traceparent.h"
 
@@ -48,13 +49,20 @@ void RequestOutcome::begin(const proxy::ClientHead& head) {
   request_id_ = usableId(given) ? std::string(given) : newRequestId();
   method_ = std::string(head.method_string());
   path_ = std::string(head.target().substr(0, head.target().find('?')));
-  trace_id_ = std::string(util::traceIdFromTraceparent(head["traceparent"]));
+  if (sinks_.tracer) {
+    // The log line names the request's trace, the client's or the one started here.
+    trace_.emplace(*sinks_.tracer, head["traceparent"], head["tracestate"]);
+    trace_id_ = std::string(trace_->traceId());
+  } else {
+    trace_id_ = std::string(util::traceIdFromTraceparent(head["traceparent"]));
+  }
   sinks_.active_requests.fetch_add(1);
 }
 
 void RequestOutcome::setRequest(const openai::RequestView& request) {
   model_ = request.model;
   stream_ = request.stream;
+  endpoint_ = request.endpoint;
 }
 
 void RequestOutcome::setDecision(const routing::Decision& decision, const proxy::RelayOutcome& relayed) {
@@ -69,6 +77,10 @@ void RequestOutcome::setDecision(const routing::Decision& decision, const proxy:
   output_tokens_ = relayed.output_tokens;
   engine_cached_tokens_ = relayed.cached_tokens;
   audit_ = relayed.audit;
+  if (trace_) {
+    prompt_tokens_ = relayed.prompt_tokens;
+    response_id_ = relayed.response_id;
+  }
   if (!relayed.error.empty()) {
     reason_ = relayed.error_reason;
     message_ = relayed.error;
@@ -148,6 +160,7 @@ RequestOutcome::~RequestOutcome() {
     return;
   }
   sinks_.active_requests.fetch_sub(1);
+  if (trace_) endTrace();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   // Metric labels come only from bounded sets: a model label only for a model some pod serves (any other name a
   // client sends is "unknown", so made-up names cannot grow the series), strategies only from decisions (known
@@ -176,6 +189,50 @@ RequestOutcome::~RequestOutcome() {
   } else {
     log::write(level, requestLogText(entry));
   }
+}
+
+namespace {
+// OpenTelemetry's gen_ai.operation.name for an endpoint's requests; "" where the GenAI convention has none.
+std::string_view genAiOperation(openai::Endpoint endpoint) {
+  switch (endpoint) {
+    case openai::Endpoint::kChatCompletions:
+    case openai::Endpoint::kMessages:
+    case openai::Endpoint::kResponses: return "chat";
+    case openai::Endpoint::kCompletions: return "text_completion";
+    case openai::Endpoint::kEmbeddings: return "embeddings";
+    default: return "";
+  }
+}
+}  // namespace
+
+void RequestOutcome::endTrace() {
+  if (!trace_->recording()) return trace_->finish();
+  trace::Span& span = trace_->span();
+  span.name = trace::httpSpanName(method_, path_);
+  span.set("http.request.method", method_);
+  span.set("url.path", openai::printable(path_, 256));
+  span.set("http.response.status_code", static_cast<int64_t>(status_));
+  span.set("prefixgate.request_id", request_id_);
+  if (!model_.empty()) span.set("gen_ai.request.model", model_);
+  if (endpoint_) {
+    if (std::string_view operation = genAiOperation(*endpoint_); !operation.empty())
+      span.set("gen_ai.operation.name", operation);
+    span.set("prefixgate.stream", stream_);
+  }
+  if (prompt_tokens_) span.set("gen_ai.usage.input_tokens", *prompt_tokens_);
+  if (!pod_.empty()) span.set("gen_ai.usage.output_tokens", output_tokens_);
+  if (!response_id_.empty()) span.set("gen_ai.response.id", response_id_);
+  if (engine_cached_tokens_) span.set("prefixgate.cached_tokens", *engine_cached_tokens_);
+  if (!strategy_.empty()) span.set("prefixgate.strategy", strategy_);
+  if (!pod_.empty()) span.set("prefixgate.pod", pod_);
+  if (match_percent_ >= 0) span.set("prefixgate.prefix_match_percent", match_percent_);
+  if (retries_ > 0) span.set("prefixgate.retries", retries_);
+  if (!key_.empty()) span.set("prefixgate.api_key", key_);
+  if (!pd_outcome_.empty()) span.set("prefixgate.pd", pd_outcome_);
+  if (!reason_.empty() && status_ >= 400) span.set("error.type", reason_);
+  // A server span fails on 5xx only (HTTP convention: a 4xx is the client's error, not the server's).
+  if (status_ >= 500) span.fail(openai::printable(message_, 512));
+  trace_->finish();
 }
 
 }  // namespace prefixgate::server

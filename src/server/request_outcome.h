@@ -16,6 +16,7 @@
 #include "routing/router.h"
 #include "server/request_log.h"
 #include "server/responses.h"
+#include "trace/tracer.h"
 
 namespace prefixgate::server {
 
@@ -25,6 +26,8 @@ struct OutcomeSinks {
   metrics::GatewayMetrics& metrics;
   const discovery::PodRegistry& pods;
   std::atomic<int64_t>& active_requests;
+  // Tracing (tracing.otlp_endpoint set): each request's trace and server span; null = off.
+  const trace::Tracer* tracer = nullptr;
 };
 
 class RequestOutcome {
@@ -56,12 +59,16 @@ class RequestOutcome {
   const std::string& message() const { return message_; }
   // Headers every gateway-made response carries.
   HeaderList headers() const { return {{"request-id", request_id_}}; }
+  // The request's trace once its head arrived, with tracing on; null else.
+  trace::RequestTrace* trace() { return trace_ ? &*trace_ : nullptr; }
 
  private:
   // The line of a request that failed before its head was complete (no id, method or path yet).
   void logIncompleteHead() const;
   // The request line's fields (views of this outcome), `seconds` after the head arrived.
   RequestLogEntry logEntry(double seconds) const;
+  // Fills the request's server span from what the outcome knows (docs/configuration.md, "Tracing") and sends it.
+  void endTrace();
 
   const OutcomeSinks& sinks_;
   bool begun_ = false;
@@ -94,6 +101,11 @@ class RequestOutcome {
   int prefill_retries_ = 0;
   std::optional<routing::PredictionAudit> prefill_audit_;
   std::string transfer_note_;
+  // Tracing (sinks_.tracer set): what the server span says beyond the log line's fields.
+  std::optional<openai::Endpoint> endpoint_;
+  std::optional<uint64_t> prompt_tokens_;  // the engine's usage.prompt_tokens
+  std::string response_id_;                // the Responses API's answer id, when read
+  std::optional<trace::RequestTrace> trace_;  // last: its span is sent from what the fields above say
 };
 
 // A random request id: 32 hex digits, from the calling thread's generator.

@@ -1,5 +1,7 @@
 #include "server/request_preparation.h"
 
+#include <cmath>
+
 #include "auth/credentials.h"
 #include "metrics/api_key_metrics.h"
 #include "metrics/gateway_metrics.h"
@@ -7,10 +9,33 @@
 #include "routing/response_affinity.h"
 #include "server/client_auth.h"
 #include "tokenize/remote_tokenizer.h"
+#include "trace/tracer.h"
 
 namespace prefixgate::server {
 namespace {
 using RemoteTokens = openai::RequestView::RemoteTokens;
+
+// The route span's attributes (docs/configuration.md, "Tracing"): what routing::Decision says of the choice.
+void describeRoute(const routing::Decision& d, trace::Span& span) {
+  if (d.failure != routing::RouteFailure::kNone) {
+    span.set("error.type", openai::errorInfo(routing::errorFor(d.failure)).label);
+    span.fail(d.message);
+    return;
+  }
+  span.set("prefixgate.strategy", d.strategy);
+  if (d.pod) span.set("prefixgate.pod", d.pod->name());
+  if (!d.outcome.empty()) span.set("prefixgate.selection", d.outcome);
+  span.set("prefixgate.candidates", static_cast<int64_t>(d.candidates.size()));
+  if (d.match_percent >= 0) span.set("prefixgate.prefix_match_percent", d.match_percent);
+  const routing::Ticket::Facts& facts = d.ticket.facts();
+  if (facts.prompt_tokens >= 0) span.set("prefixgate.prompt_tokens", facts.prompt_tokens);
+  for (const auto& [name, value] : d.details)
+    if (name == "blocks") span.set("prefixgate.prompt_blocks", value);
+  if (d.prompt) span.set("prefixgate.matched_blocks", static_cast<int64_t>(facts.held_blocks));
+  if (!std::isnan(facts.predicted_cached_fraction) && facts.prompt_tokens >= 0)
+    span.set("prefixgate.predicted_cached_tokens",
+             static_cast<int64_t>(std::llround(facts.predicted_cached_fraction * static_cast<double>(facts.prompt_tokens))));
+}
 }  // namespace
 
 std::string_view tokensSource(const openai::RequestView& request) {
@@ -56,9 +81,25 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
                              deps_.router.disaggregated(out.request.model);
   if (disaggregated) out.leg = PodRole::kPrefill;
   routing::RouteQuery query = out.query();
+  // Tracing: the tokenize span covers the plan and the remote tokenizer (a local tokenizer runs inside the choice:
+  // the route span's time).
+  std::optional<trace::Span> tokenize_span;
+  if (in.trace) tokenize_span.emplace(in.trace->startChild("tokenize", trace::SpanKind::kInternal));
   // The strategy, resolved once: the tokenizer step prepares for it, the choice applies it.
   routing::RoutePlan plan = deps_.router.plan(query);
   out.tokens = co_await fetchRemoteTokens(plan, query, out.request, in.connections);
+  if (tokenize_span) {
+    if (in.trace->recording()) {
+      tokenize_span->set("prefixgate.tokens_source", tokensSource(out.request));
+      if (!out.tokens.outcome.empty()) tokenize_span->set("prefixgate.remote_tokenizer.outcome", out.tokens.outcome);
+      if (out.request.remote_token_ids)
+        tokenize_span->set("prefixgate.prompt_tokens", static_cast<int64_t>(out.request.remote_token_ids->size()));
+      if (out.request.remote_tokens == RemoteTokens::kFailed) tokenize_span->fail("the remote tokenizer gave no tokens");
+    }
+    in.trace->end(std::move(*tokenize_span));
+  }
+  std::optional<trace::Span> route_span;
+  if (in.trace) route_span.emplace(in.trace->startChild("route", trace::SpanKind::kInternal));
   if (disaggregated) {
     if (servedWhole(plan, query, in.rng)) {
       out.pd_outcome = "aggregated";
@@ -69,6 +110,10 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
     if (!out.pd_outcome.empty()) out.leg = plan.leg = query.leg = PodRole::kBoth;
   }
   out.decision = deps_.router.choose(plan, query, in.rng);
+  if (route_span) {
+    if (in.trace->recording()) describeRoute(out.decision, *route_span);
+    in.trace->end(std::move(*route_span));
+  }
   if (out.decision.failure != routing::RouteFailure::kNone) {
     out.refusal = PrepareRefusal{routing::errorFor(out.decision.failure), out.decision.message, {}};
     co_return;
@@ -76,7 +121,13 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
   out.flow.routed();  // its pod counts it in flight now
   countPreviousResponse(out);
   if (out.leg != PodRole::kPrefill) co_return;
+  std::optional<trace::Span> decode_span;
+  if (in.trace) decode_span.emplace(in.trace->startChild("route decode", trace::SpanKind::kInternal));
   out.decode.emplace(deps_.router.chooseDecode(query, out.decision, in.rng));
+  if (decode_span) {
+    if (in.trace->recording()) describeRoute(*out.decode, *decode_span);
+    in.trace->end(std::move(*decode_span));
+  }
   if (out.decode->failure != routing::RouteFailure::kNone) {
     // The prefill pod will not be sent the prompt: what its decision recorded goes.
     if (!in.dry_run) out.decision.ticket.attemptFailed(routing::AttemptFailure::kNotComputed);

@@ -31,6 +31,9 @@ namespace prefixgate::routing {
 class PrefixMetrics;
 class ResponseAffinity;
 }  // namespace prefixgate::routing
+namespace prefixgate::trace {
+class RequestTrace;
+}
 namespace prefixgate::tokenize {
 class ConnectionPool;
 class PromptTokenizer;
@@ -97,6 +100,8 @@ struct RequestToPrepare {
   // read buffer (bytes it sends meanwhile: see proxy::ClientWatch).
   boost::beast::tcp_stream* client = nullptr;
   boost::beast::flat_buffer* pipelined = nullptr;
+  // Tracing: the tokenize and route steps become spans of this request's trace. Null: tracing off (or a dry run).
+  trace::RequestTrace* trace = nullptr;
 };
 
 // A prepared request: either refused, or routed (decision.pod set, its in-flight count taken unless a dry run).
