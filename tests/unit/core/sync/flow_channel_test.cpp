@@ -11,9 +11,12 @@
 
 #include "sync/flow_channel.h"
 #include "sync/flow_service_entries.h"
+#include "unit/core/sync/redis_commands.h"
 
 namespace prefixgate::sync {
 namespace {
+
+using test_support::bulk;
 
 using flow::FlowService;
 using flow::ModelService;
@@ -185,13 +188,6 @@ struct FakeSharing : flow::ServiceSharing {
     charged.insert(charged.end(), charges.begin(), charges.end());
   }
 };
-
-RedisReply bulk(std::string s) {
-  RedisReply r;
-  r.type = RedisReply::Type::kBulk;
-  r.str = std::move(s);
-  return r;
-}
 
 RedisReply values(std::vector<RedisReply> elements) {
   RedisReply r;

@@ -14,32 +14,14 @@
 #include "sync/response_channel.h"
 #include "sync/snapshot_channel.h"
 #include "unit/core/pod_specs.h"
+#include "unit/core/sync/redis_commands.h"
 
 namespace prefixgate::sync {
 namespace {
 
-using Args = std::vector<std::string>;
-
-std::vector<Args> parse(const std::string& commands) {
-  RespParser parser;
-  std::vector<RedisReply> replies;
-  parser.feed(commands, replies);
-  EXPECT_FALSE(parser.failed()) << parser.error();
-  std::vector<Args> out;
-  for (const RedisReply& command : replies) {
-    Args args;
-    for (const RedisReply& arg : command.elements) args.push_back(arg.str);
-    out.push_back(std::move(args));
-  }
-  return out;
-}
-
-RedisReply bulk(std::string s) {
-  RedisReply r;
-  r.type = RedisReply::Type::kBulk;
-  r.str = std::move(s);
-  return r;
-}
+using test_support::bulk;
+using test_support::Args;
+using test_support::parse;
 
 std::string twoResponseBatch() {
   std::string body;
