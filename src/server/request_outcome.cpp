@@ -49,12 +49,22 @@ void RequestOutcome::begin(const proxy::ClientHead& head) {
   request_id_ = usableId(given) ? std::string(given) : newRequestId();
   method_ = std::string(head.method_string());
   path_ = std::string(head.target().substr(0, head.target().find('?')));
+  // W3C Trace Context: a request with more than one traceparent has none that can be trusted (a new trace starts);
+  // several tracestate headers are one list, joined in their order.
+  const std::string_view traceparent =
+      head.count("traceparent") == 1 ? std::string_view(head["traceparent"]) : std::string_view();
   if (sinks_.tracer) {
     // The log line names the request's trace, the client's or the one started here.
-    trace_.emplace(*sinks_.tracer, head["traceparent"], head["tracestate"]);
+    std::string joined;
+    if (head.count("tracestate") > 1) {
+      for (auto [it, end] = head.equal_range("tracestate"); it != end; ++it)
+        joined.append(joined.empty() ? "" : ",").append(it->value());
+    }
+    trace_.emplace(*sinks_.tracer, traceparent,
+                   joined.empty() ? std::string_view(head["tracestate"]) : std::string_view(joined));
     trace_id_ = std::string(trace_->traceId());
   } else {
-    trace_id_ = std::string(util::traceIdFromTraceparent(head["traceparent"]));
+    trace_id_ = std::string(util::traceIdFromTraceparent(traceparent));
   }
   sinks_.active_requests.fetch_add(1);
 }

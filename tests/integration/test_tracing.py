@@ -172,6 +172,37 @@ def test_client_trace_continued_with_children_and_propagated(sims, gateway_facto
     assert seen["tracestate"] == TRACESTATE
 
 
+def raw_chat(gw, header_lines):
+    """A chat request sent over a raw socket, so a header can be given twice; returns the response head's lines."""
+    body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": LONG_PROMPT}],
+                       "max_tokens": 3}).encode()
+    head = ["POST /v1/chat/completions HTTP/1.1", f"host: 127.0.0.1:{gw.port}", "content-type: application/json",
+            f"content-length: {len(body)}", "connection: close", *header_lines]
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as s:
+        s.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    return answer.split(b"\r\n\r\n", 1)[0].decode().split("\r\n")
+
+
+def test_repeated_trace_headers_follow_w3c(sims, gateway_factory, collector):
+    """W3C Trace Context: two traceparent headers are no parent to trust (a new trace starts, neither id is
+    continued), and several tracestate headers are one list, passed on joined in their order."""
+    gw = gateway_factory(sims, config=traced(collector.endpoint))
+    other = "0af7651916cd43dd8448eb211c80319c"
+    lines = raw_chat(gw, [f"traceparent: {TRACEPARENT}", f"traceparent: 00-{other}-b7ad6b7169203331-01"])
+    assert lines[0].endswith("200 OK"), lines
+    pod = next(line.split(":", 1)[1].strip() for line in lines if line.lower().startswith("target-pod:"))
+    seen = engine_request(sims, pod)["headers"]["traceparent"]
+    assert seen.split("-")[1] not in (TRACE_ID, other), seen
+    lines = raw_chat(gw, [f"traceparent: {TRACEPARENT}", "tracestate: congo=t61rcWkgMzE", "tracestate: rojo=1"])
+    pod = next(line.split(":", 1)[1].strip() for line in lines if line.lower().startswith("target-pod:"))
+    seen = engine_request(sims, pod)["headers"]
+    assert seen["traceparent"].split("-")[1] == TRACE_ID
+    assert seen["tracestate"] == "congo=t61rcWkgMzE,rojo=1"
+
+
 def test_new_trace_started_and_named_in_the_json_log(sims, gateway_factory, collector):
     """(c) Without a client traceparent the gateway starts a trace: a root request span with a fresh trace id, which
     the engine is told and the JSON log line's trace_id names; a streamed response's first token is an event."""
