@@ -157,7 +157,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
   if (ex.buffer.size() == 0 && !ex.parser->is_done()) ec = co_await writer.write({}, false);
   out.response_started = true;
   std::array<char, kRelayBufferBytes> buffer;
-  UsageScanner usage;
+  UsageScanner usage(rq.capture_response_id);  // a Responses answer: its sequence numbers too
   ResponseIdScanner response_id;
   FailureKind ended = FailureKind::kNone;
   bool body_ended = false;  // the last write went out: the response to the client is complete

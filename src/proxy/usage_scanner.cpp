@@ -21,8 +21,9 @@ constexpr KeyFamily kKeyFamilies[] = {
     // OpenAI's usage, and Anthropic's Messages usage (message_start, message_delta, a whole message).
     {"_tokens\"", {"\"completion", "\"prompt", "\"cached", "\"output", "\"input"}, {0, 1, 2, 0, 1}},
     {"_n\"", {"\"cache", "\"prompt", "", "", ""}, {3, 4, 0, 0, 0}},  // kCacheN, kPromptN
-    {"_number\"", {"\"sequence", "", "", "", ""}, {5, 0, 0, 0, 0}},  // kSequence
 };
+// The Responses API's event numbers: searched only in Responses bodies.
+constexpr KeyFamily kSequenceFamily = {"_number\"", {"\"sequence", "", "", "", ""}, {5, 0, 0, 0, 0}};
 constexpr std::string_view kEvent = "data: {";
 }  // namespace
 
@@ -55,6 +56,8 @@ void UsageScanner::scan(std::string_view text, size_t boundary, bool straddling_
   }
   for (const KeyFamily& family : kKeyFamilies) scanKeys(text, boundary, straddling_only, family.tail, family.heads,
                                                          family.fields);
+  if (responses_)
+    scanKeys(text, boundary, straddling_only, kSequenceFamily.tail, kSequenceFamily.heads, kSequenceFamily.fields);
 }
 
 void UsageScanner::scanKeys(std::string_view text, size_t boundary, bool straddling_only, std::string_view key_tail,

@@ -19,6 +19,9 @@ namespace prefixgate::proxy {
 
 class UsageScanner {
  public:
+  // `responses`: the body is a Responses API answer, whose sequence_number is read too (other bodies never pay for
+  // that search).
+  explicit UsageScanner(bool responses = false) : responses_(responses) {}
   // Consumes the next bytes of the body (any split: patterns across calls are found, and the result does not
   // depend on the split; a key and number spanning more than kCarryBytes, or a number beyond 64 bits, is ignored).
   void feed(std::string_view bytes);
@@ -46,6 +49,7 @@ class UsageScanner {
   uint64_t values_[kFields] = {};
   bool has_[kFields] = {};
   uint64_t events_ = 0;
+  bool responses_ = false;
 };
 
 }  // namespace prefixgate::proxy

@@ -75,7 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto length = parser.content_length();
   auto& head = parser.get();
   std::array<char, kRelayBufferBytes> body_buffer;
-  prefixgate::proxy::UsageScanner split, whole;
+  // As for a Responses answer (every key family searched, the sequence number's too).
+  prefixgate::proxy::UsageScanner split(true), whole(true);
   std::string body;
   // Every read makes progress (consumes input or fills the buffer), so this bounds a loop that would spin.
   for (size_t reads = 0; !parser.is_done(); ++reads) {
@@ -94,5 +95,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(split.outputTokens() == whole.outputTokens());
   check(split.promptTokens() == whole.promptTokens());
   check(split.cachedTokens() == whole.cachedTokens());
+  check(split.lastSequenceNumber() == whole.lastSequenceNumber());
   return 0;
 }

@@ -10,8 +10,9 @@ namespace prefixgate::proxy {
 namespace {
 
 // Feeds `text` cut at `cut` (and, when `second` is given, at that second cut too).
-UsageScanner scanned(std::string_view text, size_t cut, size_t second = std::string_view::npos) {
-  UsageScanner s;
+UsageScanner scanned(std::string_view text, size_t cut, size_t second = std::string_view::npos,
+                     bool responses = false) {
+  UsageScanner s(responses);
   second = std::min(second, text.size());
   s.feed(text.substr(0, cut));
   s.feed(text.substr(cut, second - cut));
@@ -19,8 +20,8 @@ UsageScanner scanned(std::string_view text, size_t cut, size_t second = std::str
   return s;
 }
 
-UsageScanner bytewise(std::string_view text) {
-  UsageScanner s;
+UsageScanner bytewise(std::string_view text, bool responses = false) {
+  UsageScanner s(responses);
   for (char ch : text) s.feed(std::string_view(&ch, 1));
   return s;
 }
@@ -195,7 +196,7 @@ TEST(UsageScanner, ReadsAnthropicUsageAcrossAnySplit) {
   EXPECT_EQ(bytewise(stream).outputTokens(), 42u);
 }
 
-// A Responses stream: the last event's sequence_number is read across any split (the number a gateway-written error
+// A Responses stream (a scanner told so): the last event's sequence_number is read across any split (the number a gateway-written error
 // event follows); a body without one has none, and a longer key ending the same way is not it.
 TEST(UsageScanner, ReadsTheLastResponsesSequenceNumberAcrossAnySplit) {
   const std::string stream =
@@ -204,10 +205,13 @@ TEST(UsageScanner, ReadsTheLastResponsesSequenceNumberAcrossAnySplit) {
       "\"sequence_number\": 17}\n\n"
       "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":18,"
       "\"delta\":\"y\"}\n\n";
-  for (size_t cut = 0; cut <= stream.size(); ++cut) EXPECT_EQ(scanned(stream, cut).lastSequenceNumber(), 18u) << cut;
-  EXPECT_EQ(bytewise(stream).lastSequenceNumber(), 18u);
-  EXPECT_FALSE(bytewise(kBody).lastSequenceNumber());
-  EXPECT_FALSE(bytewise(R"({"max_sequence_number":5})").lastSequenceNumber());
+  for (size_t cut = 0; cut <= stream.size(); ++cut)
+    EXPECT_EQ(scanned(stream, cut, std::string_view::npos, true).lastSequenceNumber(), 18u) << cut;
+  EXPECT_EQ(bytewise(stream, true).lastSequenceNumber(), 18u);
+  EXPECT_FALSE(bytewise(kBody, true).lastSequenceNumber());
+  EXPECT_FALSE(bytewise(R"({"max_sequence_number":5})", true).lastSequenceNumber());
+  // Another endpoint's body is never searched for them.
+  EXPECT_FALSE(bytewise(stream).lastSequenceNumber());
 }
 
 // The capacity EWMA: a steady 100 tokens per 100 ms converges to ~1000 tokens/s.
