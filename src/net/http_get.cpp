@@ -13,6 +13,13 @@ namespace http = beast::http;
 
 asio::awaitable<GetResult> httpGet(std::string host, uint16_t port, std::string target,
                                    std::chrono::milliseconds timeout, size_t max_body_bytes) {
+  co_return co_await httpRequest(http::verb::get, std::move(host), port, std::move(target), {}, {}, timeout,
+                                 max_body_bytes);
+}
+
+asio::awaitable<GetResult> httpRequest(http::verb method, std::string host, uint16_t port, std::string target,
+                                       std::string body, std::string_view content_type,
+                                       std::chrono::milliseconds timeout, size_t max_body_bytes) {
   GetResult result;
   boost::system::error_code ec;
   auto executor = co_await asio::this_coro::executor;
@@ -32,15 +39,22 @@ asio::awaitable<GetResult> httpGet(std::string host, uint16_t port, std::string 
   co_await stream.async_connect(asio::ip::tcp::endpoint(address, port), asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
     result.error = "connect: " + ec.message();
+    result.timed_out = ec == beast::error::timeout;
     co_return result;
   }
-  http::request<http::empty_body> req{http::verb::get, target, 11};
+  http::request<http::string_body> req{method, target, 11};
   req.set(http::field::host, host + ":" + std::to_string(port));
   req.set(http::field::user_agent, "prefixgate");
+  if (!content_type.empty()) req.set(http::field::content_type, content_type);
   req.keep_alive(false);
+  if (!body.empty()) {
+    req.body() = std::move(body);
+    req.prepare_payload();
+  }
   co_await http::async_write(stream, req, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
     result.error = "write: " + ec.message();
+    result.timed_out = ec == beast::error::timeout;
     co_return result;
   }
   beast::flat_buffer buffer;
@@ -49,6 +63,7 @@ asio::awaitable<GetResult> httpGet(std::string host, uint16_t port, std::string 
   co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
     result.error = "read: " + ec.message();
+    result.timed_out = ec == beast::error::timeout;
     co_return result;
   }
   result.status = static_cast<int>(parser.get().result_int());
