@@ -160,6 +160,7 @@ void readFlowControl(YamlReader r, flow::FlowConfig& c) {
   r.read("max_in_flight_per_pod", c.max_in_flight_per_pod);
   r.read("max_engine_waiting", c.max_engine_waiting);
   r.read("max_tenant_share", c.max_tenant_share);
+  r.read("confine_heavy_tenants", c.confine_heavy_tenants);
   if (std::vector<YamlReader> items = r.children("classes"); !items.empty()) {
     c.classes.clear();
     for (YamlReader& item : items) {

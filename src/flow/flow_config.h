@@ -57,6 +57,11 @@ struct FlowConfig {
   // a pod has room, which keeps that room for the others' next requests (a flood cannot take every slot a steady
   // tenant is about to need). 1 = no limit (work-conserving). In (0, 1].
   double max_tenant_share = 1.0;
+  // With max_tenant_share below 1: a tenant holding at least half its share in flight while another tenant is active
+  // is routed only among the fewest pods that hold its share (its own pods, by rendezvous hash of tenant and pod
+  // name), so the other tenants' requests find pods it does not crowd: their prefills do not share engine steps
+  // with its. Off: every tenant's requests go to any pod.
+  bool confine_heavy_tenants = true;
 };
 
 inline constexpr std::string_view kDefaultClassName = "default";

@@ -58,6 +58,7 @@ FlowPass& FlowPass::operator=(FlowPass&& other) noexcept {
   output_tokens_ = other.output_tokens_;
   first_body_seconds_ = other.first_body_seconds_;
   started_ms_ = other.started_ms_;
+  route_exclude_ = std::move(other.route_exclude_);
   return *this;
 }
 
@@ -157,6 +158,47 @@ int64_t FlowGate::tenantLimit(const std::string& model) const {
   return std::max<int64_t>(1, static_cast<int64_t>(config_.max_tenant_share * capacity));
 }
 
+namespace {
+
+// A pod's rank for a tenant (rendezvous hashing): each tenant orders the pods its own way, the same on every replica
+// and unchanged for the other pods when one comes or goes.
+uint64_t rendezvousRank(std::string_view tenant, std::string_view pod) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a over tenant, a separator, pod; then a finalising mix
+  auto mix = [&h](std::string_view bytes) {
+    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  };
+  mix(tenant);
+  h = (h ^ 0xff) * 1099511628211ULL;
+  mix(pod);
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  return h;
+}
+
+}  // namespace
+
+void FlowGate::confine(const ModelQueue& mq, const std::string& model, const std::string& tenant, int64_t limit,
+                       FlowPass& pass) const {
+  pass.route_exclude_.clear();
+  if (!config_.confine_heavy_tenants || limit == std::numeric_limits<int64_t>::max() || pod_limit_ == 0) return;
+  if (!mq.queue.othersActive(tenant) || 2 * static_cast<int64_t>(mq.queue.tenantInFlight(tenant)) < limit) return;
+  auto snapshot = pods_.snapshot();
+  if (snapshot->disaggregated(model)) return;  // its legs are routed by role: no confinement
+  const std::vector<discovery::PodPtr>* serving = snapshot->podsFor(model);
+  if (!serving) return;
+  const int64_t now = now_ms_();
+  std::vector<std::pair<uint64_t, PodId>> ranked;
+  ranked.reserve(serving->size());
+  for (const discovery::PodPtr& pod : *serving)
+    if (pod->ready(now)) ranked.emplace_back(rendezvousRank(tenant, pod->name()), pod->id());
+  const auto own = static_cast<size_t>((limit + pod_limit_ - 1) / pod_limit_);  // the fewest pods that hold the share
+  if (ranked.size() <= own) return;
+  std::nth_element(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(own), ranked.end());
+  pass.route_exclude_.reserve(ranked.size() - own);
+  for (size_t i = own; i < ranked.size(); ++i) pass.route_exclude_.push_back(ranked[i].second);
+}
+
 void FlowGate::serveLocked(const std::string& model, ModelQueue& mq) {
   if (mq.queue.size() == 0) return;
   int64_t available = room(model, mq);
@@ -244,6 +286,7 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
       pass.tenant_ = mq.queue.admitDirect(resolved.tenant, resolved.class_index, request.prompt_tokens);
       pass.counted_ = true;
       pass.started_ms_ = now;
+      if (config_.max_tenant_share < 1) confine(mq, model, pass.tenant_, tenantLimit(model), pass);
       co_return std::nullopt;
     }
     waiter = std::make_shared<Waiter>(executor);
@@ -330,6 +373,10 @@ asio::awaitable<std::optional<FlowRefusal>> FlowGate::admit(const FlowAdmission&
     pass.counted_ = true;
     pass.reserved_ = true;
     pass.started_ms_ = now_ms_();
+    if (config_.max_tenant_share < 1) {
+      std::lock_guard lock(mutex_);
+      if (auto it = queues_.find(model); it != queues_.end()) confine(*it->second, model, pass.tenant_, tenantLimit(model), pass);
+    }
     co_return std::nullopt;
   }
   pass.gate_ = nullptr;  // it left the queue: nothing dispatched, nothing to give back

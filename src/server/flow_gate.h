@@ -23,6 +23,7 @@
 #include "flow/flow_resolution.h"
 #include "flow/service_sharing.h"
 #include "openai/errors.h"
+#include "prefixgate/types.h"
 
 namespace prefixgate::discovery {
 class PodRegistry;
@@ -54,6 +55,9 @@ class FlowPass {
     first_body_seconds_ = streamed ? first_body_seconds : -1;
   }
   bool queued() const { return queued_; }
+  // Pods its first routing decision leaves out: a heavy tenant's requests go only to its own pods
+  // (flow_control.confine_heavy_tenants); empty for everyone else. A failed-over attempt is not confined.
+  const std::vector<PodId>& routeExclude() const { return route_exclude_; }
 
  private:
   friend class FlowGate;
@@ -68,6 +72,7 @@ class FlowPass {
   uint64_t output_tokens_ = 0;
   int64_t started_ms_ = -1;  // when it passed or was dispatched: its end teaches the model's hold time
   double first_body_seconds_ = -1;  // its pod's time to the first body byte: teaches the model's first-token time
+  std::vector<PodId> route_exclude_;
 };
 
 // The request being admitted: its flow's sources, its size, and the client connection to watch while it waits.
@@ -143,6 +148,11 @@ class FlowGate final : public flow::ServiceSharing {
   int64_t room(const std::string& model, const ModelQueue& queue,
                int64_t enough = std::numeric_limits<int64_t>::max()) const;
   void serveLocked(const std::string& model, ModelQueue& queue);
+  // flow_control.confine_heavy_tenants: when `tenant` holds at least half of `limit` (its share) while another
+  // tenant is active, the model's ready pods outside its own fewest that hold the share (ranked by a rendezvous
+  // hash of tenant and pod name) go into `pass`'s routeExclude(). Under mutex_.
+  void confine(const ModelQueue& queue, const std::string& model, const std::string& tenant, int64_t limit,
+               FlowPass& pass) const;
   void done(FlowPass& pass);
 
   flow::FlowConfig config_;

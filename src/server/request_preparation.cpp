@@ -80,7 +80,8 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
                              out.request.endpoint != openai::Endpoint::kResponses &&
                              deps_.router.disaggregated(out.request.model);
   if (disaggregated) out.leg = PodRole::kPrefill;
-  routing::RouteQuery query = out.query();
+  // A heavy tenant's request goes only to its own pods (flow_control.confine_heavy_tenants; none else excluded).
+  routing::RouteQuery query = out.query(out.flow.routeExclude());
   // Tracing: the tokenize span covers the plan and the remote tokenizer (a local tokenizer runs inside the choice:
   // the route span's time).
   std::optional<trace::Span> tokenize_span;
@@ -110,6 +111,10 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
     if (!out.pd_outcome.empty()) out.leg = plan.leg = query.leg = PodRole::kBoth;
   }
   out.decision = deps_.router.choose(plan, query, in.rng);
+  if (out.decision.failure != routing::RouteFailure::kNone && !query.exclude.empty()) {
+    query.exclude = {};  // none of its own pods could take it: any pod may
+    out.decision = deps_.router.choose(plan, query, in.rng);
+  }
   if (route_span) {
     if (in.trace->recording()) describeRoute(out.decision, *route_span);
     in.trace->end(std::move(*route_span));

@@ -393,3 +393,42 @@ def test_a_tenant_at_its_share_waits_so_another_tenant_finds_room(tmp_path, sim)
         assert order.index("s2") < order.index("f3"), order
     finally:
         gw.stop()
+
+
+@pytest.mark.parametrize("confine", [True, False])
+def test_a_heavy_tenant_is_routed_to_its_own_pods(tmp_path, confine):
+    # Four pods of 4 slots, max_tenant_share 0.5: `flood` may hold 8 of the 16 slots, which its own 2 pods hold. Once
+    # it holds 4 (half its share) while `steady` is active, its requests go only to those 2 pods, and steady's next
+    # request goes to a pod the flood does not crowd. Without confinement least-request spreads the flood's requests
+    # over every pod: f4-f7 land on 4 different pods.
+    sims = [Sim(tmp_path, f"engine-{i}", time_scale="1") for i in range(4)]
+    gw = Gateway(tmp_path, sims, config={"flow_control": {
+        "enabled": True, "max_in_flight_per_pod": 4, "max_tenant_share": 0.5, "confine_heavy_tenants": confine}})
+    steady, flood = {"x-tenant-id": "steady"}, {"x-tenant-id": "flood"}
+
+    def in_flight():
+        return sum(p["in_flight"] for p in gw.debug_pods())
+
+    def pod_of(request_id):
+        return next(s.name for s in sims for r in s.completions_seen() if r["headers"].get("x-request-id") == request_id)
+
+    try:
+        with ThreadPoolExecutor(12) as pool:
+            futures = [pool.submit(post, gw, "s1", steady, 600)]
+            wait_until(lambda: in_flight() == 1, timeout=10, what="s1 on a pod")
+            for i in range(1, 9):
+                futures.append(pool.submit(post, gw, f"f{i}", flood, 600))
+                wait_until(lambda: in_flight() == 1 + i, timeout=10, what=f"f{i} on a pod")
+            late = [pod_of(f"f{i}") for i in range(4, 9)]
+            if confine:
+                own = set(late)
+                assert len(own) <= 2, late
+                assert post(gw, "s2", steady)[0] == 200
+                assert pod_of("s2") not in own, (pod_of("s2"), late)
+            else:
+                assert len(set(late[:4])) == 4, late
+            assert all(f.result(timeout=30)[0] == 200 for f in futures)
+    finally:
+        gw.stop()
+        for s in sims:
+            s.stop()
