@@ -47,7 +47,7 @@ class BpeRanks {
 
   // False when no token can ever contain both p[x] and p[x + 1] of the piece p[0, n) (x + 1 < n): the byte-pair
   // merge then never joins across that boundary, so the parts on either side merge independently (bytePairEncode
-  // cuts long pieces there). A token that spans the boundary is either exactly the pair p[x, x + 2) or longer, and
+  // cuts every piece it merges there). A token that spans the boundary is either exactly the pair p[x, x + 2) or longer, and
   // then holds p[x - 1, x + 2) or p[x, x + 3); so the answer is false when the pair occurs in no token, or when it
   // is no token itself and neither neighbouring triple occurs in one. May answer true for a boundary that can never
   // be crossed (the triple filter hashes), never false for one that can. Three bit tests in 80 KiB that stay in
