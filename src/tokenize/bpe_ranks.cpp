@@ -38,6 +38,9 @@ bool BpeRanks::build(const std::vector<Entry>& entries, std::string& error) {
   std::fill(std::begin(byte_ranks_), std::end(byte_ranks_), kNoRank);
   pair_ranks_.assign(size_t{1} << 16, kNoRank);
   filter_.assign((size_t{1} << kFilterBits) / 64, 0);
+  pair_in_token_.assign((size_t{1} << 16) / 64, 0);
+  pair_is_token_.assign((size_t{1} << 16) / 64, 0);
+  triple_filter_.assign((size_t{1} << kTripleFilterBits) / 64, 0);
   size_ = 0;
 
   for (const Entry& e : entries) {
@@ -58,9 +61,13 @@ bool BpeRanks::build(const std::vector<Entry>& entries, std::string& error) {
       return false;
     }
     if (e.bytes.size() == 1) byte_ranks_[static_cast<uint8_t>(e.bytes[0])] = e.rank;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(e.bytes.data());
     if (e.bytes.size() == 2) {
-      pair_ranks_[(size_t{static_cast<uint8_t>(e.bytes[0])} << 8) | static_cast<uint8_t>(e.bytes[1])] = e.rank;
+      pair_ranks_[(size_t{bytes[0]} << 8) | bytes[1]] = e.rank;
+      setBit(pair_is_token_, (size_t{bytes[0]} << 8) | bytes[1]);
     }
+    for (size_t i = 0; i + 1 < e.bytes.size(); ++i) setBit(pair_in_token_, (size_t{bytes[i]} << 8) | bytes[i + 1]);
+    for (size_t i = 0; i + 2 < e.bytes.size(); ++i) setBit(triple_filter_, tripleHash(bytes + i));
   }
   for (int b = 0; b < 256; ++b) {
     if (byte_ranks_[b] == kNoRank) {

@@ -45,6 +45,20 @@ class BpeRanks {
   Rank pairRank(uint8_t a, uint8_t b) const { return pair_ranks_[(size_t{a} << 8) | b]; }
   size_t size() const { return size_; }
 
+  // False when no token can ever contain both p[x] and p[x + 1] of the piece p[0, n) (x + 1 < n): the byte-pair
+  // merge then never joins across that boundary, so the parts on either side merge independently (bytePairEncode
+  // cuts every piece it merges there). A token that spans the boundary is either exactly the pair p[x, x + 2) or longer, and
+  // then holds p[x - 1, x + 2) or p[x, x + 3); so the answer is false when the pair occurs in no token, or when it
+  // is no token itself and neither neighbouring triple occurs in one. May answer true for a boundary that can never
+  // be crossed (the triple filter hashes), never false for one that can. Three bit tests in 80 KiB that stay in
+  // cache, where a probe of a span across the boundary would test the 256 KiB token filter.
+  bool mayJoinAcross(const uint8_t* p, size_t x, size_t n) const {
+    const size_t pair = (size_t{p[x]} << 8) | p[x + 1];
+    if (!testBit(pair_in_token_, pair)) return false;
+    if (testBit(pair_is_token_, pair)) return true;
+    return (x > 0 && mayContainTriple(p + x - 1)) || (x + 2 < n && mayContainTriple(p + x));
+  }
+
  private:
   static constexpr size_t kMaxPackedLength = 7;
 
@@ -83,6 +97,17 @@ class BpeRanks {
     filter_[bit >> 6] |= uint64_t{1} << (bit & 63);
   }
 
+  // One bit per hash of the three-byte strings found inside tokens (about 27k in cl100k_base: ~5% of the bits),
+  // 64 KiB so that it stays in cache beside the 8 KiB pair bitmaps.
+  static constexpr unsigned kTripleFilterBits = 19;
+  static uint64_t tripleHash(const uint8_t* p) {
+    const uint64_t key = uint64_t{p[0]} | (uint64_t{p[1]} << 8) | (uint64_t{p[2]} << 16);
+    return (key * kFilterMultiplier) >> (64 - kTripleFilterBits);
+  }
+  bool mayContainTriple(const uint8_t* p) const { return testBit(triple_filter_, tripleHash(p)); }
+  static bool testBit(const std::vector<uint64_t>& bits, uint64_t bit) { return (bits[bit >> 6] >> (bit & 63)) & 1; }
+  static void setBit(std::vector<uint64_t>& bits, uint64_t bit) { bits[bit >> 6] |= uint64_t{1} << (bit & 63); }
+
   Rank findPacked(uint64_t key) const;
   Rank findLong(const uint8_t* bytes, size_t length) const;
   bool insert(std::string_view bytes, Rank rank);
@@ -94,13 +119,21 @@ class BpeRanks {
   Rank byte_ranks_[256] = {};
   std::vector<Rank> pair_ranks_;  // 65536 entries (256 KB): small enough to stay in cache, unlike packed_
   std::vector<uint64_t> filter_;  // 2^kFilterBits bits: set for every token's hash
+  // For mayJoinAcross: bit (a << 8 | b) is set when the bytes a, b occur side by side in some token
+  // (pair_in_token_), or when they are a token (pair_is_token_); 8 KiB each.
+  // Sized here, not only in build(), so that testBit needs no check for an unbuilt instance (all bits clear: every
+  // boundary is cut, which matches find's kNoRank for every span).
+  std::vector<uint64_t> pair_in_token_ = std::vector<uint64_t>((size_t{1} << 16) / 64);
+  std::vector<uint64_t> pair_is_token_ = std::vector<uint64_t>((size_t{1} << 16) / 64);
+  std::vector<uint64_t> triple_filter_ = std::vector<uint64_t>((size_t{1} << kTripleFilterBits) / 64);
   size_t size_ = 0;
 };
 
 // Appends the token ids of one piece (as 4-byte big-endian values) to out: one lookup when the whole piece is a
 // token (most pieces are), else tiktoken's merge: repeatedly join the adjacent pair whose concatenation has the
-// lowest rank, the leftmost on ties. Short pieces use a quadratic scan over a stack array, long ones (runs of
-// white space or punctuation) a heap, so the cost stays O(n log n). Uses thread-local scratch that grows to the
+// lowest rank, the leftmost on ties. The piece is cut where no token can cross (mayJoinAcross) and each span merged
+// alone: spans of up to three bytes directly, short ones by a quadratic scan over a stack array, long ones (runs of
+// white space or punctuation) by a heap, so the cost stays O(n log n). Uses thread-local scratch that grows to the
 // longest piece seen, so steady-state calls allocate nothing beyond out's growth.
 void bytePairEncode(const BpeRanks& ranks, std::string_view piece, std::vector<uint8_t>& out);
 

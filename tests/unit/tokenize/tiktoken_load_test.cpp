@@ -10,6 +10,7 @@
 #include <random>
 
 #include "tiktoken_test_support.h"
+#include "tokenize/bpe_ranks.h"
 #include "tokenize/cl100k_splitter.h"
 
 namespace prefixgate::tokenize {
@@ -161,6 +162,84 @@ TEST(BytePairMerge, ShortAndLongPiecesAgreeWithTextbookBpe) {
       ASSERT_EQ(testing::encodeIds(*t, piece), naiveEncodePiece(ranks, piece)) << "round " << round << " " << piece;
     }
   }
+}
+
+BpeRanks ranksWith(const std::vector<std::string>& merges) {
+  std::vector<BpeRanks::Entry> entries;
+  for (int b = 0; b < 256; ++b) entries.push_back({std::string(1, static_cast<char>(b)), static_cast<Rank>(b)});
+  for (const std::string& m : merges) entries.push_back({m, static_cast<Rank>(entries.size())});
+  BpeRanks ranks;
+  std::string error;
+  EXPECT_TRUE(ranks.build(entries, error)) << error;
+  return ranks;
+}
+
+// The boundaries of text where mayJoinAcross says a token may span: '|' where it may not, '.' where it may.
+std::string joinMap(const BpeRanks& ranks, std::string_view text) {
+  const auto* p = reinterpret_cast<const uint8_t*>(text.data());
+  std::string map;
+  for (size_t x = 0; x + 1 < text.size(); ++x) map += ranks.mayJoinAcross(p, x, text.size()) ? '.' : '|';
+  return map;
+}
+
+TEST(BytePairMerge, CutsOnlyWhereNoTokenCanSpanTheBoundary) {
+  // Ensures each clause of mayJoinAcross: a pair found in no token is a cut (b|c, e|x, w|q); a pair that is a token
+  // is not (a.b) even with no triple around it; a pair inside a longer token is not a cut when the triple to its
+  // right (c.d in "cde", x.y) or only the one to its left (q.r in "pqr", at the end of the text) is in a token.
+  const BpeRanks ranks = ranksWith({"ab", "cde", "xyzw", "pqr"});
+  EXPECT_EQ(joinMap(ranks, "abcdexyzwq"), ".|..|...|");
+  EXPECT_EQ(joinMap(ranks, "zabz"), "|.|");
+  EXPECT_EQ(joinMap(ranks, "pqr"), "..");
+  EXPECT_EQ(joinMap(ranks, "spqr"), "|..");
+  EXPECT_EQ(joinMap(ranks, "cdx"), "||");  // "cd" is inside "cde", but is no token and "cdx" is in none
+}
+
+TEST(BytePairMerge, PiecesCutWhereNoTokenCanSpanAgreeWithTextbookBpe) {
+  // Ensures that pieces merged span by span between the boundaries no token can span (spans of one, two, three,
+  // up to 64 and over 64 bytes, each merged its own way) give textbook BPE's tokens, on vocabularies built like real ones (each token two earlier ones joined, plus a few
+  // unreachable ones) over 16 letters, so that some boundaries are cut by the pair test, some by the triple test,
+  // and merges run right up to the cuts. Checks that both cuts and uncut boundaries occur, so it cannot pass empty.
+  std::mt19937 rng(2929);
+  size_t cuts = 0;
+  size_t joins = 0;
+  for (int round = 0; round < 30; ++round) {
+    std::vector<std::string> merges;
+    std::map<std::string, uint32_t> ranks;
+    for (int b = 0; b < 256; ++b) ranks[std::string(1, static_cast<char>(b))] = static_cast<uint32_t>(b);
+    std::vector<std::string> pool;
+    for (char c = 'a'; c < 'a' + 16; ++c) pool.emplace_back(1, c);
+    while (merges.size() < 120) {
+      std::string m;
+      if (rng() % 8 == 0) {
+        for (size_t i = 2 + rng() % 4; i > 0; --i) m += static_cast<char>('a' + rng() % 16);
+      } else {
+        m = pool[rng() % pool.size()] + pool[rng() % pool.size()];
+      }
+      if (m.size() > 6 || !ranks.emplace(m, static_cast<uint32_t>(256 + merges.size())).second) continue;
+      merges.push_back(m);
+      pool.push_back(m);
+    }
+    auto t = tokenizerWith(merges);
+    const BpeRanks cut_ranks = ranksWith(merges);
+    for (size_t length : {4u, 5u, 9u, 17u, 40u, 65u, 90u, 200u, 500u}) {
+      std::string piece;
+      // Repeating earlier stretches makes longer tokens occur, so merges also run up to and past the triples.
+      while (piece.size() < length) {
+        if (piece.size() > 8 && rng() % 3 == 0) {
+          piece += piece.substr(rng() % (piece.size() - 6), 2 + rng() % 5);
+        } else {
+          piece += pool[rng() % pool.size()];
+        }
+      }
+      piece.resize(length);
+      const std::string map = joinMap(cut_ranks, piece);
+      cuts += static_cast<size_t>(std::count(map.begin(), map.end(), '|'));
+      joins += static_cast<size_t>(std::count(map.begin(), map.end(), '.'));
+      ASSERT_EQ(testing::encodeIds(*t, piece), naiveEncodePiece(ranks, piece)) << "round " << round << " " << piece;
+    }
+  }
+  EXPECT_GT(cuts, 1000u);
+  EXPECT_GT(joins, 1000u);
 }
 
 }  // namespace
