@@ -5,11 +5,18 @@
 // buffer, or a request whose bytes are already read, needs none of that.
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
+#include <chrono>
+#include <memory>
+
+#include "util/recycling_allocator.h"
 
 namespace prefixgate::net {
 
@@ -47,5 +54,130 @@ bool parseBuffered(Parser& parser, Buffer& buffer, boost::system::error_code& ec
   ec = {};
   return false;
 }
+
+// A deadline for the waits of one socket that costs nothing per wait: restart() moves the deadline (a clock read and a
+// store), and one timer, armed at the first restart(), re-arms itself to the current deadline when it fires early
+// (at most once per limit). When the deadline passes, the socket's pending operations are cancelled and expired()
+// says that this was why. Same thread as the socket; the socket must outlive this object.
+class IdleDeadline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  IdleDeadline(boost::asio::ip::tcp::socket& socket, Clock::duration limit) : socket_(socket), limit_(limit) {}
+  ~IdleDeadline() {
+    if (!state_) return;
+    state_->socket = nullptr;  // the timer's handler may still run: it must not touch the socket
+    state_->timer.cancel();
+  }
+  IdleDeadline(const IdleDeadline&) = delete;
+  IdleDeadline& operator=(const IdleDeadline&) = delete;
+
+  // A new wait begins: it fails when `limit` passes before it ends (or before the next restart()).
+  void restart() {
+    const Clock::time_point deadline = Clock::now() + limit_;
+    if (!state_) {
+      state_ = std::allocate_shared<State>(util::RecyclingAllocator<State>(), socket_);
+    }
+    state_->deadline = deadline;
+    state_->expired = false;
+    if (!state_->armed) arm(state_);
+  }
+  bool expired() const { return state_ && state_->expired; }
+
+ private:
+  struct State {
+    explicit State(boost::asio::ip::tcp::socket& s) : timer(s.get_executor()), socket(&s) {}
+    boost::asio::steady_timer timer;
+    boost::asio::ip::tcp::socket* socket;
+    Clock::time_point deadline;
+    bool armed = false;
+    bool expired = false;
+  };
+  static void arm(std::shared_ptr<State> state) {
+    State& s = *state;
+    s.armed = true;
+    s.timer.expires_at(s.deadline);
+    s.timer.async_wait([state = std::move(state)](const boost::system::error_code& ec) mutable {
+      state->armed = false;
+      if (ec || !state->socket) return;
+      if (Clock::now() < state->deadline) return arm(std::move(state));
+      state->expired = true;
+      boost::system::error_code ignored;
+      state->socket->cancel(ignored);
+    });
+  }
+  boost::asio::ip::tcp::socket& socket_;
+  Clock::duration limit_;
+  std::shared_ptr<State> state_;  // shared with the timer's pending handler
+};
+
+// Reads a response body into an HTTP parser, reading the socket only when it holds bytes. asio 1.81 tries a read at
+// once whenever one starts (it stops only after a 0-byte read), so after every event of a stream the next read
+// meets EAGAIN before the loop waits: one wasted system call per event. Here a read that did not fill its space
+// is taken to have drained the socket, and the next one first waits for readiness (async_wait starts without a
+// speculative read); a read that filled it is followed by another at once, non-blocking. A wait is ended by the
+// socket turning readable, by `deadline` passing (beast::error::timeout, as tcp_stream's expiry reported it), or by
+// the socket's closing (the client watcher's hang-up: operation_aborted or bad_descriptor).
+class ReadyReader {
+ public:
+  // At most this much is read at once (Beast's http::async_read_some reads as much).
+  static constexpr size_t kMaxReadBytes = 64 * 1024;
+  ReadyReader(boost::asio::ip::tcp::socket& socket, IdleDeadline& deadline) : socket_(socket), deadline_(deadline) {}
+
+  // Feeds `parser` what `buffer` holds, then the socket's next bytes, until the parser advanced (for a buffer_body:
+  // body bytes, or its buffer is full: need_buffer), ended or failed (`ec`). The socket is switched to
+  // non-blocking mode. Restarts `deadline` first, as one tcp_stream expiry covered one http::async_read_some.
+  template <class Parser, class Buffer>
+  boost::asio::awaitable<void> read(Parser& parser, Buffer& buffer, boost::system::error_code& ec) {
+    ec = {};
+    deadline_.restart();
+    for (;;) {
+      if (parseBuffered(parser, buffer, ec)) co_return;
+      if (drained_) {
+        co_await socket_.async_wait(boost::asio::socket_base::wait_read,
+                                    boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+        if (ec) {
+          if (deadline_.expired()) ec = boost::beast::error::timeout;
+          co_return;
+        }
+        drained_ = false;
+      }
+      if (readNow(parser, buffer, ec)) co_return;
+    }
+  }
+
+ private:
+  // One non-blocking read into `buffer`; true when it settled the call (the end of the stream, or an error).
+  template <class Parser, class Buffer>
+  bool readNow(Parser& parser, Buffer& buffer, boost::system::error_code& ec) {
+    namespace http = boost::beast::http;
+    const size_t room = boost::beast::read_size(buffer, kMaxReadBytes);
+    if (room == 0) {
+      ec = http::error::buffer_overflow;
+      return true;
+    }
+    if (!socket_.non_blocking()) socket_.non_blocking(true, ec);
+    const size_t n = ec ? 0 : socket_.read_some(buffer.prepare(room), ec);
+    if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) {
+      ec = {};
+      drained_ = true;  // a spurious wake-up: wait again
+      return false;
+    }
+    if (ec == boost::asio::error::eof) {
+      // As Beast's read: the end of a close-delimited body, else a cut (partial_message) or no message at all.
+      ec = {};
+      if (parser.got_some()) parser.put_eof(ec);
+      else ec = http::error::end_of_stream;
+      return true;
+    }
+    if (ec) return true;
+    buffer.commit(n);
+    drained_ = n < room;
+    return false;
+  }
+
+  boost::asio::ip::tcp::socket& socket_;
+  IdleDeadline& deadline_;
+  bool drained_ = true;  // wait before the first read: the head's read took what had come
+};
 
 }  // namespace prefixgate::net

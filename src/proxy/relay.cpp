@@ -162,15 +162,16 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
   FailureKind ended = FailureKind::kNone;
   bool body_ended = false;  // the last write went out: the response to the client is complete
   bool mid_event = false;   // the last bytes written did not end with an SSE event's blank line
+  // The engine's socket is read only when it holds bytes (net::ReadyReader), each wait under the idle timeout.
+  net::IdleDeadline idle(ex.stream->socket(), std::chrono::milliseconds(rq.config.idle_timeout_ms));
+  net::ReadyReader reader(ex.stream->socket(), idle);
   while (!ec && !ex.parser->is_done()) {
     up_head.body().data = buffer.data();
     up_head.body().size = buffer.size();
-    ex.stream->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     error_code read_ec;
-    // read_some returns as soon as any body bytes arrived, so each SSE event is forwarded without waiting for more.
+    // A read returns as soon as any body bytes arrived, so each SSE event is forwarded without waiting for more.
     // Bytes that came with the head (or with the previous read) are parsed at once.
-    if (!net::parseBuffered(*ex.parser, ex.buffer, read_ec))
-      co_await http::async_read_some(*ex.stream, ex.buffer, *ex.parser, asio::redirect_error(kAwait, read_ec));
+    if (!net::parseBuffered(*ex.parser, ex.buffer, read_ec)) co_await reader.read(*ex.parser, ex.buffer, read_ec);
     if (read_ec == http::error::need_buffer) read_ec = {};
     if (read_ec) {
       ec = read_ec;
