@@ -206,7 +206,8 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
   FailureKind ended = FailureKind::kNone;
   bool body_ended = false;  // the last write went out: the response to the client is complete
   bool mid_event = false;   // the last bytes written did not end with an SSE event's blank line
-  // The engine's socket is read only when it holds bytes (net::ReadyReader), each wait under the idle timeout.
+  // The engine's socket is read with no timer work per read and no epoll_ctl per event (net::ReadyReader), each
+  // wait under the idle timeout (the relay's own deadline).
   net::IdleDeadline idle(ex.stream->socket(), std::chrono::milliseconds(rq.config.idle_timeout_ms));
   net::ReadyReader reader(ex.stream->socket(), idle);
   while (!ec && !ex.parser->is_done()) {

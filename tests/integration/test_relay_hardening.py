@@ -408,7 +408,7 @@ def chunked(data):
 
 
 def test_stream_paced_by_the_engine_arrives_whole_then_a_stall_ends_it(tmp_path, gateway_factory):
-    """The relay reads the engine's socket only when it is readable (net::ReadyReader): events written with pauses
+    """The relay reads the engine's socket through net::ReadyReader (no per-read timer): events written with pauses
     longer than a read takes, split inside a chunk's size line and inside an event, and one larger than the relay's
     16 KiB buffer all reach the client, every byte in order; then a stall longer than upstream.idle_timeout_ms ends
     the stream with the documented SSE error event (the engine's own close comes much later), and the pod still

@@ -1,7 +1,8 @@
-// net::ReadyReader, the relay's read of an engine's response body on readiness: every byte reaches the parser in
-// order whatever the pauses and sizes of the engine's writes, a stall longer than the idle limit ends the read with
-// a timeout (and only then), the end of a close-delimited body is its end, a cut chunked body is a partial message,
-// and closing the socket (the client watcher's hang-up) ends a wait at once. Real loopback sockets and an event loop.
+// net::ReadyReader, the relay's read of an engine's response body without tcp_stream's per-read timer: every byte
+// reaches the parser in order whatever the pauses and sizes of the engine's writes, a stall longer than the idle
+// limit ends the read with a timeout (and only then), the end of a close-delimited body is its end, a cut chunked
+// body is a partial message, and closing the socket (the client watcher's hang-up) ends a wait at once. Real
+// loopback sockets and an event loop.
 #include "net/ready_io.h"
 
 #include <gtest/gtest.h>
