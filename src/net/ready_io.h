@@ -5,11 +5,18 @@
 // buffer, or a request whose bytes are already read, needs none of that.
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
+#include <chrono>
+#include <memory>
+
+#include "util/recycling_allocator.h"
 
 namespace prefixgate::net {
 
@@ -47,5 +54,145 @@ bool parseBuffered(Parser& parser, Buffer& buffer, boost::system::error_code& ec
   ec = {};
   return false;
 }
+
+// A deadline for the waits of one socket that costs nothing per wait: restart() moves the deadline (a clock read and a
+// store), and one timer, armed at the first restart(), re-arms itself to the current deadline when it fires early
+// (at most once per limit). When the deadline passes, the socket's pending operations are cancelled and expired()
+// says that this was why. Same thread as the socket; the socket must outlive this object.
+class IdleDeadline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  IdleDeadline(boost::asio::ip::tcp::socket& socket, Clock::duration limit) : socket_(socket), limit_(limit) {}
+  ~IdleDeadline() {
+    if (!state_) return;
+    state_->socket = nullptr;  // the timer's handler may still run: it must not touch the socket
+    state_->timer.cancel();
+  }
+  IdleDeadline(const IdleDeadline&) = delete;
+  IdleDeadline& operator=(const IdleDeadline&) = delete;
+
+  // A new wait begins: it fails when `limit` passes before it ends (or before the next restart()).
+  void restart() {
+    const Clock::time_point deadline = Clock::now() + limit_;
+    if (!state_) {
+      state_ = std::allocate_shared<State>(util::RecyclingAllocator<State>(), socket_);
+    }
+    state_->deadline = deadline;
+    state_->expired = false;
+    if (!state_->armed) arm(state_);
+  }
+  bool expired() const { return state_ && state_->expired; }
+
+ private:
+  struct State {
+    explicit State(boost::asio::ip::tcp::socket& s) : timer(s.get_executor()), socket(&s) {}
+    boost::asio::steady_timer timer;
+    boost::asio::ip::tcp::socket* socket;
+    Clock::time_point deadline;
+    bool armed = false;
+    bool expired = false;
+  };
+  static void arm(std::shared_ptr<State> state) {
+    State& s = *state;
+    s.armed = true;
+    s.timer.expires_at(s.deadline);
+    s.timer.async_wait([state = std::move(state)](const boost::system::error_code& ec) mutable {
+      state->armed = false;
+      if (ec || !state->socket) return;
+      if (Clock::now() < state->deadline) return arm(std::move(state));
+      state->expired = true;
+      boost::system::error_code ignored;
+      state->socket->cancel(ignored);
+    });
+  }
+  boost::asio::ip::tcp::socket& socket_;
+  Clock::duration limit_;
+  std::shared_ptr<State> state_;  // shared with the timer's pending handler
+};
+
+// Reads a response body into an HTTP parser with as few system calls per SSE event as asio 1.81's reactor allows,
+// and no timer work per read (tcp_stream arms and cancels a timer around every operation; the cancelled wait is one
+// more handler, often one more pass of the loop and an epoll_wait(0), per event). A read that filled its space is
+// followed by another at once (non-blocking: more is likely waiting). After one that did not, the next is asio's
+// read operation on the bare socket: asio tries it once (EAGAIN when the engine has not written yet) and then
+// waits for the edge-triggered registration to report the socket readable, and the reactor's read carries the
+// data. That EAGAIN is the cheapest readiness check asio offers: `async_wait(wait_read)` starts without it but
+// re-arms the descriptor with an EPOLL_CTL_MOD every time, and since an upstream socket keeps EPOLLOUT registered
+// from its connect, each re-arm also reports it writable: a spurious wake-up per event. Measured per SSE event
+// (docs/benchmarks.md, "Streaming"): tcp_stream 3.8 system calls, async_wait 3.8 (an epoll_ctl instead of the
+// EAGAIN), this 3.2-3.4 (epoll_wait 0.57 instead of 1.0). A wait is ended by bytes, by `deadline` passing
+// (beast::error::timeout, as tcp_stream's expiry reported it), or by the socket's closing (the client watcher's
+// hang-up: operation_aborted or bad_descriptor).
+class ReadyReader {
+ public:
+  // At most this much is read at once (Beast's http::async_read_some reads as much).
+  static constexpr size_t kMaxReadBytes = 64 * 1024;
+  ReadyReader(boost::asio::ip::tcp::socket& socket, IdleDeadline& deadline) : socket_(socket), deadline_(deadline) {}
+
+  // Feeds `parser` what `buffer` holds, then the socket's next bytes, until the parser advanced (for a buffer_body:
+  // body bytes, or its buffer is full: need_buffer), ended or failed (`ec`). The socket is switched to
+  // non-blocking mode. Restarts `deadline` first, as one tcp_stream expiry covered one http::async_read_some.
+  template <class Parser, class Buffer>
+  boost::asio::awaitable<void> read(Parser& parser, Buffer& buffer, boost::system::error_code& ec) {
+    ec = {};
+    deadline_.restart();
+    for (;;) {
+      if (parseBuffered(parser, buffer, ec)) co_return;
+      if (drained_) {
+        const size_t room = boost::beast::read_size(buffer, kMaxReadBytes);
+        const size_t n = co_await socket_.async_read_some(buffer.prepare(room),
+                                    boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+        if (ec == boost::asio::error::eof) {
+          ec = {};
+          if (parser.got_some()) parser.put_eof(ec);
+          else ec = boost::beast::http::error::end_of_stream;
+          co_return;
+        }
+        if (ec) {
+          if (deadline_.expired()) ec = boost::beast::error::timeout;
+          co_return;
+        }
+        buffer.commit(n);
+        drained_ = n < room;
+        continue;
+      }
+      if (readNow(parser, buffer, ec)) co_return;
+    }
+  }
+
+ private:
+  // One non-blocking read into `buffer`; true when it settled the call (the end of the stream, or an error).
+  template <class Parser, class Buffer>
+  bool readNow(Parser& parser, Buffer& buffer, boost::system::error_code& ec) {
+    namespace http = boost::beast::http;
+    const size_t room = boost::beast::read_size(buffer, kMaxReadBytes);
+    if (room == 0) {
+      ec = http::error::buffer_overflow;
+      return true;
+    }
+    if (!socket_.non_blocking()) socket_.non_blocking(true, ec);
+    const size_t n = ec ? 0 : socket_.read_some(buffer.prepare(room), ec);
+    if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) {
+      ec = {};
+      drained_ = true;  // nothing yet: asio's read waits for it
+      return false;
+    }
+    if (ec == boost::asio::error::eof) {
+      // As Beast's read: the end of a close-delimited body, else a cut (partial_message) or no message at all.
+      ec = {};
+      if (parser.got_some()) parser.put_eof(ec);
+      else ec = http::error::end_of_stream;
+      return true;
+    }
+    if (ec) return true;
+    buffer.commit(n);
+    drained_ = n < room;
+    return false;
+  }
+
+  boost::asio::ip::tcp::socket& socket_;
+  IdleDeadline& deadline_;
+  bool drained_ = true;  // the first read is asio's: the head's read took what had come
+};
 
 }  // namespace prefixgate::net

@@ -365,6 +365,20 @@ class ClientSession {
     co_return false;
   }
 
+  // readBody's usual case without a coroutine frame (one allocation per request, asio's cache being full): a
+  // Content-Length body that came whole with its head, within limits.max_body_bytes and the body budget, no
+  // 100-continue. False: readBody must run; nothing was consumed unless the body was taken whole.
+  bool bodyReadWhole(RequestParser& parser, BodyCharge& charge) {
+    const auto length = parser.content_length();
+    if (!length || parser.chunked() || *length > limits_.max_body_bytes || buffer_.size() < *length) return false;
+    if (parser.get().find(http::field::expect) != parser.get().end()) return false;
+    std::string& body = parser.get().body();
+    if (!charge.reserve(body, static_cast<size_t>(*length), static_cast<size_t>(*length))) return false;
+    parser.eager(true);
+    error_code ec;
+    return net::parseBuffered(parser, buffer_, ec) && !ec && parser.is_done();
+  }
+
   asio::awaitable<void> bodyFailed(const error_code& ec, RequestOutcome& outcome) {
     if (ec == http::error::body_limit) {
       co_await reject(outcome, GatewayError::kBodyTooLarge, bodyTooLarge(), false);
@@ -474,7 +488,7 @@ class ClientSession {
 
   asio::awaitable<bool> serveProxy(openai::Endpoint endpoint, RequestParser& parser, BodyCharge& charge,
                                    RequestOutcome& outcome, ClientAuth& auth, bool keep_alive) {
-    if (!co_await readBody(parser, charge, outcome)) co_return false;
+    if (!bodyReadWhole(parser, charge) && !co_await readBody(parser, charge, outcome)) co_return false;
     auto& head = parser.get();
     PreparedRequest prepared;
     co_await preparation_.prepare({.endpoint = endpoint,

@@ -40,8 +40,8 @@ def answer(status_line, body=b"", headers=()):
 
 class FakeEngine:
     """An HTTP/1.1 engine on a raw socket: `GET /health` answers 200, other GETs 404; every POST goes to
-    `respond(body)`, which returns the bytes to send, or None to reset the connection (SO_LINGER 0). Keep-alive
-    unless told."""
+    `respond(body)`, which returns the bytes to send, or a list of steps (bytes to send, or a float: seconds to pause
+    before the next), or None to reset the connection (SO_LINGER 0). Keep-alive unless told."""
 
     def __init__(self, respond, name="fake-0"):
         self.respond, self.name = respond, name
@@ -102,7 +102,11 @@ class FakeEngine:
                 if out is None:
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     return
-                conn.sendall(out)
+                for step in out if isinstance(out, list) else [out]:
+                    if isinstance(step, float):
+                        time.sleep(step)  # the engine's own pacing, the thing under test: no condition to wait for
+                    else:
+                        conn.sendall(step)
                 if close:
                     conn.close()
                     self.closed_after_answer += 1
@@ -394,6 +398,61 @@ def test_running_out_of_file_descriptors_is_not_a_pod_failure(tmp_path, gateway_
         assert b"retry-after: 1" in head.lower()
         assert json.loads(payload)["error"]["code"] == 503
         assert len(engine.requests) == 1  # only the first, normal request reached the engine
+        served_normally(gw, "fake-0")
+    finally:
+        engine.stop()
+
+
+def chunked(data):
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def test_stream_paced_by_the_engine_arrives_whole_then_a_stall_ends_it(tmp_path, gateway_factory):
+    """The relay reads the engine's socket through net::ReadyReader (no per-read timer): events written with pauses
+    longer than a read takes, split inside a chunk's size line and inside an event, and one larger than the relay's
+    16 KiB buffer all reach the client, every byte in order; then a stall longer than upstream.idle_timeout_ms ends
+    the stream with the documented SSE error event (the engine's own close comes much later), and the pod still
+    serves. Fails if a readiness wait lost a wake-up (the stream would hang to the engine's close) or bytes."""
+    events = [b'data: {"n":1}\n\n', b'data: {"n":2,"text":"split across writes"}\n\n',
+              b"data: " + b"x" * (40 * 1024) + b"\n\n", b'data: {"n":4}\n\n']
+    c2, c4 = chunked(events[1]), chunked(events[3])
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    idle_s, stall_s = 0.8, 6.0
+    steps = [head + chunked(events[0]), 0.3, c2[:1], 0.1, c2[1:25], 0.1, c2[25:], 0.3,
+             chunked(events[2]) + c4[:5], 0.2, c4[5:], stall_s]
+    engine = FakeEngine(lambda body: steps if b"paced" in body else answer("HTTP/1.1 200 OK", NORMAL))
+    try:
+        gw = gateway_factory([engine.entry()], config={"upstream": {"idle_timeout_ms": int(idle_s * 1000)}})
+        body = chat_body("paced", stream=True)
+        sock = socket.create_connection(("127.0.0.1", gw.port), timeout=IO_TIMEOUT_S)
+        sock.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        raw, last_event_at, ended_at = b"", None, None
+        deadline = time.monotonic() + IO_TIMEOUT_S
+        while time.monotonic() < deadline:
+            data = sock.recv(65536)
+            if not data:
+                ended_at = time.monotonic()  # the gateway closed after the error event
+                break
+            raw += data
+            if b'{"n":4}' in raw and last_event_at is None:
+                last_event_at = time.monotonic()
+        sock.close()
+        assert ended_at is not None, "the stream did not end"
+        head_out, payload = raw.split(b"\r\n\r\n", 1)
+        assert head_out.startswith(b"HTTP/1.1 200") and b"chunked" in head_out.lower()
+        decoded, rest = b"", payload
+        while rest:
+            size_line, rest = rest.split(b"\r\n", 1)
+            size = int(size_line, 16)
+            if size == 0:
+                break
+            decoded, rest = decoded + rest[:size], rest[size + 2:]
+        relayed = b"".join(events)
+        assert decoded[:len(relayed)] == relayed  # every byte, in order
+        error = json.loads(sse_events(decoded[len(relayed):])[-1])["error"]
+        assert "response interrupted" in error["message"] and "timeout" in error["message"], error
+        assert idle_s * 0.9 <= ended_at - last_event_at < stall_s - 1, ended_at - last_event_at
         served_normally(gw, "fake-0")
     finally:
         engine.stop()
