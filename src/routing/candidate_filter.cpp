@@ -120,19 +120,36 @@ bool sampleCandidates(const ServingPods& serving, std::span<const uint32_t> matc
       taken.resize(max_scored);
     }
   }
+  const size_t holders = taken.size();
+  // Power-of-k-choices: `sample` usable pods drawn at random; the strategy weighs them with the holders. The first
+  // draws are made before any pod is read, so that the pods' state (cold in a large fleet) loads all at once.
+  std::uniform_int_distribution<uint32_t> draw(0, static_cast<uint32_t>(n - 1));
+  uint32_t tries = 0;
+  auto drawOne = [&] {
+    const uint32_t i = draw(rng);
+    ++tries;
+    if (std::find(taken.begin(), taken.end(), i) != taken.end()) return false;
+    taken.push_back(i);
+    return true;
+  };
+  while (taken.size() - holders < sample && tries < 4 * sample) drawOne();
+  for (uint32_t i : taken) {
+    const discovery::PodState& pod = *serving.pods[i];
+    __builtin_prefetch(&pod);
+    __builtin_prefetch(&pod.signals());
+    __builtin_prefetch(&pod.engine());
+  }
   out.candidates.reserve(taken.size() + sample);
   bool other_replicas = false;
-  for (uint32_t i : taken)
-    if (admit(*serving.pods[i], filter, panic, out.candidates) == Admission::kAdmitted)
-      other_replicas |= otherReplicas(out.candidates.back());
-  // Power-of-k-choices: `sample` usable pods drawn at random; the strategy weighs them with the holders.
-  std::uniform_int_distribution<uint32_t> draw(0, static_cast<uint32_t>(n - 1));
   uint32_t found = 0;
-  for (uint32_t tries = 0; found < sample && tries < 4 * sample; ++tries) {
-    const uint32_t i = draw(rng);
-    if (std::find(taken.begin(), taken.end(), i) != taken.end()) continue;
-    taken.push_back(i);
-    if (admit(*serving.pods[i], filter, panic, out.candidates) != Admission::kAdmitted) continue;
+  for (size_t t = 0; t < taken.size(); ++t) {
+    if (admit(*serving.pods[taken[t]], filter, panic, out.candidates) != Admission::kAdmitted) continue;
+    other_replicas |= otherReplicas(out.candidates.back());
+    if (t >= holders) ++found;
+  }
+  while (found < sample && tries < 4 * sample) {
+    if (!drawOne() || admit(*serving.pods[taken.back()], filter, panic, out.candidates) != Admission::kAdmitted)
+      continue;
     other_replicas |= otherReplicas(out.candidates.back());
     ++found;
   }

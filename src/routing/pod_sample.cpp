@@ -36,6 +36,7 @@ const ServingPods* ServingPodsCache::get(const std::shared_ptr<const discovery::
       pods->position.emplace(pod.get(), static_cast<uint32_t>(pods->pods.size()));
       pods->pods.push_back(pod);
       pods->skeleton.push_back(Candidate{pod.get(), pod->id()});
+      pods->ids.push_back(pod->id());
     }
   }
   return pods.get();

@@ -26,6 +26,7 @@ struct FilteredCandidates;
 struct ServingPods {
   std::vector<discovery::PodPtr> pods;
   std::vector<Candidate> skeleton;  // per pod, in pods' order: pod and pod_id only (what hashPrompt and match read)
+  std::vector<PodId> ids;           // per pod, in pods' order: a contiguous list for the index's holder search
   std::unordered_map<const discovery::PodState*, uint32_t> position;  // a pod's index in pods
 };
 

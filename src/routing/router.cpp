@@ -302,15 +302,18 @@ const ServingPods* Router::sample(const RoutePlan& plan, const RouteQuery& query
       prefix_->hashPrompt(query.request, prompt->prompt, pods->skeleton);
     }
     matched.assign(pods->pods.size(), 0);
-    prefix_->match(model, prompt->prompt, pods->skeleton, prompt->pods, matched);
+    // Standard mode: the holders straight from the index over the cached ids (no per-pod copy of a 96-byte
+    // candidate's id); KV event mode: as the engines' events say. Either way the candidates' matches are then
+    // computed below exactly as for a decision that scores every pod.
+    if (!prefix_->kvEvents()) prefix_->index().match(model, prompt->prompt.hashes, pods->ids, matched);
+    else prefix_->match(model, prompt->prompt, pods->skeleton, prompt->pods, matched);
   }
   const bool panic = cache.panicking(model, filter.panic_threshold_percent, filter.now_ms);
   if (!sampleCandidates(*pods, matched, filter, panic, routing.max_scored_pods, routing.sampled_pods, rng, out))
     return nullptr;  // most pods unusable: every pod is filtered (and the prompt, hashed, matched again)
   if (match) {
-    prompt->matched.resize(out.candidates.size());
-    for (size_t i = 0; i < out.candidates.size(); ++i)
-      prompt->matched[i] = matched[pods->position.at(out.candidates[i].pod)];
+    prompt->matched.assign(out.candidates.size(), 0);
+    prefix_->match(model, prompt->prompt, out.candidates, prompt->pods, prompt->matched);
   }
   return pods;
 }
