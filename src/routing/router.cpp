@@ -189,11 +189,14 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
   filter.load_balance = plan.settings.load_balance;
   filter.load_imbalance = config_.routing.load_imbalance;
   // A large fleet's decision scores a sample (pod_sample.h): the prompt is hashed and matched over every pod
-  // first, to know which pods hold a prefix of it.
-  const auto started = std::chrono::steady_clock::now();
+  // first, to know which pods hold a prefix of it. The prefix metrics time the decision from the hash.
+  auto started = std::chrono::steady_clock::now();
   FilteredCandidates filtered;
   const ServingPods* sampled = sample(plan, query, snapshot, filter, rng, filtered, prompt);
-  if (!sampled) filtered = filterCandidates(*serving, filter);
+  if (!sampled) {
+    filtered = filterCandidates(*serving, filter);
+    started = std::chrono::steady_clock::now();
+  }
   std::vector<Candidate>& candidates = filtered.candidates;
   if (candidates.empty() && filtered.full > 0) {
     d.failure = RouteFailure::kAllOverloaded;
