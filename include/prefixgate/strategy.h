@@ -124,6 +124,10 @@ class Strategy {
   // prediction and the prefix metrics); with the remote tokenizer on, the session first fetches the engine's token
   // ids (RequestView::remote_token_ids).
   virtual bool wantsPromptMatch() const { return false; }
+  // Whether score() may see a sample of the pods at large fleets (routing.max_scored_pods: the pods holding a
+  // prefix match plus a few drawn at random) instead of every one. False for a strategy that must see a pod it
+  // chose before wherever it is (session-affinity's pinned pod).
+  virtual bool scoresSample() const { return true; }
   // Fills candidates[i].score (and optionally match_percent / load_score). Called on event-loop threads,
   // concurrently: implementations are thread-safe and do not block.
   virtual void score(RoutingInput& input) = 0;

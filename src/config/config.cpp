@@ -48,6 +48,8 @@ void readPrefixCache(YamlReader r, PrefixCacheConfig& c) {
 void readRouting(YamlReader r, RoutingConfig& c) {
   r.read("strategy", c.strategy);
   r.read("load_only_strategy", c.load_only_strategy);
+  r.read("max_scored_pods", c.max_scored_pods);
+  r.read("sampled_pods", c.sampled_pods);
   readPrefixCache(r.child("prefix_cache"), c.prefix_cache);
   YamlReader blend = r.child("blend");
   blend.read("prefix_cache_weight", c.blend.prefix_cache_weight);

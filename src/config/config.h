@@ -108,6 +108,11 @@ struct RoutingConfig {
   LoadBalanceConfig load_balance;
   LoadImbalanceConfig load_imbalance;
   ResponseAffinityConfig response_affinity;
+  // Decisions at large fleets: above this many pods serving a model's leg, a decision scores the pods holding a
+  // prefix match of the prompt (at most this many, the longest) plus sampled_pods others drawn at random, not every
+  // pod (routing/pod_sample.h); 0 = every pod always.
+  uint32_t max_scored_pods = 64;
+  uint32_t sampled_pods = 8;
   // routing.strategies.<name>: each strategy's own settings, kept as YAML text and read by the strategy
   // (routing/strategy_registry.h), which checks them at start.
   std::map<std::string, std::string> strategy_settings;

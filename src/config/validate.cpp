@@ -196,6 +196,11 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
     check.fail("routing.load_balance.kv_critical", "must be in [0, 1)");
   if (r.load_imbalance.factor < 1) check.fail("routing.load_imbalance.factor", "must be at least 1");
   if (r.response_affinity.ttl_ms == 0) check.fail("routing.response_affinity.ttl_ms", "must be at least 1");
+  // Sampled decisions: a sample no smaller than the threshold would score as many pods as a whole small fleet.
+  check.atMost("routing.max_scored_pods", r.max_scored_pods, 1000000);
+  check.positive("routing.sampled_pods", r.sampled_pods);
+  if (r.max_scored_pods > 0)
+    check.atMost("routing.sampled_pods", r.sampled_pods, r.max_scored_pods, "routing.max_scored_pods");
 
   // A model's or profile's routing_config.load_balance: the same ranges as routing.load_balance.
   auto checkLoadBalance = [&check](const std::string& key, const LoadBalanceOverrides& lb) {

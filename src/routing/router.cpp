@@ -6,6 +6,7 @@
 
 #include "openai/errors.h"
 #include "routing/load_score.h"
+#include "routing/pod_sample.h"
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
 
@@ -22,84 +23,6 @@ openai::GatewayError errorFor(RouteFailure f) {
   return openai::GatewayError::kNoReadyPod;
 }
 
-namespace {
-
-// A candidate as the decision starts: the in-flight count (every replica's, with state sync), this gateway's
-// in-flight tokens and, when recent enough, the engine's load.
-// Filled in place in the candidates' vector (no 150-byte copy per pod).
-void fillCandidate(Candidate& c, const discovery::PodState& pod, int64_t now_ms, int64_t max_engine_age_ms) {
-  c.pod = &pod;
-  c.pod_id = pod.id();
-  const PodSignals& signals = pod.signals();
-  c.in_flight = signals.inFlightAllReplicas();
-  c.in_flight_tokens = static_cast<double>(std::max<int64_t>(0, signals.inFlightTokens()));
-  c.prefill_requests = std::max(0, signals.prefillRequests());
-  c.prefill_tokens = static_cast<double>(std::max<int64_t>(0, signals.prefillTokens()));
-  const engine::EngineLoadView view = pod.engine().view();
-  if (view.fresh(now_ms, max_engine_age_ms)) {
-    c.waiting = std::isnan(view.waiting) ? 0 : view.waiting;
-    c.kv_usage = view.kv_usage;
-  }
-  c.capacity = view.capacity;
-}
-
-// With state sync, the other replicas' requests in flight to each candidate count at the mean prompt tokens of
-// this gateway's own requests in flight (only their counts cross Redis).
-void addOtherReplicasTokens(std::span<const discovery::PodPtr> serving, std::vector<Candidate>& candidates) {
-  int64_t tokens = 0, requests = 0;
-  for (const discovery::PodPtr& pod : serving) {
-    tokens += std::max<int64_t>(0, pod->signals().inFlightTokens());
-    requests += std::max(0, pod->signals().inFlight());
-  }
-  if (requests == 0) return;
-  const double per_request = static_cast<double>(tokens) / static_cast<double>(requests);
-  for (Candidate& c : candidates)
-    c.in_flight_tokens += std::max(0, c.in_flight - c.pod->signals().inFlight()) * per_request;
-}
-
-}  // namespace
-
-bool servesLeg(PodRole role, PodRole leg, bool disaggregated) {
-  switch (leg) {
-    case PodRole::kPrefill: return role != PodRole::kDecode;
-    case PodRole::kDecode: return role != PodRole::kPrefill;
-    case PodRole::kBoth: break;
-  }
-  // A whole request of a disaggregated model is decoded where it is prefilled: not on a prefill pod, which would
-  // hold the KV cache of a long decode that decode pods are there for.
-  return !disaggregated || role != PodRole::kPrefill;
-}
-
-FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, const CandidateFilter& filter) {
-  FilteredCandidates out;
-  const bool panic = panicking(serving, filter.panic_threshold_percent, filter.now_ms);
-  bool other_replicas = false;
-  out.candidates.reserve(serving.size());
-  // Roles matter only to a leg or to a disaggregated model's whole request (the spec is not read otherwise).
-  const bool by_role = filter.leg != PodRole::kBoth || filter.disaggregated;
-  for (const discovery::PodPtr& pod : serving) {
-    if (by_role && !servesLeg(pod->spec().role, filter.leg, filter.disaggregated)) continue;
-    if (!(panic ? pod->healthy() && !pod->removed() : pod->ready(filter.now_ms))) continue;
-    if (std::find(filter.exclude.begin(), filter.exclude.end(), pod->id()) != filter.exclude.end()) continue;
-    // The per-pod queue bound (limits.max_in_flight_per_pod): a full pod takes no more.
-    if (filter.max_in_flight_per_pod > 0 && pod->signals().inFlightAllReplicas() >= filter.max_in_flight_per_pod) {
-      ++out.full;
-      continue;
-    }
-    fillCandidate(out.candidates.emplace_back(), *pod, filter.now_ms, filter.max_engine_age_ms);
-    other_replicas |= out.candidates.back().in_flight > pod->signals().inFlight();
-  }
-  if (out.candidates.empty()) return out;
-  if (other_replicas) addOtherReplicasTokens(serving, out.candidates);
-  // A pod whose KV cache is nearly full (infinite capacity-aware score) is not a candidate unless every pod is.
-  // The scores stay on the candidates: load-aware strategies use them as computed with this request's settings.
-  capacityLoadScores(out.candidates, filter.load_balance);
-  excludeInfiniteLoad(out.candidates, out.excluded);
-  // Before any strategy: when load is severely skewed, only the least-loaded pods stay candidates.
-  applyImbalanceGate(out.candidates, filter.load_imbalance);
-  return out;
-}
-
 double queuedElsewhere(const Candidate& c, double prompt_tokens) {
   const double others = c.waiting - static_cast<double>(c.prefill_requests);
   if (!(others > 0)) return 0;
@@ -112,17 +35,6 @@ int64_t estimatedPromptTokens(const openai::RequestView& request, double bytes_p
   if (request.has_token_ids) return static_cast<int64_t>(request.prompt_token_ids.size());
   if (!(bytes_per_token > 0)) bytes_per_token = tokenize::kDefaultBytesPerToken;
   return static_cast<int64_t>(std::ceil(static_cast<double>(request.prompt_text.size()) / bytes_per_token));
-}
-
-bool panicking(std::span<const discovery::PodPtr> serving, uint32_t threshold_percent, int64_t now_ms) {
-  uint64_t live = 0;
-  uint64_t ready = 0;
-  for (const discovery::PodPtr& pod : serving) {
-    if (pod->removed()) continue;
-    ++live;
-    if (pod->ready(now_ms)) ++ready;
-  }
-  return ready * 100 < uint64_t{threshold_percent} * live;
 }
 
 int64_t steadyNowMs() {
@@ -276,7 +188,15 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
   filter.disaggregated = filter.leg == PodRole::kBoth && snapshot->disaggregated(query.request.model);
   filter.load_balance = plan.settings.load_balance;
   filter.load_imbalance = config_.routing.load_imbalance;
-  FilteredCandidates filtered = filterCandidates(*serving, filter);
+  // A large fleet's decision scores a sample (pod_sample.h): the prompt is hashed and matched over every pod
+  // first, to know which pods hold a prefix of it. The prefix metrics time the decision from the hash.
+  auto started = std::chrono::steady_clock::now();
+  FilteredCandidates filtered;
+  const ServingPods* sampled = sample(plan, query, snapshot, filter, rng, filtered, prompt);
+  if (!sampled) {
+    filtered = filterCandidates(*serving, filter);
+    started = std::chrono::steady_clock::now();
+  }
   std::vector<Candidate>& candidates = filtered.candidates;
   if (candidates.empty() && filtered.full > 0) {
     d.failure = RouteFailure::kAllOverloaded;
@@ -292,15 +212,16 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
   }
 
   // A strategy that matches the prompt gets it hashed (once per request: failover keeps the blocks) and matched
-  // against every candidate before it scores.
-  const auto started = std::chrono::steady_clock::now();
+  // against every candidate before it scores (a sampled decision did both above).
   if (prefix_ && strategy->wantsPromptMatch()) {
-    if (!prompt) {
-      prompt = std::make_shared<PromptMatch>();
-      prefix_->hashPrompt(query.request, prompt->prompt, candidates);
+    if (!sampled) {
+      if (!prompt) {
+        prompt = std::make_shared<PromptMatch>();
+        prefix_->hashPrompt(query.request, prompt->prompt, candidates);
+      }
+      prompt->matched.assign(candidates.size(), 0);
+      prefix_->match(query.request.model, prompt->prompt, candidates, prompt->pods, prompt->matched);
     }
-    prompt->matched.assign(candidates.size(), 0);
-    prefix_->match(query.request.model, prompt->prompt, candidates, prompt->pods, prompt->matched);
     d.prompt = std::move(prompt);
   }
   RoutingInput input{query.request, candidates, plan.settings, rng, query.dry_run, now, d.prompt.get()};
@@ -323,8 +244,12 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
   }
   strategy->onPicked(input, best);
   const Candidate& pick = candidates[best];
-  for (const discovery::PodPtr& pod : *serving)
-    if (pod.get() == pick.pod) d.pod = pod;
+  if (sampled) {
+    d.pod = sampled->pods[sampled->position.at(pick.pod)];
+  } else {
+    for (const discovery::PodPtr& pod : *serving)
+      if (pod.get() == pick.pod) d.pod = pod;
+  }
 
   Ticket& t = d.ticket;
   t.facts_.model = query.request.model;
@@ -358,6 +283,42 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
   d.candidates = std::move(candidates);
   d.candidates.insert(d.candidates.end(), filtered.excluded.begin(), filtered.excluded.end());  // shown by /debug/route
   return d;
+}
+
+const ServingPods* Router::sample(const RoutePlan& plan, const RouteQuery& query,
+                                  const std::shared_ptr<const discovery::PodSet>& snapshot,
+                                  const CandidateFilter& filter, std::mt19937_64& rng, FilteredCandidates& out,
+                                  std::shared_ptr<PromptMatch>& prompt) {
+  const config::RoutingConfig& routing = config_.routing;
+  // The Responses API's chain affinity names a pod that must be a candidate: every pod is.
+  if (routing.max_scored_pods == 0 || !plan.strategy->scoresSample() || !query.preferred_pod.empty()) return nullptr;
+  thread_local ServingPodsCache cache;
+  const std::string& model = query.request.model;
+  const ServingPods* pods = cache.get(snapshot, model, filter.leg, filter.disaggregated);
+  if (!pods || pods->pods.size() <= routing.max_scored_pods) return nullptr;  // below it: exactly as every pod
+  thread_local std::vector<uint32_t> matched;  // per pod of `pods`
+  matched.clear();
+  const bool match = prefix_ && plan.strategy->wantsPromptMatch();
+  if (match) {
+    if (!prompt) {
+      prompt = std::make_shared<PromptMatch>();
+      prefix_->hashPrompt(query.request, prompt->prompt, pods->skeleton);
+    }
+    matched.assign(pods->pods.size(), 0);
+    // Standard mode: the holders straight from the index over the cached ids (no per-pod copy of a 96-byte
+    // candidate's id); KV event mode: as the engines' events say. Either way the candidates' matches are then
+    // computed below exactly as for a decision that scores every pod.
+    if (!prefix_->kvEvents()) prefix_->index().match(model, prompt->prompt.hashes, pods->ids, matched);
+    else prefix_->match(model, prompt->prompt, pods->skeleton, prompt->pods, matched);
+  }
+  const bool panic = cache.panicking(model, filter.panic_threshold_percent, filter.now_ms);
+  if (!sampleCandidates(*pods, matched, filter, panic, routing.max_scored_pods, routing.sampled_pods, rng, out))
+    return nullptr;  // most pods unusable: every pod is filtered (and the prompt, hashed, matched again)
+  if (match) {
+    prompt->matched.assign(out.candidates.size(), 0);
+    prefix_->match(model, prompt->prompt, out.candidates, prompt->pods, prompt->matched);
+  }
+  return pods;
 }
 
 void Router::recordPrompt(const RouteQuery& query, Decision& d, const Candidate& pick, size_t chosen,

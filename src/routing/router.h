@@ -20,6 +20,10 @@
 
 namespace prefixgate::routing {
 
+struct CandidateFilter;
+struct FilteredCandidates;
+struct ServingPods;
+
 // Typed outcomes; each maps to one gateway error (errorFor), hence one HTTP status and OpenAI error type.
 enum class RouteFailure { kNone, kUnknownStrategy, kModelNotServed, kNoReadyPod, kAllOverloaded };
 openai::GatewayError errorFor(RouteFailure f);  // the gateway error it is answered with (openai/errors.h)
@@ -106,6 +110,12 @@ class Router {
  private:
   Decision decide(const RoutePlan& plan, const RouteQuery& query, std::mt19937_64& rng,
                   std::shared_ptr<PromptMatch> prompt);
+  // Above routing.max_scored_pods pods serving the leg (and for a strategy that scoresSample): the sampled
+  // candidates into `out` (pod_sample.h) and, for a prefix strategy, the prompt hashed (unless given) and matched
+  // for each. Returns the pods drawn from, or null (nothing done but perhaps the hash) when every pod is filtered.
+  const ServingPods* sample(const RoutePlan& plan, const RouteQuery& query,
+                            const std::shared_ptr<const discovery::PodSet>& snapshot, const CandidateFilter& filter,
+                            std::mt19937_64& rng, FilteredCandidates& out, std::shared_ptr<PromptMatch>& prompt);
   // The prompt step of a prefix strategy's decision, after the pick: the prediction, and unless a dry run the
   // record, the KV event hold and the prefix metrics.
   void recordPrompt(const RouteQuery& query, Decision& d, const Candidate& pick, size_t chosen, double started_s);

@@ -242,9 +242,11 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
     index_->match(model, hashes, pods, matched);
     if (!capacity_aware_) return;
     for (size_t i = 0; i < candidates.size() && i < matched.size(); ++i) {
+      // A pod that matches nothing is skipped before its engine's slots are read: most of a large fleet.
+      if (matched[i] == 0) continue;
       const discovery::PodState* pod = candidates[i].pod;
       const size_t slots = pod ? modelledSlots(*pod) : 0;
-      if (slots == 0 || matched[i] == 0) continue;
+      if (slots == 0) continue;
       const auto held = ledger_.slotPrefix(pod->id(), model, hashes, slots);
       if (!held) continue;
       // Known to keep nothing beyond its slots: no more than its idle slots hold. Not known yet: only a prefix the

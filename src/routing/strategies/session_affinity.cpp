@@ -25,6 +25,9 @@ class SessionAffinityStrategy final : public Strategy {
       : own_(deps.sessions ? nullptr : std::make_unique<SessionTable>(settings)),
         table_(deps.sessions ? *deps.sessions : *own_) {}
 
+  // The pinned pod must be a candidate wherever it is in the fleet: never a sample.
+  bool scoresSample() const override { return false; }
+
   void score(RoutingInput& input) override {
     for (Candidate& c : input.candidates) c.score = -static_cast<double>(c.in_flight);
     const std::string_view id = input.request.session_id;
