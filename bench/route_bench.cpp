@@ -1,7 +1,7 @@
 // The real routing decision, as a request thread makes it: routing::Router::choose with the prefix-cache strategy
-// built by the real strategy registry from a config::Config (default blend weights), over a discovery::PodRegistry
+// built by the real strategy registry from a config::Config (default settings: the wait scorer), over a discovery::PodRegistry
 // of N ready pods that serve the model, on a stream of OpenAI chat requests. Each iteration is one full decision:
-// tokenize the prompt, hash its blocks, match them over every candidate, compute the load scores and the blend,
+// tokenize the prompt, hash its blocks, match them over every candidate, compute the load scores and the scorer's,
 // pick, record the blocks for the chosen pod (not a dry run), update the aibrix_prefix_cache_* metrics, and release
 // the in-flight guard when the Decision dies. Nothing is mocked; the only clock is the steady clock the gateway uses.
 //

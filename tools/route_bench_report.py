@@ -114,8 +114,8 @@ def render(args):
         "",
         f"## BM_RouterChoose: CPU microseconds per decision, median (min-max) of {reps} repetitions",
         "",
-        "One iteration = `Router::choose` with the prefix-cache strategy (blend): tokenize, hash, match over every "
-        "pod, load scores, blend, pick, record, metrics, in-flight guard released. 16 groups, each with its own "
+        "One iteration = `Router::choose` with the prefix-cache strategy (default scorer: wait): tokenize, hash, match over "
+        "every pod, load scores, the scorer, pick, record, metrics, in-flight guard released. 16 groups, each with its own "
         "system prompt of the given size; every request adds a new 1 KiB user message. Blocks of 128 bytes.",
         "",
         "| tokenizer | index | system prompt | 8 pods | 64 pods | 1,000 pods | blocks / request | match % of the chosen pod |",
