@@ -206,23 +206,43 @@ uint32_t PrefixIndex::match(std::string_view model, std::span<const BlockHash> h
 
   const Liveness live = liveness(max_age);
   FirstBlock first;
-  {
-    const BlockKey key = makeBlockKey(hashes[0], *model_key);
-    const Shard& shard = shardFor(key.mixed);
-    std::lock_guard lock(shard.mutex);
-    shard.store->visit(key, [&](const TouchEntry& e) {
-      if (!live.fresh(e)) return;
-      if (first.count < kFewHolders) {
-        first.touches[first.count] = e.touch;
-        first.pods[first.count++] = e.pod;
-      } else {
-        first.many = true;
-      }
-    });
-  }
+  firstHolders(*model_key, hashes[0], live, first);
   if (first.count == 0) return 0;
   if (!first.many) return matchFew(*model_key, hashes, candidates, matched_out, first, live);
   return matchMany(*model_key, hashes, candidates, matched_out, live);
+}
+
+void PrefixIndex::firstHolders(ModelKey model, BlockHash block, const Liveness& live, FirstBlock& first) const {
+  const BlockKey key = makeBlockKey(block, model);
+  const Shard& shard = shardFor(key.mixed);
+  std::lock_guard lock(shard.mutex);
+  shard.store->visit(key, [&](const TouchEntry& e) {
+    if (!live.fresh(e)) return;
+    if (first.count < kFewHolders) {
+      first.touches[first.count] = e.touch;
+      first.pods[first.count++] = e.pod;
+    } else {
+      first.many = true;
+    }
+  });
+}
+
+bool PrefixIndex::holders(std::string_view model, std::span<const BlockHash> hashes,
+                          std::vector<std::pair<PodId, uint32_t>>& out) const {
+  out.clear();
+  if (hashes.empty()) return true;
+  const std::optional<ModelKey> model_key = models_.find(model);
+  if (!model_key) return true;  // never recorded: nobody holds anything
+  const Liveness live = liveness(std::nullopt);
+  FirstBlock first;
+  firstHolders(*model_key, hashes[0], live, first);
+  if (first.many) return false;
+  if (first.count == 0) return true;
+  walkFew(*model_key, hashes, first, live, [&](uint32_t pod) { return !removed_.contains(PodId{pod}); },
+          [&](uint32_t pod, uint32_t blocks) {
+            if (blocks > 0) out.emplace_back(PodId{pod}, blocks);
+          });
+  return true;
 }
 
 namespace {
@@ -274,6 +294,16 @@ bool containsPod(std::span<const PodId> candidates, uint32_t pod) {
 
 uint32_t PrefixIndex::matchFew(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
                                std::span<uint32_t> matched, const FirstBlock& first, const Liveness& live) const {
+  return walkFew(
+      model, hashes, first, live,
+      [&](uint32_t pod) { return containsPod(candidates, pod) && !removed_.contains(PodId{pod}); },
+      // Every position of a listed pod gets its count, so a repeated candidate gets the same one.
+      [&](uint32_t pod, uint32_t blocks) { forEachPositionOf(candidates, pod, [&](size_t i) { matched[i] = blocks; }); });
+}
+
+template <class Accepts, class Emit>
+uint32_t PrefixIndex::walkFew(ModelKey model, std::span<const BlockHash> hashes, const FirstBlock& first,
+                              const Liveness& live, Accepts&& accepts, Emit&& emit) const {
   static_assert(kFewHolders <= 32, "alive set is a 32-bit mask");
   struct Listed {
     uint32_t pod;
@@ -284,7 +314,7 @@ uint32_t PrefixIndex::matchFew(ModelKey model, std::span<const BlockHash> hashes
   uint32_t listed_count = 0;
   for (size_t i = 0; i < first.count; ++i) {
     const uint32_t pod = first.pods[i];
-    if (!containsPod(candidates, pod) || removed_.contains(PodId{pod})) continue;
+    if (!accepts(pod)) continue;
     const size_t proven = provenBlocks(model, hashes, pod, first.touches[i], live);
     listed[listed_count++] = Listed{pod, 0, std::max<size_t>(1, proven)};  // the first block is held either way
   }
@@ -336,10 +366,7 @@ uint32_t PrefixIndex::matchFew(ModelKey model, std::span<const BlockHash> hashes
   }
   for (uint32_t bits = alive; bits != 0; bits &= bits - 1)
     listed[std::countr_zero(bits)].matched = static_cast<uint32_t>(stop);
-  // Every position of a listed pod gets its count, so a repeated candidate gets the same one.
-  for (uint32_t j = 0; j < listed_count; ++j) {
-    forEachPositionOf(candidates, listed[j].pod, [&](size_t i) { matched[i] = listed[j].matched; });
-  }
+  for (uint32_t j = 0; j < listed_count; ++j) emit(listed[j].pod, listed[j].matched);
   return static_cast<uint32_t>(stop);
 }
 

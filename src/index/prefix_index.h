@@ -93,6 +93,12 @@ class PrefixIndex {
   uint32_t match(std::string_view model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
                  std::span<uint32_t> matched_out,
                  std::optional<std::chrono::nanoseconds> max_age = std::nullopt) const;
+  // The pods that hold a prefix of `hashes`, each with the number of leading blocks it holds (> 0), written to `out`
+  // (cleared first; removed pods left out): what match() finds for them, without a candidate list, so the cost
+  // follows the holders, not the fleet (routing's sampled decisions at large fleets). False, with `out` empty,
+  // when more than kFewHolders pods hold the first block: match() over the candidates then.
+  bool holders(std::string_view model, std::span<const BlockHash> hashes,
+               std::vector<std::pair<PodId, uint32_t>>& out) const;
 
   // Marks `pod` as holding every block of `hashes` under `model`, touched now: new blocks are inserted (evicting
   // the least recently updated block of a full shard), known ones refreshed. Blocks are written last to first,
@@ -160,6 +166,13 @@ class PrefixIndex {
   // when the first block is widely held, with a bitset over all candidates.
   uint32_t matchFew(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
                     std::span<uint32_t> matched, const FirstBlock& first, const Liveness& live) const;
+  // matchFew's walk over the pods of `first` for which accepts(pod) is true; emit(pod, blocks) once per such pod
+  // at the end. Returns the blocks walked.
+  template <class Accepts, class Emit>
+  uint32_t walkFew(ModelKey model, std::span<const BlockHash> hashes, const FirstBlock& first, const Liveness& live,
+                   Accepts&& accepts, Emit&& emit) const;
+  // The fresh entries of the first block: up to kFewHolders pods with their touches, or `many`.
+  void firstHolders(ModelKey model, BlockHash block, const Liveness& live, FirstBlock& first) const;
   uint32_t matchMany(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,
                      std::span<uint32_t> matched, const Liveness& live) const;
   uint32_t walkMany(ModelKey model, std::span<const BlockHash> hashes, std::span<const PodId> candidates,

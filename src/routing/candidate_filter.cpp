@@ -104,22 +104,20 @@ FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, 
   return out;
 }
 
-bool sampleCandidates(const ServingPods& serving, std::span<const uint32_t> matched, const CandidateFilter& filter,
+bool sampleCandidates(const ServingPods& serving, std::span<HeldPrefix> held, const CandidateFilter& filter,
                       bool panic, uint32_t max_scored, uint32_t sample, std::mt19937_64& rng, FilteredCandidates& out) {
   const size_t n = serving.pods.size();
+  // More holders than may be scored (a prefix every pod holds): the longest matches.
+  if (held.size() > max_scored) {
+    std::nth_element(held.begin(), held.begin() + max_scored, held.end(),
+                     [](const HeldPrefix& a, const HeldPrefix& b) { return a.blocks > b.blocks; });
+    held = held.first(max_scored);
+  }
   // Positions taken (holders, then draws): a short list, searched linearly.
   thread_local std::vector<uint32_t> taken;
   taken.clear();
-  if (!matched.empty()) {
-    for (uint32_t i = 0; i < n && i < matched.size(); ++i)
-      if (matched[i] > 0) taken.push_back(i);
-    // More holders than may be scored (a prefix every pod holds): the longest matches.
-    if (taken.size() > max_scored) {
-      std::nth_element(taken.begin(), taken.begin() + max_scored, taken.end(),
-                       [&](uint32_t a, uint32_t b) { return matched[a] > matched[b]; });
-      taken.resize(max_scored);
-    }
-  }
+  for (const HeldPrefix& h : held)
+    if (h.blocks > 0 && h.position < n) taken.push_back(h.position);
   const size_t holders = taken.size();
   // Power-of-k-choices: `sample` usable pods drawn at random; the strategy weighs them with the holders. The first
   // draws are made before any pod is read, so that the pods' state (cold in a large fleet) loads all at once.

@@ -34,6 +34,7 @@ const ServingPods* ServingPodsCache::get(const std::shared_ptr<const discovery::
     for (const discovery::PodPtr& pod : *entry.serving) {
       if (!servesLeg(pod->spec().role, leg, disaggregated)) continue;
       pods->position.emplace(pod.get(), static_cast<uint32_t>(pods->pods.size()));
+      pods->by_id.emplace(pod->id().value, static_cast<uint32_t>(pods->pods.size()));
       pods->pods.push_back(pod);
       pods->skeleton.push_back(Candidate{pod.get(), pod->id()});
       pods->ids.push_back(pod->id());

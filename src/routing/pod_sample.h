@@ -28,6 +28,13 @@ struct ServingPods {
   std::vector<Candidate> skeleton;  // per pod, in pods' order: pod and pod_id only (what hashPrompt and match read)
   std::vector<PodId> ids;           // per pod, in pods' order: a contiguous list for the index's holder search
   std::unordered_map<const discovery::PodState*, uint32_t> position;  // a pod's index in pods
+  std::unordered_map<uint32_t, uint32_t> by_id;                       // PodId::value -> index in pods
+};
+
+// A pod of ServingPods::pods (its index) that holds `blocks` leading blocks of the prompt.
+struct HeldPrefix {
+  uint32_t position = 0;
+  uint32_t blocks = 0;
 };
 
 // The ServingPods of the snapshot the calling thread decided with last. One per thread (Router::decide's is
@@ -55,12 +62,12 @@ class ServingPodsCache {
   std::map<std::string, ModelEntry, std::less<>> models_;
 };
 
-// The sampled candidates of one decision: the pods of `serving` that hold a match (matched[i] > 0, at most
-// `max_scored` of the longest) and pass `filter`, plus up to `sample` others drawn at random with `rng` that pass it
+// The sampled candidates of one decision: the pods of `serving` that hold a match (`held`, at most `max_scored` of
+// the longest; reordered) and pass `filter`, plus up to `sample` others drawn at random with `rng` that pass it
 // (at most 4 x `sample` draws). `panic`: ServingPodsCache::panicking. Returns false, leaving `out` empty, when
 // the draws found fewer than `sample` usable pods (most pods are not ready, excluded or full: the caller then
-// filters every pod, as below the threshold). `matched` is empty when the strategy matches no prompt.
-bool sampleCandidates(const ServingPods& serving, std::span<const uint32_t> matched, const CandidateFilter& filter,
+// filters every pod, as below the threshold). `held` is empty when the strategy matches no prompt.
+bool sampleCandidates(const ServingPods& serving, std::span<HeldPrefix> held, const CandidateFilter& filter,
                       bool panic, uint32_t max_scored, uint32_t sample, std::mt19937_64& rng, FilteredCandidates& out);
 
 }  // namespace prefixgate::routing

@@ -296,23 +296,33 @@ const ServingPods* Router::sample(const RoutePlan& plan, const RouteQuery& query
   const std::string& model = query.request.model;
   const ServingPods* pods = cache.get(snapshot, model, filter.leg, filter.disaggregated);
   if (!pods || pods->pods.size() <= routing.max_scored_pods) return nullptr;  // below it: exactly as every pod
-  thread_local std::vector<uint32_t> matched;  // per pod of `pods`
-  matched.clear();
+  thread_local std::vector<HeldPrefix> held;  // the pods of `pods` holding a prefix of the prompt
+  held.clear();
   const bool match = prefix_ && plan.strategy->wantsPromptMatch();
   if (match) {
     if (!prompt) {
       prompt = std::make_shared<PromptMatch>();
       prefix_->hashPrompt(query.request, prompt->prompt, pods->skeleton);
     }
-    matched.assign(pods->pods.size(), 0);
-    // Standard mode: the holders straight from the index over the cached ids (no per-pod copy of a 96-byte
-    // candidate's id); KV event mode: as the engines' events say. Either way the candidates' matches are then
-    // computed below exactly as for a decision that scores every pod.
-    if (!prefix_->kvEvents()) prefix_->index().match(model, prompt->prompt.hashes, pods->ids, matched);
-    else prefix_->match(model, prompt->prompt, pods->skeleton, prompt->pods, matched);
+    // Standard mode: the holders straight from the index, found from the prompt's first block (a cost that follows
+    // the holders, not the fleet); when that block is widely held, or in KV event mode (as the engines' events
+    // say), a match over every pod's cached id. Either way the candidates' matches are then computed below exactly
+    // as for a decision that scores every pod.
+    thread_local std::vector<std::pair<PodId, uint32_t>> holders;
+    if (!prefix_->kvEvents() && prefix_->index().holders(model, prompt->prompt.hashes, holders)) {
+      for (const auto& [id, blocks] : holders)
+        if (auto it = pods->by_id.find(id.value); it != pods->by_id.end()) held.push_back({it->second, blocks});
+    } else {
+      thread_local std::vector<uint32_t> matched;  // per pod of `pods`
+      matched.assign(pods->pods.size(), 0);
+      if (!prefix_->kvEvents()) prefix_->index().match(model, prompt->prompt.hashes, pods->ids, matched);
+      else prefix_->match(model, prompt->prompt, pods->skeleton, prompt->pods, matched);
+      for (uint32_t i = 0; i < matched.size(); ++i)
+        if (matched[i] > 0) held.push_back({i, matched[i]});
+    }
   }
   const bool panic = cache.panicking(model, filter.panic_threshold_percent, filter.now_ms);
-  if (!sampleCandidates(*pods, matched, filter, panic, routing.max_scored_pods, routing.sampled_pods, rng, out))
+  if (!sampleCandidates(*pods, held, filter, panic, routing.max_scored_pods, routing.sampled_pods, rng, out))
     return nullptr;  // most pods unusable: every pod is filtered (and the prompt, hashed, matched again)
   if (match) {
     prompt->matched.assign(out.candidates.size(), 0);

@@ -9,6 +9,14 @@ import pytest
 
 from harness import Gateway, Sim, stream_content, wait_until
 
+
+def wait_metric(gw, name, value, **labels):
+    """A request's outcome metrics are recorded after its response is written: a client that reads /metrics at once
+    may be first. Waits (bounded) until `name` with `labels` reads `value`."""
+    wait_until(lambda: gw.metric(name, **labels) == value, timeout=5,
+               what=f"{name}{labels} == {value}")
+
+
 SYSTEM = "You are the support assistant of a large shipping company; answer from the policy below. " + " ".join(
     f"Clause {i}: parcels of class {i} travel by road unless marked urgent." for i in range(40))
 
@@ -71,9 +79,9 @@ def test_connector_prefills_on_a_prefill_pod_and_decodes_on_a_decode_pod_with_it
         assert "[DONE]" in raw.decode() and stream_content(raw)
         assert all(not s.completions_seen() for s in prefill if s.name != prefill_pod)
         assert all(not s.completions_seen() for s in decode if s.name != decode_pod)
-        assert gw.metric("prefixgate_pd_requests_total", outcome="disaggregated") == 1
-        assert gw.metric("prefixgate_pd_prefill_seconds_count") == 1
-        assert gw.metric("prefixgate_pd_handoff_seconds_count") == 1
+        wait_metric(gw, "prefixgate_pd_requests_total", 1, outcome="disaggregated")
+        wait_metric(gw, "prefixgate_pd_prefill_seconds_count", 1)
+        wait_metric(gw, "prefixgate_pd_handoff_seconds_count", 1)
 
         # The same prefix again: the prefill pod that holds it is chosen (prefix-scored), and /debug/route explains
         # both legs.
@@ -118,7 +126,7 @@ def test_a_prefill_answer_without_transfer_params_is_decoded_whole_on_the_decode
         assert headers["prefill-pod"] == "plain-prefill"
         done = by_name(decode)[headers["target-pod"]].completions_seen()[-1]
         assert done["kv_role_leg"] == "" and done["kv_pulled_tokens"] == 0 and done["status"] == 200, done
-        assert gw.metric("prefixgate_pd_requests_total", outcome="no_transfer_params") == 1
+        wait_metric(gw, "prefixgate_pd_requests_total", 1, outcome="no_transfer_params")
         assert gw.metric("prefixgate_pd_requests_total", outcome="disaggregated") == 0
     finally:
         gw.stop()
@@ -134,7 +142,7 @@ def test_sidecar_mode_sends_once_to_the_decode_pod_naming_the_prefill_pod(tmp_pa
         seen = by_name(decode)[headers["target-pod"]].completions_seen()[-1]
         assert seen["headers"]["x-prefiller-host-port"] == f"127.0.0.1:{prefill_pod.port}", seen["headers"]
         assert all(not s.completions_seen() for s in prefill)  # the sidecar, not the gateway, runs the prefill leg
-        assert gw.metric("prefixgate_pd_requests_total", outcome="sidecar") == 1
+        wait_metric(gw, "prefixgate_pd_requests_total", 1, outcome="sidecar")
     finally:
         gw.stop()
 
@@ -148,7 +156,7 @@ def test_short_prompts_are_served_whole_by_a_decode_pod_below_the_threshold(tmp_
         assert all(not s.completions_seen() for s in prefill)
         done = by_name(decode)[headers["target-pod"]].completions_seen()[-1]
         assert done["kv_role_leg"] == "" and done["kv_pulled_tokens"] == 0
-        assert gw.metric("prefixgate_pd_requests_total", outcome="aggregated") == 1
+        wait_metric(gw, "prefixgate_pd_requests_total", 1, outcome="aggregated")
     finally:
         gw.stop()
 
@@ -216,13 +224,13 @@ def test_a_busy_prefill_side_sends_the_request_whole_to_a_decode_pod(tmp_path):
             assert "prefill-pod" not in headers and headers["target-pod"] in by_name(decode), headers
             done = by_name(decode)[headers["target-pod"]].completions_seen()[-1]
             assert done["kv_role_leg"] == "" and done["kv_pulled_tokens"] == 0  # the decode pod prefilled it
-            assert gw.metric("prefixgate_pd_requests_total", outcome="prefill_busy") == 1
+            wait_metric(gw, "prefixgate_pd_requests_total", 1, outcome="prefill_busy")
             for future in slow:
                 assert "prefill-pod" in future.result(timeout=30)[0]
         # The prefill side free again: split as usual.
         headers, _ = send(gw, chat_body("Another question."))
         assert "prefill-pod" in headers
-        assert gw.metric("prefixgate_pd_requests_total", outcome="disaggregated") == 3
+        wait_metric(gw, "prefixgate_pd_requests_total", 3, outcome="disaggregated")
     finally:
         if gw is not None:
             gw.stop()

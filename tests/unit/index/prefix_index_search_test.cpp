@@ -156,6 +156,45 @@ TEST_P(PrefixIndexSearch, MatchEqualsBlockByBlock) {
   }
 }
 
+// Ensures holders() names exactly the pods with a block-by-block match and their counts (removed pods and pods with
+// none left out) whenever few pods hold the first block, and declines (false) only when more than kFewHolders do.
+TEST_P(PrefixIndexSearch, HoldersEqualBlockByBlock) {
+  const Shape shape = GetParam();
+  for (uint64_t seed : {6, 7}) {
+    ManualClock clock;
+    PrefixIndex index(PrefixIndexOptions{shape.capacity, kExpiry, shape.shards, true, 0ns}, clock);
+    Workload w(seed * 7919 + shape.capacity, shape.pods, true);
+    size_t answered = 0;
+    size_t held = 0;
+    std::vector<std::pair<PodId, uint32_t>> holders;
+    for (size_t step = 0; step < 4000; ++step) {
+      w.step(clock, {&index});
+      const auto& chain = w.chains[w.pick(w.chains.size())];
+      std::vector<PodId> every = w.pods;
+      if (w.last_removed) every.push_back(*w.last_removed);
+      size_t first_holders = 0;
+      std::vector<std::pair<PodId, uint32_t>> expected;
+      for (PodId pod : every) {
+        const uint32_t n = linearMatch(index, chain, pod, std::nullopt);
+        if (n > 0) expected.emplace_back(pod, n);
+        first_holders += n > 0 ? 1 : 0;
+      }
+      if (!index.holders(kModel, chain, holders)) {
+        ASSERT_TRUE(holders.empty());
+        ASSERT_GT(first_holders, PrefixIndex::kFewHolders) << "step " << step;
+        continue;
+      }
+      ++answered;
+      held += holders.size();
+      std::sort(holders.begin(), holders.end());
+      std::sort(expected.begin(), expected.end());
+      ASSERT_EQ(holders, expected) << "seed " << seed << ", step " << step;
+    }
+    EXPECT_GT(answered, 1000u);
+    EXPECT_GT(held, answered / 2) << "the workload should leave holders to name";
+  }
+}
+
 // Ensures a chained index ends up holding exactly what an unchained one (which refreshes every block of every
 // record) holds after the same records, block removals and evictions: leaving the blocks a pod holds from this
 // tick unwritten changes nothing a match can see. (No pod removals or expiry here: with dead entries around, the
