@@ -19,6 +19,10 @@ class PodCountGuard {
   explicit PodCountGuard(discovery::PodPtr pod, int64_t tokens = 0) : pod_(std::move(pod)), tokens_(tokens) {
     if (pod_) (pod_->signals().*Add)(tokens_);
   }
+  // Adopts a count already taken (PodSignals::tryAddInFlight): releases it, with `tokens`, at its end.
+  struct Counted {};
+  static constexpr Counted kCounted{};
+  PodCountGuard(discovery::PodPtr pod, int64_t tokens, Counted) : pod_(std::move(pod)), tokens_(tokens) {}
   PodCountGuard(PodCountGuard&& o) noexcept : pod_(std::move(o.pod_)), tokens_(o.tokens_) {}
   PodCountGuard& operator=(PodCountGuard&& o) noexcept {
     if (this != &o) {

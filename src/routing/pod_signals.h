@@ -100,6 +100,22 @@ class PodSignals {
     routed_.fetch_add(1, std::memory_order_relaxed);
     if (tokens != 0) in_flight_tokens_.fetch_add(tokens, std::memory_order_relaxed);
   }
+  // The per-pod bound taken, not just read (limits.max_in_flight_per_pod): counts one more request in flight only
+  // while inFlightAllReplicas() is below `limit`, in one compare-and-swap, so two request threads that both read the
+  // last free slot cannot both take it. False, counting nothing, when the pod is full. Its tokens are added apart
+  // (addInFlightTokens) once known; the guard that releases it is built with InFlightGuard::kCounted.
+  bool tryAddInFlight(int32_t limit) {
+    int32_t seen = in_flight_.load(std::memory_order_relaxed);
+    do {
+      const int32_t others = other_replicas_.load(std::memory_order_relaxed);
+      const auto since = static_cast<int32_t>(routed_.load(std::memory_order_relaxed) -
+                                              routed_at_read_.load(std::memory_order_relaxed));
+      if (seen + remoteInFlight() + others * since >= limit) return false;
+    } while (!in_flight_.compare_exchange_weak(seen, seen + 1, std::memory_order_relaxed));
+    routed_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  void addInFlightTokens(int64_t tokens) { in_flight_tokens_.fetch_add(tokens, std::memory_order_relaxed); }
   void releaseInFlight(int64_t tokens = 0) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     if (tokens != 0) in_flight_tokens_.fetch_sub(tokens, std::memory_order_relaxed);

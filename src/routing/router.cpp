@@ -242,7 +242,6 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
     for (size_t i = 0; i < candidates.size(); ++i)
       if (candidates[i].pod->name() == query.preferred_pod) best = i;
   }
-  strategy->onPicked(input, best);
   const Candidate& pick = candidates[best];
   if (sampled) {
     d.pod = sampled->pods[sampled->position.at(pick.pod)];
@@ -250,6 +249,17 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
     for (const discovery::PodPtr& pod : *serving)
       if (pod.get() == pick.pod) d.pod = pod;
   }
+  // The per-pod bound was read when the candidates were; it is taken now. A pod another thread filled in between
+  // is left out and the request decided again among the others (at most once per candidate: each pass excludes one).
+  const bool counted = !query.dry_run && filter.max_in_flight_per_pod > 0;
+  if (counted && !d.pod->signals().tryAddInFlight(filter.max_in_flight_per_pod)) {
+    std::vector<PodId> exclude(query.exclude.begin(), query.exclude.end());
+    exclude.push_back(d.pod->id());
+    RouteQuery again = query;
+    again.exclude = exclude;
+    return decide(plan, again, rng, d.prompt ? std::move(d.prompt) : std::move(prompt));
+  }
+  strategy->onPicked(input, best);
 
   Ticket& t = d.ticket;
   t.facts_.model = query.request.model;
@@ -275,7 +285,12 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
     t.pod_ = d.pod;
     t.strategy_ = strategy;
     t.now_ms_ = &now_ms_;
-    t.in_flight_ = InFlightGuard(d.pod, tokens);
+    if (counted) {
+      d.pod->signals().addInFlightTokens(tokens);
+      t.in_flight_ = InFlightGuard(d.pod, tokens, InFlightGuard::kCounted);
+    } else {
+      t.in_flight_ = InFlightGuard(d.pod, tokens);
+    }
     t.prefill_ = PrefillGuard(d.pod, to_prefill);
   }
   d.match_percent = pick.match_percent;

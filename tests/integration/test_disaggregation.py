@@ -208,8 +208,9 @@ def test_a_split_request_never_passes_the_clients_kv_transfer_params(tmp_path, f
 
 
 def test_a_busy_prefill_side_sends_the_request_whole_to_a_decode_pod(tmp_path):
-    # Prefill pods 20 times slower than real time hold their legs long enough to be seen busy.
-    prefill = [Sim(tmp_path, f"prefill-{i}", "--role", "prefill", time_scale="20") for i in range(2)]
+    # Prefill pods 100 times slower than real time hold their legs (about 2 s) long enough to be seen busy together
+    # on a loaded machine (20 times held them ~0.4 s: in CI the second leg could start after the first had ended).
+    prefill = [Sim(tmp_path, f"prefill-{i}", "--role", "prefill", time_scale="100") for i in range(2)]
     decode = [Sim(tmp_path, f"decode-{i}", "--role", "decode") for i in range(2)]
     gw = None
     try:

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "unit/core/pod_specs.h"
 #include "unit/core/prefix_router_fixture.h"
 
@@ -153,6 +156,55 @@ TEST_F(TicketTest, ADryRunTicketDoesNothing) {
   EXPECT_FALSE(d.ticket.completed(streamed(0.1)));
   EXPECT_EQ(d.pod->signals().rates().read().samples, 0u);
   EXPECT_EQ(matchOf(kPrompt, d.pod->name()), 0);
+}
+
+// Ensures the per-pod bound is taken in one step: a pod below it counts one more request, a full one (counting the
+// other replicas' requests and this replica's since their read) counts none.
+TEST(PodSignalsTest, TryAddInFlightTakesOnlyASlotBelowTheBound) {
+  PodSignals s;
+  EXPECT_TRUE(s.tryAddInFlight(2));
+  EXPECT_TRUE(s.tryAddInFlight(2));
+  EXPECT_FALSE(s.tryAddInFlight(2));
+  EXPECT_EQ(s.inFlight(), 2);
+  s.releaseInFlight();
+  s.setRemoteInFlight(1, 0);  // another replica's request fills the slot just freed
+  EXPECT_FALSE(s.tryAddInFlight(2));
+  EXPECT_TRUE(s.tryAddInFlight(3));
+  EXPECT_EQ(s.inFlightAllReplicas(), 3);
+}
+
+// Ensures many request threads deciding at once never put more than limits.max_in_flight_per_pod requests on a pod:
+// the bound read when the candidates are filtered was checked and then counted, so two threads that both saw the
+// last free slot both took it (a pod with 5 of 4). Exactly the fleet's room is admitted; the rest are refused.
+TEST_F(TicketTest, ConcurrentDecisionsNeverPassThePerPodBound) {
+  config_.limits.max_in_flight_per_pod = 2;
+  constexpr int kThreads = 8;
+  constexpr int kEach = 6;
+  std::vector<std::vector<Decision>> held(kThreads);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      openai::RequestView request;
+      request.model = "m";
+      request.prompt_text = "thread " + std::to_string(t) + " asks about something else entirely";
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();
+      for (int i = 0; i < kEach; ++i) {
+        Decision d = router_->choose(RouteQuery{request, "", "", {}, false}, rng);
+        if (d.failure == RouteFailure::kNone) held[t].push_back(std::move(d));
+        else EXPECT_EQ(d.failure, RouteFailure::kAllOverloaded);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  size_t admitted = 0;
+  for (const auto& h : held) admitted += h.size();
+  EXPECT_EQ(admitted, 6u);  // 3 pods x 2
+  for (const char* name : {"a", "b", "c"}) EXPECT_EQ(pod(name)->signals().inFlight(), 2) << name;
+  held.clear();
+  for (const char* name : {"a", "b", "c"}) EXPECT_EQ(pod(name)->signals().inFlight(), 0) << name;
 }
 
 }  // namespace
