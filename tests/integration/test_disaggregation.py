@@ -216,11 +216,14 @@ def test_a_busy_prefill_side_sends_the_request_whole_to_a_decode_pod(tmp_path):
     try:
         gw = gateway(tmp_path, prefill, decode, max_prefill_in_flight=1)
         with ThreadPoolExecutor(2) as pool:
-            # Nothing in common: prefix-cache spreads them by load, one per prefill pod.
-            slow = [pool.submit(send, gw, {"model": "sim-model", "max_tokens": 2, "messages": [
-                {"role": "user", "content": f"{i} " + "unrelated words " * 200}]}) for i in range(2)]
-            wait_until(lambda: all(p["in_flight"] >= 1 for p in gw.debug_pods() if p["role"] == "prefill"),
-                       timeout=10, what="both prefill pods busy")
+            # Nothing in common: prefix-cache spreads them by load, one per prefill pod (the second sent once the
+            # first is counted: sent together, both could be decided on the same idle view).
+            slow = []
+            for i in range(2):
+                slow.append(pool.submit(send, gw, {"model": "sim-model", "max_tokens": 2, "messages": [
+                    {"role": "user", "content": f"{i} " + "unrelated words " * 200}]}))
+                wait_until(lambda: sum(p["in_flight"] >= 1 for p in gw.debug_pods() if p["role"] == "prefill") > i,
+                           timeout=10, what=f"{i + 1} prefill pods busy")
             headers, _ = send(gw, chat_body("Quick one."))
             assert "prefill-pod" not in headers and headers["target-pod"] in by_name(decode), headers
             done = by_name(decode)[headers["target-pod"]].completions_seen()[-1]
