@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Proxy-overhead benchmark: what a request pays for going through prefixgate, against nginx and HAProxy, each
-with one event loop.
+with one event loop (--proxy-loops: as many each).
 
 Chat completions (non-streaming) from a fast static upstream (one nginx worker, `return 200`, listening on 8 ports:
 the 8 simulated pods), sent (a) direct, (b) through nginx (`worker_processes 1`, upstream keep-alive, no access
@@ -284,6 +284,9 @@ def parse_args(argv):
     ap.add_argument("--stream-count", type=int, default=4, help="streams per connection per round")
     ap.add_argument("--stream-gap-ms", type=float, default=1.0, help="time between the upstream's events")
     ap.add_argument("--wrk-threads", type=int, default=1)
+    ap.add_argument("--proxy-loops", type=int, default=1,
+                    help="event loops of every proxy: nginx worker_processes, HAProxy nbthread, prefixgate threads "
+                         "(per-core parity is 1; 2 against 2 is the scaling check)")
     ap.add_argument("--profile", action="store_true",
                     help="also profile: perf of prefixgate prefix-cache, and system calls per request of every proxy "
                          "(strace); writes overhead-profile.txt")
@@ -326,7 +329,7 @@ def main(argv=None):
           f"count), {args.duration_s} s of load each" + ("" if args.tiny else ", after a 1 s warm-up per target"),
           flush=True)
     with provenance.LoadSampler() as load, tempfile.TemporaryDirectory(prefix="prefixgate-overhead-") as tmp:
-        fleet = Fleet(tmp, stream_gap_ms=args.stream_gap_ms)
+        fleet = Fleet(tmp, loops=args.proxy_loops, stream_gap_ms=args.stream_gap_ms)
         try:
             wrk = Wrk(tmp, args.wrk_threads)
             for name in args.phases:

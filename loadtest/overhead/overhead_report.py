@@ -154,32 +154,36 @@ def verdict(results):
     return lines
 
 
-def _processes(shape):
-    """What /proc said of the proxies after the run: the one worker or thread each was configured with."""
+def _processes(shape, loops):
+    """What /proc said of the proxies after the run: the workers or threads each was configured with."""
+    serving = "one serves" if loops == 1 else f"{loops} serve"
     return (f"From /proc after the run: nginx master and {shape['nginx']['children']} worker(s), HAProxy "
             f"{shape['haproxy']['threads']} thread(s), prefixgate random and prefix-cache "
-            f"{shape['prefixgate-random']['threads']} and {shape['prefixgate-prefix-cache']['threads']} threads (one "
-            "serves requests; the others are the main thread, the control loop: admin, health checks and scrapes of "
-            "the pods' /metrics, counted in its CPU time, and the drain thread).")
+            f"{shape['prefixgate-random']['threads']} and {shape['prefixgate-prefix-cache']['threads']} threads "
+            f"({serving} requests; the others are the main thread, the control loop: admin, health checks and "
+            "scrapes of the pods' /metrics, counted in its CPU time, and the drain thread).")
 
 
 def _setup(results):
     cfg, load = results["config"], results["provenance"]["load"]
     rounds = f"{cfg['rounds']} round" + ("" if cfg["rounds"] == 1 else "s")
+    loops = cfg.get("proxy_loops", 1)
+    each = "one event loop each" if loops == 1 else f"{loops} event loops each (--proxy-loops {loops})"
     return [
         f"Upstream: one nginx worker answering every POST with a fixed ~380-byte chat completion (`return 200`; its "
         f"`usage` says {PROMPT_TOKENS} prompt tokens and `prompt_tokens_details.cached_tokens` 0, so prefixgate's "
         f"prediction audit counts every prefix-cache response), listening on {PODS} ports: the {PODS} pods. Proxies, "
-        f"one event loop each: nginx (`worker_processes 1`, `proxy_pass` to an upstream block of the {PODS} pods, "
-        "round robin, `keepalive 512`, `access_log off`), HAProxy (`nbthread 1`, `balance roundrobin` over the pods, "
-        f"`http-reuse always`), prefixgate (`threads: 1`, `log_level: warn`; the {PODS} pods in its pods file) with "
+        f"{each}: nginx (`worker_processes {loops}`, `proxy_pass` to an upstream block of the {PODS} pods, "
+        f"round robin, `keepalive 512`, `access_log off`), HAProxy (`nbthread {loops}`, `balance roundrobin` over the "
+        f"pods, `http-reuse always`), prefixgate (`threads: {loops}`, `log_level: warn`; the {PODS} pods in its pods "
+        "file) with "
         f"`random` and with `prefix-cache`. Client: wrk, {cfg['wrk_threads']} thread, keep-alive, {cfg['duration_s']} "
         "s per run, loadtest/overhead/wrk_post.lua (a rotating workload's bodies are sent in a fixed, seeded order "
         f"per wrk thread). {rounds} per phase, the targets interleaved in each (round r starts at the r-th target); "
         "every cell is the median of the rounds with their min-max in brackets, and the raw figures of every round "
         "are in overhead.json. CPU us/request: user + system CPU time of the proxy process (nginx: master and worker; "
         "for direct: the upstream nginx) over the run, from /proc, divided by the requests. "
-        f"{_processes(results['processes'])} Wall time {results['wall_s']:.0f} s; highest 1-minute load average "
+        f"{_processes(results['processes'], loops)} Wall time {results['wall_s']:.0f} s; highest 1-minute load average "
         f"during the run {load['max_1m']:.2f}.", ""]
 
 

@@ -7,7 +7,8 @@ Two upstream routes:
   pods: nginx and HAProxy balance over them round robin, prefixgate has them in its pods file;
 - stream: sse_probe.py serve: 500 SSE events one --stream-gap-ms apart, each carrying the time it was written.
 
-Every proxy gets one event loop: nginx `worker_processes 1`, HAProxy `nbthread 1`, prefixgate `threads: 1`.
+Every proxy gets the same number of event loops (`loops`, 1 by default): nginx `worker_processes`, HAProxy
+`nbthread`, prefixgate `threads`.
 """
 import json
 import os
@@ -158,11 +159,11 @@ class Fleet:
     """Starts every upstream and proxy; `url(target, route)` is where to send; `gateways[target]` is prefixgate's
     static-route gateway (its /metrics); `stop()` ends them all."""
 
-    def __init__(self, work_dir, gateway_threads=1, stream_gap_ms=1.0):
+    def __init__(self, work_dir, loops=1, stream_gap_ms=1.0):
         self.dir = Path(work_dir)
         self.started, self.ports, self.pids, self.gateways = [], {}, {}, {}
         try:
-            self._start(gateway_threads, stream_gap_ms)
+            self._start(loops, stream_gap_ms)
         except BaseException:
             try:
                 self.stop()
@@ -170,7 +171,7 @@ class Fleet:
                 pass
             raise
 
-    def _start(self, gateway_threads, stream_gap_ms):
+    def _start(self, loops, stream_gap_ms):
         d = self.dir
         for sub in ("upstream-body", "proxy-body", "proxy-temp"):
             (d / sub).mkdir(parents=True, exist_ok=True)
@@ -195,7 +196,7 @@ class Fleet:
             "haproxy": "\n".join(f"    server pod-{i} 127.0.0.1:{port} maxconn 2000"
                                   for i, port in enumerate(pod_ports)),
         }
-        values = {"dir": d, "stream_port": stream.port}
+        values = {"dir": d, "stream_port": stream.port, "loops": loops}
         for proxy in ("nginx", "haproxy"):
             listen = {route: free_port() for route in ROUTES}
             conf_values = {**values, "static_servers": servers[proxy],
@@ -218,7 +219,7 @@ class Fleet:
                 pods = [{"name": f"{route}-pod-{i}", "address": f"127.0.0.1:{port}", "models": [MODEL]}
                         for i, port in enumerate(ports)]
                 gateway = Gateway(d, pods, name=f"{target}-{route}", config={
-                    "routing": {"strategy": strategy}, "threads": gateway_threads, "log_level": "warn",
+                    "routing": {"strategy": strategy}, "threads": loops, "log_level": "warn",
                     "health_check": {"interval_ms": 1000, "timeout_ms": 1000}})
                 self.started.append(gateway)
                 wait_until(lambda: len([p for p in gateway.debug_pods() if p["ready"]]) == len(pods),

@@ -186,6 +186,25 @@ def test_overhead_benchmark_runs_one_loop_proxies_and_prefix_cache_matches_over_
     assert results["provenance"]["git"]["commit"] and "**Provenance**: commit" in report
 
 
+def test_overhead_benchmark_gives_every_proxy_the_same_number_of_event_loops(tmp_path):
+    """Ensures --proxy-loops 2 (the scaling check: 2 event loops against 2 nginx workers) really runs nginx with two
+    workers, HAProxy with two threads and prefixgate with one more request thread than at one loop, and says so."""
+    shapes = {}
+    for loops in (1, 2):
+        out = tmp_path / f"loops-{loops}"
+        run(["loadtest/overhead/overhead.py", "--tiny", "--phases", "throughput", "--proxy-loops", str(loops),
+             "--out", str(out)])
+        results = json.loads((out / "overhead.json").read_text())
+        shapes[loops] = results["processes"]
+        assert results["config"]["proxy_loops"] == loops
+        cell = results["throughput"]["rows"][0]["targets"]["prefixgate-prefix-cache"]
+        assert cell["errors"] == 0 and cell["rps"]["median"] > 0
+    assert shapes[2]["nginx"]["children"] == 2 and shapes[2]["haproxy"]["threads"] == 2
+    for gateway in ("prefixgate-random", "prefixgate-prefix-cache"):
+        assert shapes[2][gateway]["threads"] == shapes[1][gateway]["threads"] + 1, shapes
+    assert "2 event loops each (--proxy-loops 2)" in (tmp_path / "loops-2" / "overhead.md").read_text()
+
+
 def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator(tmp_path):
     """Ensures the real-engine runner (loadtest/bench/real.py --tiny: two llama-servers, one seed) calibrates the
     simulator against a llama-server, streams the tiny shared-prefix and multi-turn workloads through a gateway in
