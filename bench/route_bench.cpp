@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -173,20 +174,26 @@ class RouteFixture {
     if (p.index == IndexState::kWarm) prefill();
   }
 
-  // The next request of the stream: the next group's, with a user message never sent before.
-  const openai::RequestView& next() {
-    openai::RequestView& r = requests_[sent_ % kGroups];
-    char* tail = r.prompt_text.data() + r.prompt_text.size() - kSuffixBytes;
-    char* body = fmt::format_to(tail, "Question {:012}: ", sent_);
-    const size_t rest = kSuffixBytes - static_cast<size_t>(body - tail);
-    const size_t offset = (sent_ * 4099) % (suffix_pool_.size() - rest);
-    std::copy_n(suffix_pool_.data() + offset, rest, body);
-    ++sent_;
-    return r;
+  // A request thread's own stream of the same groups (BM_RouterChooseThreads): its copy of the requests, its own
+  // numbering of the user messages (never one another thread sends) and its own generator.
+  struct Stream {
+    std::vector<openai::RequestView> requests;
+    uint64_t sent = 0;
+    std::mt19937_64 rng;
+  };
+  Stream stream(size_t thread) const {
+    Stream s{requests_, (thread + 1) * 100'000'000'000ULL, {}};
+    s.rng.seed(config::streamSeed(kRandomSeed, config::SeedPurpose::kRouting, thread + 1));
+    return s;
   }
 
-  routing::Decision choose(const openai::RequestView& request) {
-    return router_->choose(routing::RouteQuery{request, "", "", {}, false}, rng_);
+  // The next request of the stream: the next group's, with a user message never sent before.
+  const openai::RequestView& next() { return next(requests_, sent_); }
+  const openai::RequestView& next(Stream& s) { return next(s.requests, s.sent); }
+
+  routing::Decision choose(const openai::RequestView& request) { return choose(request, rng_); }
+  routing::Decision choose(const openai::RequestView& request, std::mt19937_64& rng) {
+    return router_->choose(routing::RouteQuery{request, "", "", {}, false}, rng);
   }
 
   size_t indexBlocks() const { return services_->index().size(); }
@@ -196,6 +203,17 @@ class RouteFixture {
   const Params& params() const { return params_; }
 
  private:
+  const openai::RequestView& next(std::vector<openai::RequestView>& requests, uint64_t& sent) const {
+    openai::RequestView& r = requests[sent % kGroups];
+    char* tail = r.prompt_text.data() + r.prompt_text.size() - kSuffixBytes;
+    char* body = fmt::format_to(tail, "Question {:012}: ", sent);
+    const size_t rest = kSuffixBytes - static_cast<size_t>(body - tail);
+    const size_t offset = (sent * 4099) % (suffix_pool_.size() - rest);
+    std::copy_n(suffix_pool_.data() + offset, rest, body);
+    ++sent;
+    return r;
+  }
+
   // Fills the index to capacity with other prompts (chains of blocks on random pods), then routes every group's
   // request once, so that each group's prefix is held by the pod the router chose for it, most recently updated.
   void prefill() {
@@ -279,6 +297,34 @@ void routerChoose(benchmark::State& state, Params p) {
   if (p.index == IndexState::kCold && state.iterations() > static_cast<int64_t>(4 * kGroups) &&
       match > 10 * static_cast<int64_t>(n))
     state.SkipWithError("cold: the index should not hold the groups' prefixes (match_pct > 10)");
+}
+
+// The same decisions made by several request threads at once over one router, index and pod set (each thread its
+// own stream of the same groups): decisions per second over all threads (items_per_second) against one thread
+// shows what the threads share per decision (the index shards' locks, the chosen pod's counters, the strategy's
+// window loads, the pod set's reference count). Wall time: on a machine with as many free cores as threads.
+void routerChooseThreads(benchmark::State& state, Params p) {
+  static std::mutex fixture_mutex;  // the threads start together: one builds the fixture, the others wait for it
+  RouteFixture* f;
+  {
+    std::lock_guard lock(fixture_mutex);
+    f = fixtureOrSkip(state, p);
+  }
+  if (f == nullptr) return;
+  RouteFixture::Stream s = f->stream(static_cast<size_t>(state.thread_index()));
+  int64_t match = 0;
+  for (auto _ : state) {
+    routing::Decision d = f->choose(f->next(s), s.rng);
+    if (d.failure != routing::RouteFailure::kNone) {
+      state.SkipWithError(d.message.c_str());
+      return;
+    }
+    match += d.match_percent;
+  }
+  state.SetItemsProcessed(state.iterations());
+  const double n = static_cast<double>(std::max<int64_t>(state.iterations(), 1));
+  state.counters["match_pct"] = benchmark::Counter(static_cast<double>(match) / n, benchmark::Counter::kAvgThreads);
+  if (match < 60 * static_cast<int64_t>(n)) state.SkipWithError("warm: the chosen pod should hold the group's prefix");
 }
 
 // The body parse alone (simdjson on-demand, prompt text assembled), for the sizes above.
@@ -375,6 +421,13 @@ void jsonDepthScan(benchmark::State& state, size_t prompt_kib, bool token_ids) {
       }
     }
   }
+  for (size_t pods : {8, 1000})
+    benchmark::RegisterBenchmark(fmt::format("BM_RouterChooseThreads/character/warm/8KiB/{}pods", pods).c_str(),
+                                 routerChooseThreads, Params{TokenizerKind::kCharacter, IndexState::kWarm, 8, pods})
+        ->Threads(1)
+        ->Threads(2)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
   for (size_t kib : kSizesKib) {
     benchmark::RegisterBenchmark(fmt::format("BM_ParseChatRequest/{}KiB", kib).c_str(), parseChatRequest, kib)
         ->Unit(benchmark::kMicrosecond);

@@ -9,6 +9,7 @@
 #include "discovery/file/pods_file.h"
 #include "routing/strategy_registry.h"
 #include "server/gateway.h"
+#include "util/allocator_tuning.h"
 #include "util/log.h"
 
 namespace {
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
   log::parseFormat(cfg.log_format, format);
   log::setFormat(format);
 
+  log::info("{}", util::tuneAllocator(std::getenv("GLIBC_TUNABLES")));
   server::Gateway gateway(cfg);
   std::string error;
   if (!gateway.start(error)) {
