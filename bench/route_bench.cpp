@@ -175,15 +175,19 @@ class RouteFixture {
   }
 
   // A request thread's own stream of the same groups (BM_RouterChooseThreads): its copy of the requests, its own
-  // numbering of the user messages (never one another thread sends) and its own generator.
+  // numbering of the user messages (never one another thread sends) and its own generator. `disjoint`: the
+  // prompts' first byte is the thread's own, so no two threads' prompts share a block (each thread has its own
+  // 16 groups, which it routes once before the timed decisions).
   struct Stream {
     std::vector<openai::RequestView> requests;
     uint64_t sent = 0;
     std::mt19937_64 rng;
   };
-  Stream stream(size_t thread) const {
+  Stream stream(size_t thread, bool disjoint) const {
     Stream s{requests_, (thread + 1) * 100'000'000'000ULL, {}};
     s.rng.seed(config::streamSeed(kRandomSeed, config::SeedPurpose::kRouting, thread + 1));
+    if (disjoint)
+      for (openai::RequestView& r : s.requests) r.prompt_text[0] = static_cast<char>('A' + thread % 26);
     return s;
   }
 
@@ -302,8 +306,10 @@ void routerChoose(benchmark::State& state, Params p) {
 // The same decisions made by several request threads at once over one router, index and pod set (each thread its
 // own stream of the same groups): decisions per second over all threads (items_per_second) against one thread
 // shows what the threads share per decision (the index shards' locks, the chosen pod's counters, the strategy's
-// window loads, the pod set's reference count). Wall time: on a machine with as many free cores as threads.
-void routerChooseThreads(benchmark::State& state, Params p) {
+// window loads, the pod set's reference count). `shared`: the threads send the same groups (a hot prefix served
+// by every thread: they also write the same blocks); `disjoint`: each its own (only the gateway's own state is
+// shared). Wall time: on a machine with as many free cores as threads.
+void routerChooseThreads(benchmark::State& state, Params p, bool disjoint) {
   static std::mutex fixture_mutex;  // the threads start together: one builds the fixture, the others wait for it
   RouteFixture* f;
   {
@@ -311,7 +317,8 @@ void routerChooseThreads(benchmark::State& state, Params p) {
     f = fixtureOrSkip(state, p);
   }
   if (f == nullptr) return;
-  RouteFixture::Stream s = f->stream(static_cast<size_t>(state.thread_index()));
+  RouteFixture::Stream s = f->stream(static_cast<size_t>(state.thread_index()), disjoint);
+  for (size_t g = 0; g < kGroups; ++g) f->choose(f->next(s), s.rng);  // this thread's groups held, untimed
   int64_t match = 0;
   for (auto _ : state) {
     routing::Decision d = f->choose(f->next(s), s.rng);
@@ -422,12 +429,15 @@ void jsonDepthScan(benchmark::State& state, size_t prompt_kib, bool token_ids) {
     }
   }
   for (size_t pods : {8, 1000})
-    benchmark::RegisterBenchmark(fmt::format("BM_RouterChooseThreads/character/warm/8KiB/{}pods", pods).c_str(),
-                                 routerChooseThreads, Params{TokenizerKind::kCharacter, IndexState::kWarm, 8, pods})
-        ->Threads(1)
-        ->Threads(2)
-        ->UseRealTime()
-        ->Unit(benchmark::kMicrosecond);
+    for (bool disjoint : {false, true})
+      benchmark::RegisterBenchmark(fmt::format("BM_RouterChooseThreads/character/warm/8KiB/{}pods/{}", pods,
+                                               disjoint ? "disjoint" : "shared").c_str(),
+                                   routerChooseThreads, Params{TokenizerKind::kCharacter, IndexState::kWarm, 8, pods},
+                                   disjoint)
+          ->Threads(1)
+          ->Threads(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
   for (size_t kib : kSizesKib) {
     benchmark::RegisterBenchmark(fmt::format("BM_ParseChatRequest/{}KiB", kib).c_str(), parseChatRequest, kib)
         ->Unit(benchmark::kMicrosecond);

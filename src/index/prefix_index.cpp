@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "util/adaptive_mutex.h"
 #include "util/scratch.h"
 
 namespace prefixgate::index {
@@ -115,7 +116,7 @@ Tick refreshTicks(const PrefixIndexOptions& options, Tick expiry_ticks) {
 
 // One shard on its own cache lines, so that threads locking neighbouring shards do not contend on one line.
 struct alignas(64) PrefixIndex::Shard {
-  mutable std::mutex mutex;
+  mutable util::AdaptiveMutex mutex;
   std::optional<BlockStore> store;
 };
 
@@ -561,7 +562,7 @@ void PrefixIndex::writeBlocks(ModelKey model, std::span<const BlockHash> hashes,
   auto storeOf = [&](size_t p) -> BlockStore& { return *shardFor(mixed[order[p]]).store; };
   for (size_t p = 0; p < std::min(n, kSlotLead); ++p) storeOf(p).prefetchSlot(mixed[order[p]]);
   for (size_t p = 0; p < std::min(n, kNodeLead); ++p) storeOf(p).prefetchNode(mixed[order[p]]);
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<util::AdaptiveMutex> lock;
   for (size_t p = 0; p < n; ++p) {
     if (p + kSlotLead < n) storeOf(p + kSlotLead).prefetchSlot(mixed[order[p + kSlotLead]]);
     if (p + kNodeLead < n) storeOf(p + kNodeLead).prefetchNode(mixed[order[p + kNodeLead]]);
