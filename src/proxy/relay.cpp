@@ -254,7 +254,11 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
     }
     const std::string_view relayed(buffer.data(), n);
     usage.feed(relayed);
-    if (rq.capture_response_id) response_id.feed(relayed);
+    if (rq.capture_response_id && response_id.id().empty()) {
+      response_id.feed(relayed);
+      if (!response_id.id().empty() && out.status / 100 == 2 && rq.on_response_id)
+        rq.on_response_id(response_id.id(), d.pod->name());
+    }
     mid_event = !relayed.ends_with("\n\n");
     rq.client.expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     if (!writer.write(relayed, !more, ec)) ec = co_await writer.finish();

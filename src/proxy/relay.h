@@ -60,6 +60,10 @@ struct RelayRequest {
   openai::ErrorShape error_shape = openai::ErrorShape::kOpenAI;
   // The Responses API: read the answer's response id (RelayOutcome::response_id) for chain affinity.
   bool capture_response_id = false;
+  // With capture_response_id: told the id and the pod of a 2xx answer as soon as the id is read, before the bytes
+  // that carry it go to the client, so a client that has the id can already use it (GET /v1/responses/{id},
+  // previous_response_id) on any connection. Empty: nobody is told.
+  std::function<void(const std::string& response_id, const std::string& pod)> on_response_id;
   // Tracing (docs/configuration.md, "Tracing"): each attempt is a client span of this request's trace and tells the
   // engine its traceparent; the first body bytes are an event on the request's span. Null: tracing off.
   trace::RequestTrace* trace = nullptr;

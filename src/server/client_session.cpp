@@ -533,12 +533,14 @@ class ClientSession {
     relay_request.trace = outcome.trace();  // attempts are spans of the request's trace and propagate it
     if (prepared.decode) co_return co_await serveDisaggregated(prepared, relay_request, outcome, auth, keep_alive);
     outcome.setDisaggregation(prepared.pd_outcome);
+    if (responses)
+      relay_request.on_response_id = [this](const std::string& id, const std::string& pod) {
+        services_.response_affinity.remember(id, pod);
+      };
     proxy::RelayOutcome relayed = co_await proxy::relay(relay_request, decision);
     prepared.flow.served(relayed.output_tokens, relayed.first_body_seconds, prepared.request.stream);
     outcome.setDecision(decision, relayed);
     auth.charge(relayed);
-    if (responses && relayed.status / 100 == 2 && !relayed.response_id.empty())
-      services_.response_affinity.remember(relayed.response_id, decision.pod->name());
     if (!relayed.response_started && !relayed.client_gone) {
       // The table gives the status and the retry-after (a local resource limit: the client may retry soon).
       co_return co_await writeError(stream_, proxy::errorFor(relayed.failure), relayed.error, keep_alive,

@@ -56,6 +56,33 @@ def test_streamed_response_events_are_relayed_in_order(tmp_path):
         assert json.loads(raw)["id"] == completed["id"]
 
 
+def test_a_response_id_is_usable_as_soon_as_the_client_has_it(tmp_path):
+    """The id of a response still streaming (its first event read, the rest to come) already reaches the producing
+    pod: the gateway remembers it before the bytes carrying it go to the client, not when the answer ends (a
+    client that chained or fetched it at once got the gateway's 404 while the remembering raced its request)."""
+    import http.client
+
+    sims = [Sim(tmp_path, f"engine-{i}", time_scale="50") for i in range(2)]
+    with gateway_over(tmp_path, sims, config=RANDOM) as gw:
+        conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
+        try:
+            conn.request("POST", "/v1/responses", body=body("a long answer please", stream=True,
+                                                             max_output_tokens=200),
+                         headers={"Content-Type": "application/json"})
+            res = conn.getresponse()
+            assert res.status == 200
+            home = res.getheader("target-pod")
+            first = b""
+            while b"\n\n" not in first:
+                first += res.read1(4096)
+            rid = typed_events(first.split(b"\n\n")[0] + b"\n\n")[0][1]["response"]["id"]
+            status, headers, _ = gw.call("GET", f"/v1/responses/{rid}")
+            assert headers.get("target-pod") == home, (status, headers)  # the gateway knew it: sent to its pod
+            assert not res.isclosed() and res.read1(1)  # and the stream was still going
+        finally:
+            conn.close()
+
+
 def test_a_chain_of_responses_stays_on_the_producing_pod(sims, gateway_factory):
     """Five requests, each continuing the last by previous_response_id, all land on the pod that stores the chain
     (under the random strategy) and succeed; the wrong pod would have answered 404."""
