@@ -5,7 +5,8 @@
 # rate, and 500-event streams; 5 interleaved rounds, medians with min-max. Writes overhead.md and overhead.json to
 # docs/benchmarks/ (about 9 minutes; run it on a quiet machine). Needs the Debian packages nginx, haproxy and wrk
 # (scripts/setup.sh installs them).
-# Usage: scripts/bench_overhead.sh [overhead.py options]   e.g. --tiny --out /tmp/overhead, --profile
+# Usage: scripts/bench_overhead.sh [overhead.py options]   e.g. --tiny --out /tmp/overhead, --profile,
+#   --proxy-loops 2 (every proxy with 2 workers / threads / event loops: the scaling check)
 #   BENCH_OUT=DIR   write the report there instead of docs/benchmarks (an --out option wins too)
 #   BENCH_NO_BUILD=1  skip setup and build: use build/ (or PREFIXGATE_BIN, PREFIXGATE_SIM_BIN) as it is
 set -euo pipefail

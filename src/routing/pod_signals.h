@@ -107,10 +107,7 @@ class PodSignals {
   bool tryAddInFlight(int32_t limit) {
     int32_t seen = in_flight_.load(std::memory_order_relaxed);
     do {
-      const int32_t others = other_replicas_.load(std::memory_order_relaxed);
-      const auto since = static_cast<int32_t>(routed_.load(std::memory_order_relaxed) -
-                                              routed_at_read_.load(std::memory_order_relaxed));
-      if (seen + remoteInFlight() + others * since >= limit) return false;
+      if (seen + beyondLocal() >= limit) return false;
     } while (!in_flight_.compare_exchange_weak(seen, seen + 1, std::memory_order_relaxed));
     routed_.fetch_add(1, std::memory_order_relaxed);
     return true;
@@ -149,12 +146,7 @@ class PodSignals {
   // deciding on the same old view tend to make the same choices (and pile onto the pod that looked idle to all):
   // assuming each did what this one did since the read spreads them as if the view were current (symmetric
   // replicas behind one Service get alike traffic). Without sync it is the local count.
-  int32_t inFlightAllReplicas() const {
-    const int32_t others = other_replicas_.load(std::memory_order_relaxed);
-    const auto since = static_cast<int32_t>(routed_.load(std::memory_order_relaxed) -
-                                            routed_at_read_.load(std::memory_order_relaxed));
-    return inFlight() + remoteInFlight() + others * since;
-  }
+  int32_t inFlightAllReplicas() const { return inFlight() + beyondLocal(); }
 
   // Time to first byte as measured by the gateway (least-latency reads it).
   LatencyEstimate& latency() { return latency_; }
@@ -167,6 +159,15 @@ class PodSignals {
   const PredictionTotals& prediction() const { return prediction_; }
 
  private:
+  // inFlightAllReplicas() less this gateway's own count: the other replicas' as last read, plus the estimate of
+  // what they sent since (one per request this gateway routed since the read, per other replica).
+  int32_t beyondLocal() const {
+    const int32_t others = other_replicas_.load(std::memory_order_relaxed);
+    const auto since = static_cast<int32_t>(routed_.load(std::memory_order_relaxed) -
+                                            routed_at_read_.load(std::memory_order_relaxed));
+    return remoteInFlight() + others * since;
+  }
+
   std::atomic<int32_t> in_flight_{0};
   std::atomic<int64_t> in_flight_tokens_{0};
   std::atomic<int32_t> prefill_requests_{0};

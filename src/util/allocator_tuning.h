@@ -3,7 +3,7 @@
 // a block over M_MMAP_THRESHOLD (128 KiB at first; raised, at most to 32 MiB, to the size of each mmapped block
 // freed) is mapped and unmapped per request, and a thread's heap whose free top exceeds M_TRIM_THRESHOLD (twice
 // the mmap threshold) is trimmed with madvise(MADV_DONTNEED) on free: the next body faults every page in again
-// and the kernel zero-fills it. Measured on 256 KiB prompts (docs/benchmarks.md "Scaling with cores"), that was
+// and the kernel zero-fills it. Measured on 256 KiB prompts (docs/benchmarks.md, "One and two event loops, and glibc's allocator"), that was
 // about half of prefixgate's CPU per request, and more with two event loops than with one.
 //
 // tuneAllocator sets both thresholds once at start-up (which also stops glibc's dynamic adjustment): blocks up to
