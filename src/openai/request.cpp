@@ -6,6 +6,7 @@
 
 #include "openai/body_json.h"
 #include "openai/responses_request.h"
+#include "util/thread_spares.h"
 
 namespace prefixgate::openai {
 namespace od = simdjson::ondemand;
@@ -347,7 +348,9 @@ ParseError parseRequest(Endpoint endpoint, std::string& body, bool include_tools
       has_messages = true;
       messages_text.clear();
       // The text is shorter than the body (and so are the tools put in front of it): one allocation, no regrowth
-      // copies of a long prompt.
+      // copies of a long prompt; none when the thread has a finished request's text to spare (given back by
+      // server::PreparedRequest).
+      if (messages_text.capacity() < body.size()) messages_text = util::StringPool::take();
       messages_text.reserve(body.size());
       first_message = true;
       const char* start = value.raw_json_token().data();

@@ -39,7 +39,7 @@ struct RelayRequest {
   HealthSink& health;  // receives each attempt's verdict (passive ejection)
   const ClientHead& head;  // the client's request head
   const std::string& body;                           // passed to the engine unchanged
-  const std::string& request_id;
+  std::string_view request_id;
   // The connection's buffer for the heads the relay writes (the engine's request, then the client's response):
   // reused from request to request, so writing a head allocates nothing in the steady state.
   std::string& head_buffer;

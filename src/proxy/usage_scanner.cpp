@@ -31,20 +31,20 @@ void UsageScanner::feed(std::string_view bytes) {
   if (bytes.empty()) return;
   // Matches straddling the previous feed and this one: scan a small window around the boundary and count only
   // those that start before it and end after it. Then matches lying wholly in the new bytes.
-  if (!carry_.empty()) {
+  if (carry_size_ > 0) {
     std::array<char, 2 * kCarryBytes> window;
     const size_t head = std::min(bytes.size(), kCarryBytes);
-    std::memcpy(window.data(), carry_.data(), carry_.size());
-    std::memcpy(window.data() + carry_.size(), bytes.data(), head);
-    scan(std::string_view(window.data(), carry_.size() + head), carry_.size(), true);
+    std::memcpy(window.data(), carry_.data(), carry_size_);
+    std::memcpy(window.data() + carry_size_, bytes.data(), head);
+    scan(std::string_view(window.data(), carry_size_ + head), carry_size_, true);
   }
   scan(bytes, 0, false);
-  if (bytes.size() >= kCarryBytes) {
-    carry_.assign(bytes.substr(bytes.size() - kCarryBytes));
-  } else {
-    carry_.append(bytes);
-    if (carry_.size() > kCarryBytes) carry_.erase(0, carry_.size() - kCarryBytes);
-  }
+  // Keep the last kCarryBytes of what was seen: the new bytes' tail, after what is left of the old carry.
+  const size_t take = std::min(bytes.size(), kCarryBytes);
+  const size_t keep = std::min(carry_size_, kCarryBytes - take);
+  std::memmove(carry_.data(), carry_.data() + carry_size_ - keep, keep);
+  std::memcpy(carry_.data() + keep, bytes.data() + bytes.size() - take, take);
+  carry_size_ = keep + take;
 }
 
 void UsageScanner::scan(std::string_view text, size_t boundary, bool straddling_only) {

@@ -8,6 +8,7 @@
 // token per chunk, as vLLM streams), and the Responses API's last `"sequence_number": N` (so an error event the
 // gateway ends a cut stream with is numbered next). Output tokens feed each pod's measured capacity; prompt and
 // cached tokens feed the prediction audit (routing/prediction_audit.h).
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -45,7 +46,10 @@ class UsageScanner {
   void scan(std::string_view text, size_t boundary, bool straddling_only);
   void scanKeys(std::string_view text, size_t boundary, bool straddling_only, std::string_view key_tail,
                 std::span<const std::string_view> key_heads, std::span<const size_t> key_fields);
-  std::string carry_;  // the last bytes of the previous feed, so a pattern split across feeds is still found
+  // The last bytes of the previous feed (at most kCarryBytes), so a pattern split across feeds is still found; in
+  // place, so a scanner costs no allocation.
+  std::array<char, kCarryBytes> carry_;
+  size_t carry_size_ = 0;
   uint64_t values_[kFields] = {};
   bool has_[kFields] = {};
   uint64_t events_ = 0;

@@ -6,6 +6,7 @@
 #include "routing/load_score.h"
 #include "routing/pod_sample.h"
 #include "routing/router.h"
+#include "util/thread_spares.h"
 
 namespace prefixgate::routing {
 namespace {
@@ -87,6 +88,7 @@ FilteredCandidates filterCandidates(std::span<const discovery::PodPtr> serving, 
   FilteredCandidates out;
   const bool panic = panicking(serving, filter.panic_threshold_percent, filter.now_ms);
   bool other_replicas = false;
+  out.candidates = util::VectorPool<Candidate>::take();  // a finished decision's (Decision::~Decision)
   out.candidates.reserve(serving.size());
   // Roles matter only to a leg or to a disaggregated model's whole request (the spec is not read otherwise).
   const bool by_role = filter.leg != PodRole::kBoth || filter.disaggregated;
@@ -137,6 +139,7 @@ bool sampleCandidates(const ServingPods& serving, std::span<HeldPrefix> held, co
     __builtin_prefetch(&pod.signals());
     __builtin_prefetch(&pod.engine());
   }
+  out.candidates = util::VectorPool<Candidate>::take();  // a finished decision's (Decision::~Decision)
   out.candidates.reserve(taken.size() + sample);
   bool other_replicas = false;
   uint32_t found = 0;

@@ -9,6 +9,7 @@
 #include "routing/pod_sample.h"
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/prefix/prefix_services.h"
+#include "util/thread_spares.h"
 
 namespace prefixgate::routing {
 
@@ -148,6 +149,8 @@ Decision Router::chooseDecode(const RouteQuery& query, const Decision& prefill, 
   return decide(decodePlan(query), query, rng, prefill.prompt);
 }
 
+Decision::~Decision() { util::VectorPool<Candidate>::give(std::move(candidates)); }
+
 Decision Router::choose(const RoutePlan& plan, const RouteQuery& query, std::mt19937_64& rng) {
   return decide(plan, query, rng, nullptr);
 }
@@ -216,7 +219,7 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
   if (prefix_ && strategy->wantsPromptMatch()) {
     if (!sampled) {
       if (!prompt) {
-        prompt = std::make_shared<PromptMatch>();
+        prompt = newPromptMatch();
         prefix_->hashPrompt(query.request, prompt->prompt, candidates);
       }
       prompt->matched.assign(candidates.size(), 0);
@@ -229,7 +232,7 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
     d.explanations.assign(candidates.size(), Explanation{});
     input.explanations = d.explanations;
   }
-  if (d.prompt) {
+  if (d.prompt && query.dry_run) {  // shown by /debug/route only
     const PromptBlocks& p = d.prompt->prompt;
     input.details = {{"tokens", static_cast<int64_t>(p.tokens)},
                      {"engine_tokens", static_cast<int64_t>(p.engine_tokens)},
@@ -316,7 +319,7 @@ const ServingPods* Router::sample(const RoutePlan& plan, const RouteQuery& query
   const bool match = prefix_ && plan.strategy->wantsPromptMatch();
   if (match) {
     if (!prompt) {
-      prompt = std::make_shared<PromptMatch>();
+      prompt = newPromptMatch();
       prefix_->hashPrompt(query.request, prompt->prompt, pods->skeleton);
     }
     // Standard mode: the holders straight from the index, found from the prompt's first block (a cost that follows

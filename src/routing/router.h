@@ -59,6 +59,11 @@ struct RoutePlan {
 };
 
 struct Decision {
+  Decision() = default;
+  Decision(Decision&&) noexcept = default;
+  Decision& operator=(Decision&&) noexcept = default;
+  ~Decision();  // gives the candidates' capacity back to the thread (util::VectorPool) for the next decision
+
   RouteFailure failure = RouteFailure::kNone;
   std::string message;                  // for the client when failure != kNone
   discovery::PodPtr pod;                // the chosen pod
@@ -68,7 +73,8 @@ struct Decision {
   std::vector<Candidate> candidates;    // every scored candidate (for /debug/route)
   // Dry runs: per scored candidate (candidates' order; the excluded have none), the scorer's explanation.
   std::vector<Explanation> explanations;
-  std::vector<std::pair<std::string, int64_t>> details;  // facts the strategy computed (tokens, blocks)
+  // Facts the strategy computed (tokens, blocks): dry runs (/debug/route) only.
+  std::vector<std::pair<std::string, int64_t>> details;
   RoutePlan plan;                       // kept for failover (chooseAgain)
   std::shared_ptr<PromptMatch> prompt;  // the prompt's blocks and match, when the strategy matches the prompt
   // The decision's feedback path (firstByte, attemptFailed, completed) and what it counts against the pod; not

@@ -23,11 +23,17 @@ thread_local std::optional<std::mt19937_64> request_id_rng;
 
 void seedRequestIds(uint64_t seed) { request_id_rng.emplace(seed); }
 
-std::string newRequestId() {
+void writeRequestId(std::span<char, kNewRequestIdBytes> out) {
   if (!request_id_rng) request_id_rng.emplace(config::streamSeed(0, config::SeedPurpose::kRequestId));
   std::mt19937_64& rng = *request_id_rng;
   const uint64_t high = rng();
-  return fmt::format("{:016x}{:016x}", high, rng());
+  fmt::format_to_n(out.data(), out.size(), "{:016x}{:016x}", high, rng());
+}
+
+std::string newRequestId() {
+  std::string id(kNewRequestIdBytes, '\0');
+  writeRequestId(std::span<char, kNewRequestIdBytes>(id.data(), kNewRequestIdBytes));
+  return id;
 }
 
 namespace {
@@ -35,7 +41,7 @@ constexpr size_t kMaxLoggedMessageBytes = 512;  // the request line's bound (req
 
 // A client-given id is kept only when it is short and printable, so it is safe in logs and headers.
 bool usableId(std::string_view id) {
-  if (id.empty() || id.size() > 128) return false;
+  if (id.empty() || id.size() > kMaxRequestIdBytes) return false;
   for (char c : id)
     if (c <= ' ' || c > '~') return false;
   return true;
@@ -46,9 +52,16 @@ void RequestOutcome::begin(const proxy::ClientHead& head) {
   begun_ = true;
   start_ = std::chrono::steady_clock::now();
   std::string_view given = head["x-request-id"];
-  request_id_ = usableId(given) ? std::string(given) : newRequestId();
+  if (usableId(given)) {
+    given.copy(request_id_.data(), given.size());
+    request_id_size_ = given.size();
+  } else {
+    writeRequestId(std::span<char, kNewRequestIdBytes>(request_id_.data(), kNewRequestIdBytes));
+    request_id_size_ = kNewRequestIdBytes;
+  }
   method_ = std::string(head.method_string());
-  path_ = std::string(head.target().substr(0, head.target().find('?')));
+  const std::string_view target = head.target();
+  path_.assign(target.substr(0, target.find('?')));
   // W3C Trace Context: a request with more than one traceparent has none that can be trusted (a new trace starts);
   // several tracestate headers are one list, joined in their order.
   const std::string_view traceparent =
@@ -134,7 +147,7 @@ void RequestOutcome::logIncompleteHead() const {
 
 RequestLogEntry RequestOutcome::logEntry(double seconds) const {
   RequestLogEntry entry;
-  entry.id = request_id_;
+  entry.id = requestId();
   entry.method = method_;
   entry.path = path_;
   entry.model = model_;
@@ -222,7 +235,7 @@ void RequestOutcome::endTrace() {
   span.set("http.request.method", method_);
   span.set("url.path", openai::printable(path_, 256));
   span.set("http.response.status_code", static_cast<int64_t>(status_));
-  span.set("prefixgate.request_id", request_id_);
+  span.set("prefixgate.request_id", requestId());
   if (!model_.empty()) span.set("gen_ai.request.model", model_);
   if (endpoint_) {
     if (std::string_view operation = genAiOperation(*endpoint_); !operation.empty())

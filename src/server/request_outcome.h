@@ -3,9 +3,11 @@
 // gone): it counts the request as active while it lives, and on destruction writes the log line and the metrics.
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/message.hpp>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "discovery/pod_set.h"
@@ -17,6 +19,7 @@
 #include "server/request_log.h"
 #include "server/responses.h"
 #include "trace/tracer.h"
+#include "util/recycling_allocator.h"
 
 namespace prefixgate::server {
 
@@ -29,6 +32,11 @@ struct OutcomeSinks {
   // Tracing (tracing.otlp_endpoint set): each request's trace and server span; null = off.
   const trace::Tracer* tracer = nullptr;
 };
+
+// The longest x-request-id a client may give (a longer or unprintable one is replaced by a new id).
+inline constexpr size_t kMaxRequestIdBytes = 128;
+// A new request id's length: 32 hex digits.
+inline constexpr size_t kNewRequestIdBytes = 32;
 
 class RequestOutcome {
  public:
@@ -54,11 +62,11 @@ class RequestOutcome {
   // The name of the API key the request presented (logged as key=; never the key itself).
   void setKey(std::string name) { key_ = std::move(name); }
 
-  const std::string& requestId() const { return request_id_; }
+  std::string_view requestId() const { return {request_id_.data(), request_id_size_}; }
   int status() const { return status_; }
   const std::string& message() const { return message_; }
   // Headers every gateway-made response carries.
-  HeaderList headers() const { return {{"request-id", request_id_}}; }
+  HeaderList headers() const { return {{"request-id", std::string(requestId())}}; }
   // The request's trace once its head arrived, with tracing on; null else.
   trace::RequestTrace* trace() { return trace_ ? &*trace_ : nullptr; }
 
@@ -73,9 +81,12 @@ class RequestOutcome {
   const OutcomeSinks& sinks_;
   bool begun_ = false;
   std::chrono::steady_clock::time_point start_;
-  std::string request_id_;
+  // The client's x-request-id (<= kMaxRequestIdBytes printable bytes) or a new one, in place: a request's id
+  // costs no allocation.
+  std::array<char, kMaxRequestIdBytes> request_id_;
+  size_t request_id_size_ = 0;
   std::string method_;
-  std::string path_;
+  util::RecycledString path_;  // most paths are longer than a string's in-place 15 characters
   std::string trace_id_;  // from a valid traceparent header; "" = none
   std::string model_;
   bool stream_ = false;
@@ -108,8 +119,9 @@ class RequestOutcome {
   std::optional<trace::RequestTrace> trace_;  // last: its span is sent from what the fields above say
 };
 
-// A random request id: 32 hex digits, from the calling thread's generator.
-std::string newRequestId();
+// A random request id: 32 hex digits, from the calling thread's generator, written to `out`.
+void writeRequestId(std::span<char, kNewRequestIdBytes> out);
+std::string newRequestId();  // the same, as a string
 // Seeds the calling thread's request-id generator (an event-loop thread, before it serves anything), so ids are
 // reproducible under random_seed. A thread that never calls it draws its seed from std::random_device.
 void seedRequestIds(uint64_t seed);

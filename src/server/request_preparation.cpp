@@ -10,6 +10,7 @@
 #include "server/client_auth.h"
 #include "tokenize/remote_tokenizer.h"
 #include "trace/tracer.h"
+#include "util/thread_spares.h"
 
 namespace prefixgate::server {
 namespace {
@@ -29,14 +30,17 @@ void describeRoute(const routing::Decision& d, trace::Span& span) {
   if (d.match_percent >= 0) span.set("prefixgate.prefix_match_percent", d.match_percent);
   const routing::Ticket::Facts& facts = d.ticket.facts();
   if (facts.prompt_tokens >= 0) span.set("prefixgate.prompt_tokens", facts.prompt_tokens);
-  for (const auto& [name, value] : d.details)
-    if (name == "blocks") span.set("prefixgate.prompt_blocks", value);
-  if (d.prompt) span.set("prefixgate.matched_blocks", static_cast<int64_t>(facts.held_blocks));
+  if (d.prompt) {
+    span.set("prefixgate.prompt_blocks", static_cast<int64_t>(d.prompt->prompt.hashes.size()));
+    span.set("prefixgate.matched_blocks", static_cast<int64_t>(facts.held_blocks));
+  }
   if (!std::isnan(facts.predicted_cached_fraction) && facts.prompt_tokens >= 0)
     span.set("prefixgate.predicted_cached_tokens",
              static_cast<int64_t>(std::llround(facts.predicted_cached_fraction * static_cast<double>(facts.prompt_tokens))));
 }
 }  // namespace
+
+PreparedRequest::~PreparedRequest() { util::StringPool::give(std::move(request.prompt_text)); }
 
 std::string_view tokensSource(const openai::RequestView& request) {
   switch (request.remote_tokens) {
@@ -88,7 +92,7 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
   if (in.trace) tokenize_span.emplace(in.trace->startChild("tokenize", trace::SpanKind::kInternal));
   // The strategy, resolved once: the tokenizer step prepares for it, the choice applies it.
   routing::RoutePlan plan = deps_.router.plan(query);
-  out.tokens = co_await fetchRemoteTokens(plan, query, out.request, in.connections);
+  if (asksRemoteTokens(plan, out.request)) out.tokens = co_await fetchRemoteTokens(query, out.request, in.connections);
   if (tokenize_span) {
     if (in.trace->recording()) {
       tokenize_span->set("prefixgate.tokens_source", tokensSource(out.request));
@@ -214,23 +218,26 @@ routing::Decision RequestPreparation::chooseAgain(const PreparedRequest& prepare
   return deps_.router.chooseAgain(failed, prepared.query(exclude), rng);
 }
 
-// Success puts the engine's ids in the request; failure marks it, and the strategy then scores it by load alone
-// (never by hashes of another token domain).
-boost::asio::awaitable<RemoteTokensReport> RequestPreparation::fetchRemoteTokens(
-    const routing::RoutePlan& plan, const routing::RouteQuery& query, openai::RequestView& request, tokenize::ConnectionPool* connections) {
+bool RequestPreparation::asksRemoteTokens(const routing::RoutePlan& plan, openai::RequestView& request) const {
   request.remote_tokens = RemoteTokens::kNone;
   request.remote_token_ids.reset();
-  RemoteTokensReport report;
   // Token ids in the prompt are already the engine's: nothing to ask.
-  if (!deps_.tokenizer || request.has_token_ids) co_return report;
+  if (!deps_.tokenizer || request.has_token_ids) return false;
   // The engines' /tokenize takes OpenAI chat messages: Anthropic's blocks are not asked (with the remote tokenizer
   // on, such requests are routed by load alone, as the prefix strategies never hash local text then).
   // Nor are the Responses API's items (the engine's /tokenize takes no Responses input either).
-  if (openai::isAnthropic(request.endpoint) || request.endpoint == openai::Endpoint::kResponses) co_return report;
-  if (!plan.wantsPromptTokens()) co_return report;
+  if (openai::isAnthropic(request.endpoint) || request.endpoint == openai::Endpoint::kResponses) return false;
+  if (!plan.wantsPromptTokens()) return false;
   // A model no pod serves is refused by the router (404): asking a tokenizer is wasted, and counting the failure by
   // the client's model name (aibrix_prefix_cache_routing_errors_total) would add series for every made-up name.
-  if (deps_.pods.snapshot()->podsFor(request.model) == nullptr) co_return report;
+  return deps_.pods.snapshot()->podsFor(request.model) != nullptr;
+}
+
+// Success puts the engine's ids in the request; failure marks it, and the strategy then scores it by load alone
+// (never by hashes of another token domain).
+boost::asio::awaitable<RemoteTokensReport> RequestPreparation::fetchRemoteTokens(
+    const routing::RouteQuery& query, openai::RequestView& request, tokenize::ConnectionPool* connections) {
+  RemoteTokensReport report;
   const tokenize::TokenizeInput input{request.model, request.endpoint == openai::Endpoint::kChatCompletions,
                                       request.raw_messages, request.raw_tools, request.raw_prompt};
   tokenize::TokenizeResult result = co_await deps_.tokenizer->tokenize(input, connections);

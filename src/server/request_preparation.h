@@ -106,6 +106,12 @@ struct RequestToPrepare {
 
 // A prepared request: either refused, or routed (decision.pod set, its in-flight count taken unless a dry run).
 struct PreparedRequest {
+  PreparedRequest() = default;
+  PreparedRequest(const PreparedRequest&) = delete;
+  PreparedRequest& operator=(const PreparedRequest&) = delete;
+  // Gives the prompt text's capacity back to the thread (util::StringPool) for the next request's parse.
+  ~PreparedRequest();
+
   // Flow control's hold on the request (first, so it ends last: after the decisions' tickets gave back their
   // in-flight counts, so the queue it serves sees the room). Empty when flow control is off or for a dry run.
   FlowPass flow;
@@ -185,8 +191,12 @@ class RequestPreparation {
 
  private:
   std::optional<PrepareRefusal> admit(const RequestToPrepare& in, const openai::RequestView& request) const;
-  boost::asio::awaitable<RemoteTokensReport> fetchRemoteTokens(const routing::RoutePlan& plan,
-                                                               const routing::RouteQuery& query,
+  // Whether the engine's tokenizer is to be asked for the request's tokens (`plan` wants them, a remote tokenizer is
+  // configured and can answer for the request); clears the request's remote tokens. A plain function, so a request
+  // that asks nothing costs no coroutine frame.
+  bool asksRemoteTokens(const routing::RoutePlan& plan, openai::RequestView& request) const;
+  // Asks it (asksRemoteTokens said so).
+  boost::asio::awaitable<RemoteTokensReport> fetchRemoteTokens(const routing::RouteQuery& query,
                                                                openai::RequestView& request,
                                                                tokenize::ConnectionPool* connections);
   void warnThrottled(const openai::RequestView& request, const tokenize::TokenizeResult& result);

@@ -5,7 +5,10 @@
 // lists or goes back to free(). Each list keeps at most kRecycledBlocksPerClass blocks, so a burst does not
 // leave its memory behind.
 #include <cstddef>
+#include <memory>
 #include <new>
+#include <string>
+#include <utility>
 
 namespace prefixgate::util {
 
@@ -32,5 +35,31 @@ struct RecyclingAllocator {
     return true;
   }
 };
+
+// One object in a recycled block (its size must fit a class for that to save a malloc): for what would make a
+// coroutine frame larger than the 1,020 bytes asio recycles.
+struct RecycledDelete {
+  template <class T>
+  void operator()(T* object) const noexcept {
+    object->~T();
+    recycledDeallocate(object, sizeof(T));
+  }
+};
+template <class T>
+using RecycledPtr = std::unique_ptr<T, RecycledDelete>;
+template <class T, class... Args>
+RecycledPtr<T> makeRecycled(Args&&... args) {
+  static_assert(alignof(T) <= alignof(std::max_align_t));
+  void* block = recycledAllocate(sizeof(T));
+  try {
+    return RecycledPtr<T>(new (block) T(std::forward<Args>(args)...));
+  } catch (...) {
+    recycledDeallocate(block, sizeof(T));
+    throw;
+  }
+}
+
+// A string whose buffer (beyond its in-place characters) comes from the thread's recycled blocks.
+using RecycledString = std::basic_string<char, std::char_traits<char>, RecyclingAllocator<char>>;
 
 }  // namespace prefixgate::util

@@ -6,7 +6,9 @@
 #include "engine/kv_event_decoder.h"
 #include "index/block_hash.h"
 #include "tokenize/tiktoken_tokenizer.h"
+#include "util/recycling_allocator.h"
 #include "util/scratch.h"
+#include "util/thread_spares.h"
 
 namespace prefixgate::routing {
 
@@ -70,6 +72,38 @@ std::unique_ptr<PrefixServices> PrefixServices::create(const config::Config& con
                                            static_cast<int64_t>(pc.silent_publisher_ms)});
   }
   return services;
+}
+
+namespace {
+// Empties `m` for its next request, keeping its vectors' capacity (within util::kSpareKeepBytes each).
+void emptyKeepingCapacity(PromptMatch& m) {
+  std::vector<BlockHash> hashes = std::move(m.prompt.hashes);
+  std::vector<uint32_t> matched = std::move(m.matched);
+  std::vector<PodId> pods = std::move(m.pods);
+  m = PromptMatch{};
+  util::emptyKeepingSmallCapacity(hashes);
+  util::emptyKeepingSmallCapacity(matched);
+  util::emptyKeepingSmallCapacity(pods);
+  m.prompt.hashes = std::move(hashes);
+  m.matched = std::move(matched);
+  m.pods = std::move(pods);
+}
+
+// newPromptMatch's deleter: the object joins the thread's spares.
+struct RecyclePromptMatch {
+  void operator()(PromptMatch* m) const noexcept {
+    std::unique_ptr<PromptMatch> owned(m);
+    emptyKeepingCapacity(*owned);
+    util::ThreadSpares<std::unique_ptr<PromptMatch>>::give(std::move(owned));
+  }
+};
+}  // namespace
+
+std::shared_ptr<PromptMatch> newPromptMatch() {
+  std::unique_ptr<PromptMatch> m;
+  if (!util::ThreadSpares<std::unique_ptr<PromptMatch>>::take(m)) m = std::make_unique<PromptMatch>();
+  // The control block comes from the thread's recycled small blocks.
+  return std::shared_ptr<PromptMatch>(m.release(), RecyclePromptMatch{}, util::RecyclingAllocator<PromptMatch>{});
 }
 
 namespace {

@@ -64,6 +64,11 @@ struct PromptMatch {
   double fraction(size_t i) const { return prompt.usable ? prompt.fraction(matched[i]) : 0; }
 };
 
+// A PromptMatch for one request, empty. Its memory (the object and its vectors' capacity) is recycled per thread
+// when the last holder lets go (bounded: util::kSparesPerThread objects per thread, vectors up to
+// util::kSpareKeepBytes kept), so a steady stream of decisions allocates none.
+std::shared_ptr<PromptMatch> newPromptMatch();
+
 // KV event sync's settings (routing.prefix_cache.*).
 struct KvModeOptions {
   std::chrono::milliseconds speculative_ttl{2000};
