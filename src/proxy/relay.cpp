@@ -19,6 +19,7 @@
 #include "trace/span_names.h"
 #include "trace/tracer.h"
 #include "util/log.h"
+#include "util/recycling_allocator.h"
 
 namespace prefixgate::proxy {
 namespace asio = boost::asio;
@@ -441,9 +442,12 @@ asio::awaitable<FailureKind> readWholeBody(RelayRequest& rq, const discovery::Po
 asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
   RelayOutcome out;
   const auto started = std::chrono::steady_clock::now();
-  Exchange ex;
+  // The exchange and the attempts in recycled blocks: in the frame they would take it past what asio recycles.
+  const util::RecycledPtr<Exchange> exchange = util::makeRecycled<Exchange>();
+  Exchange& ex = *exchange;
   WatchedClient watch(rq);  // after `ex`: clears the watcher's pointer before the stream dies
-  Attempts attempts;
+  const util::RecycledPtr<Attempts> attempts_block = util::makeRecycled<Attempts>();
+  Attempts& attempts = *attempts_block;
   co_await attemptUntilAnswered(rq, d, *watch, ex, attempts);
   out.retries = attempts.retries;
   out.stale_retries = attempts.stale_retries;

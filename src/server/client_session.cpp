@@ -49,6 +49,7 @@ constexpr size_t kChunkedReadBytes = 64 * 1024;
 using openai::GatewayError;
 // The body grows as its bytes arrive (server/request_body.h), never to the length a head announces.
 using RequestParser = http::request_parser<GrowingStringBody, util::RecyclingAllocator<char>>;
+using ClientRequest = RequestParser::value_type;  // the client's head and body
 
 // Transfer-Encoding is accepted only as one final "chunked" (RFC 9112 6.1): anything else (gzip, a doubled
 // chunked, chunked not last) would leave the body's end ambiguous between the gateway and the engine.
@@ -183,21 +184,15 @@ class ClientSession {
 
   // Serves one request; returns whether the connection stays open for another.
   asio::awaitable<bool> serveOne() {
-    RequestOutcome outcome(services_.outcomes);
+    request_.emplace(*this);
+    const EndRequestOnExit end_request{request_};  // first: the request ends after everything below
+    RequestOutcome& outcome = request_->outcome;
+    BodyCharge& body_charge = request_->body_charge;
+    RequestParser& parser = request_->parser;
     long_extension_ = false;
-    // Declared before the parser, which holds the body: the body is freed before its charge is released.
-    BodyCharge body_charge(services_.body_budget, openai::paddingBytes());
-    // The parser keeps a reference to its chunk callback: declared first, it outlives the parser.
-    auto check_chunk = [this](uint64_t, std::string_view extensions, error_code& ec) {
-      if (extensions.size() > kMaxChunkExtensionBytes) {
-        long_extension_ = true;
-        ec = http::error::bad_chunk_extension;
-      }
-    };
-    RequestParser parser;
     parser.header_limit(limits_.max_header_bytes);
     parser.body_limit(limits_.max_body_bytes);
-    parser.on_chunk_header(check_chunk);
+    parser.on_chunk_header(request_->check_chunk);
     error_code ec;
     // A head already read whole (the usual case: it came in one segment) is parsed at once, with no timer.
     stream_.expires_never();
@@ -490,7 +485,7 @@ class ClientSession {
                                    RequestOutcome& outcome, ClientAuth& auth, bool keep_alive) {
     if (!bodyReadWhole(parser, charge) && !co_await readBody(parser, charge, outcome)) co_return false;
     auto& head = parser.get();
-    PreparedRequest prepared;
+    PreparedRequest& prepared = request_->prepared.emplace();
     co_await preparation_.prepare({.endpoint = endpoint,
                                    .body = head.body(),
                                    .headers = routeHeaders(head, services_.config.flow_control.tenant_header),
@@ -503,6 +498,13 @@ class ClientSession {
                                   prepared);
     outcome.setRequest(prepared.request);
     if (prepared.refusal) co_return co_await refusePrepared(outcome, *prepared.refusal, keep_alive);
+    co_return co_await relayPrepared(endpoint, head, prepared, outcome, auth, keep_alive);
+  }
+
+  // serveProxy's second half (its own coroutine: one frame holding both halves' locals would be larger than asio
+  // recycles): the prepared request relayed to its pod (or pods), and its outcome counted.
+  asio::awaitable<bool> relayPrepared(openai::Endpoint endpoint, ClientRequest& head, PreparedRequest& prepared,
+                                      RequestOutcome& outcome, ClientAuth& auth, bool keep_alive) {
     routing::Decision& decision = prepared.decision;
     const bool responses = endpoint == openai::Endpoint::kResponses;
     auth.stripCredentials(head);
@@ -677,6 +679,37 @@ class ClientSession {
   // A prefill leg's answer is one token and the KV's block ids: a pod that sends more is cut off (the request fails).
   static constexpr size_t kMaxPrefillAnswerBytes = 4 << 20;
 
+  // The parser's chunk-extension check (it keeps a reference: a member of RequestState, before the parser).
+  struct ChunkCheck {
+    ClientSession* session;
+    void operator()(uint64_t, std::string_view extensions, error_code& ec) const {
+      if (extensions.size() > kMaxChunkExtensionBytes) {
+        session->long_extension_ = true;
+        ec = http::error::bad_chunk_extension;
+      }
+    }
+  };
+  // The request being served: in the connection, not in serveOne's and serveProxy's coroutine frames, which then
+  // stay within the 1,020 bytes asio recycles per thread (a larger frame costs a malloc per request and evicts a
+  // cached block, so that the next small frame misses too). One request at a time per connection: emplaced when
+  // it begins, destroyed when serveOne returns (EndRequestOnExit), whichever way: the outcome, declared first, is
+  // destroyed last (its log line and metrics), after the prepared request's tickets and the body.
+  struct RequestState {
+    explicit RequestState(ClientSession& session)
+        : outcome(session.services_.outcomes),
+          body_charge(session.services_.body_budget, openai::paddingBytes()),
+          check_chunk{&session} {}
+    RequestOutcome outcome;
+    BodyCharge body_charge;  // before the parser, which holds the body: the body is freed before its charge is released
+    ChunkCheck check_chunk;
+    RequestParser parser;
+    std::optional<PreparedRequest> prepared;  // a proxied request's (serveProxy)
+  };
+  struct EndRequestOnExit {
+    std::optional<RequestState>& slot;
+    ~EndRequestOnExit() { slot.reset(); }
+  };
+
   Worker& worker_;
   const SessionServices& services_;
   RequestPreparation& preparation_;
@@ -692,6 +725,7 @@ class ClientSession {
   bool waiting_ = false;         // waiting for the next request (Worker::clients)
   bool unread_body_ = false;     // a refusal left the client's body unread: discardUnread before the close
   std::string relay_heads_;      // the relay's head buffer, kept from request to request (RelayRequest::head_buffer)
+  std::optional<RequestState> request_;  // the request being served (serveOne)
 };
 
 }  // namespace

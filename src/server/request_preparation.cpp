@@ -10,6 +10,7 @@
 #include "server/client_auth.h"
 #include "tokenize/remote_tokenizer.h"
 #include "trace/tracer.h"
+#include "util/recycling_allocator.h"
 #include "util/thread_spares.h"
 
 namespace prefixgate::server {
@@ -55,28 +56,48 @@ RequestPreparation::RequestPreparation(const Deps& deps) : deps_(deps) {}
 
 ClientAuth RequestPreparation::clientAuth() const { return ClientAuth(deps_.credentials, deps_.api_key_metrics); }
 
+// The coroutine keeps only what lives across its waits (flow control's queue, the remote tokenizer); the steps
+// between them are plain functions, so their temporaries (decisions, spans, errors) stay off its frame, which
+// then fits what asio recycles per thread (1,020 bytes).
 boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, PreparedRequest& out) {
   out.headers = in.headers;
   out.dry_run = in.dry_run;
-  const config::Config& config = deps_.config;
-  if (auto error = openai::parseRequest(in.endpoint, in.body, config.routing.prefix_cache.include_tools,
-                                        config.limits.max_json_depth, out.request)) {
-    out.refusal = PrepareRefusal{openai::GatewayError::kInvalidRequest, std::move(error.message),
-                                 std::move(error.param)};
-    co_return;
-  }
-  if (!in.dry_run) {
-    out.refusal = admit(in, out.request);
-    if (out.refusal) co_return;
-  }
-  out.request.session_id = in.headers.session_id;
-  followPreviousResponse(out);
+  if (!parseAndAdmit(in, out)) co_return;
   if (!in.dry_run && deps_.flow) {
     if (std::optional<FlowRefusal> held = co_await deps_.flow->admit(flowAdmission(in, out.request), out.flow)) {
       out.refusal = PrepareRefusal{held->error, std::move(held->message), std::move(held->param)};
       co_return;
     }
   }
+  RouteStep step = planRoute(out);
+  // Tracing: the tokenize span covers the plan and the remote tokenizer (a local tokenizer runs inside the choice:
+  // the route span's time).
+  util::RecycledPtr<trace::Span> tokenize_span;
+  if (in.trace) tokenize_span = util::makeRecycled<trace::Span>(in.trace->startChild("tokenize", trace::SpanKind::kInternal));
+  if (asksRemoteTokens(step.plan, out.request))
+    out.tokens = co_await fetchRemoteTokens(step.query, out.request, in.connections);
+  if (tokenize_span) endTokenizeSpan(*in.trace, std::move(*tokenize_span), out);
+  route(in, out, step);
+}
+
+bool RequestPreparation::parseAndAdmit(const RequestToPrepare& in, PreparedRequest& out) {
+  const config::Config& config = deps_.config;
+  if (auto error = openai::parseRequest(in.endpoint, in.body, config.routing.prefix_cache.include_tools,
+                                        config.limits.max_json_depth, out.request)) {
+    out.refusal = PrepareRefusal{openai::GatewayError::kInvalidRequest, std::move(error.message),
+                                 std::move(error.param)};
+    return false;
+  }
+  if (!in.dry_run) {
+    out.refusal = admit(in, out.request);
+    if (out.refusal) return false;
+  }
+  out.request.session_id = in.headers.session_id;
+  followPreviousResponse(out);
+  return true;
+}
+
+RequestPreparation::RouteStep RequestPreparation::planRoute(PreparedRequest& out) const {
   // Rerank and score generate nothing, and the connector protocol (kv_transfer_params) is the OpenAI endpoints':
   // those and Anthropic's are never split into prefill and decode legs.
   // The Responses API keeps its state on the pod that produced it: never split either.
@@ -86,26 +107,28 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
   if (disaggregated) out.leg = PodRole::kPrefill;
   // A heavy tenant's request goes only to its own pods (flow_control.confine_heavy_tenants; none else excluded).
   routing::RouteQuery query = out.query(out.flow.routeExclude());
-  // Tracing: the tokenize span covers the plan and the remote tokenizer (a local tokenizer runs inside the choice:
-  // the route span's time).
-  std::optional<trace::Span> tokenize_span;
-  if (in.trace) tokenize_span.emplace(in.trace->startChild("tokenize", trace::SpanKind::kInternal));
   // The strategy, resolved once: the tokenizer step prepares for it, the choice applies it.
   routing::RoutePlan plan = deps_.router.plan(query);
-  if (asksRemoteTokens(plan, out.request)) out.tokens = co_await fetchRemoteTokens(query, out.request, in.connections);
-  if (tokenize_span) {
-    if (in.trace->recording()) {
-      tokenize_span->set("prefixgate.tokens_source", tokensSource(out.request));
-      if (!out.tokens.outcome.empty()) tokenize_span->set("prefixgate.remote_tokenizer.outcome", out.tokens.outcome);
-      if (out.request.remote_token_ids)
-        tokenize_span->set("prefixgate.prompt_tokens", static_cast<int64_t>(out.request.remote_token_ids->size()));
-      if (out.request.remote_tokens == RemoteTokens::kFailed) tokenize_span->fail("the remote tokenizer gave no tokens");
-    }
-    in.trace->end(std::move(*tokenize_span));
+  return RouteStep{disaggregated, query, std::move(plan)};
+}
+
+void RequestPreparation::endTokenizeSpan(trace::RequestTrace& trace, trace::Span span, const PreparedRequest& out) {
+  if (trace.recording()) {
+    span.set("prefixgate.tokens_source", tokensSource(out.request));
+    if (!out.tokens.outcome.empty()) span.set("prefixgate.remote_tokenizer.outcome", out.tokens.outcome);
+    if (out.request.remote_token_ids)
+      span.set("prefixgate.prompt_tokens", static_cast<int64_t>(out.request.remote_token_ids->size()));
+    if (out.request.remote_tokens == RemoteTokens::kFailed) span.fail("the remote tokenizer gave no tokens");
   }
+  trace.end(std::move(span));
+}
+
+void RequestPreparation::route(RequestToPrepare& in, PreparedRequest& out, RouteStep& step) {
+  routing::RoutePlan& plan = step.plan;
+  routing::RouteQuery& query = step.query;
   std::optional<trace::Span> route_span;
   if (in.trace) route_span.emplace(in.trace->startChild("route", trace::SpanKind::kInternal));
-  if (disaggregated) {
+  if (step.disaggregated) {
     if (servedWhole(plan, query, in.rng)) {
       out.pd_outcome = "aggregated";
     } else if (const uint32_t busy = deps_.config.disaggregation.max_prefill_in_flight;
@@ -125,11 +148,11 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
   }
   if (out.decision.failure != routing::RouteFailure::kNone) {
     out.refusal = PrepareRefusal{routing::errorFor(out.decision.failure), out.decision.message, {}};
-    co_return;
+    return;
   }
   out.flow.routed();  // its pod counts it in flight now
   countPreviousResponse(out);
-  if (out.leg != PodRole::kPrefill) co_return;
+  if (out.leg != PodRole::kPrefill) return;
   std::optional<trace::Span> decode_span;
   if (in.trace) decode_span.emplace(in.trace->startChild("route decode", trace::SpanKind::kInternal));
   out.decode.emplace(deps_.router.chooseDecode(query, out.decision, in.rng));

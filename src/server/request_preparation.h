@@ -33,7 +33,8 @@ class ResponseAffinity;
 }  // namespace prefixgate::routing
 namespace prefixgate::trace {
 class RequestTrace;
-}
+struct Span;
+}  // namespace prefixgate::trace
 namespace prefixgate::tokenize {
 class ConnectionPool;
 class PromptTokenizer;
@@ -191,6 +192,19 @@ class RequestPreparation {
 
  private:
   std::optional<PrepareRefusal> admit(const RequestToPrepare& in, const openai::RequestView& request) const;
+  // prepare()'s steps between its waits (plain functions: their temporaries stay off the coroutine's frame).
+  // Parses the body and admits the request (its key, the gateway's bound); false: out.refusal says why.
+  bool parseAndAdmit(const RequestToPrepare& in, PreparedRequest& out);
+  // The strategy and the query a request resolves to, and whether its model is disaggregated (out.leg set).
+  struct RouteStep {
+    bool disaggregated = false;
+    routing::RouteQuery query;
+    routing::RoutePlan plan;
+  };
+  RouteStep planRoute(PreparedRequest& out) const;
+  static void endTokenizeSpan(trace::RequestTrace& trace, trace::Span span, const PreparedRequest& out);
+  // Chooses the pod (and a disaggregated request's decode pod), or sets out.refusal.
+  void route(RequestToPrepare& in, PreparedRequest& out, RouteStep& step);
   // Whether the engine's tokenizer is to be asked for the request's tokens (`plan` wants them, a remote tokenizer is
   // configured and can answer for the request); clears the request's remote tokens. A plain function, so a request
   // that asks nothing costs no coroutine frame.

@@ -8,7 +8,7 @@ namespace prefixgate::util {
 namespace {
 
 constexpr size_t kMinClassBytes = 64;
-constexpr size_t kClasses = 4;  // 64, 128, 256, 512
+constexpr size_t kClasses = 6;  // 64, 128, 256, 512, 1,024, 2,048
 static_assert(kMinClassBytes << (kClasses - 1) == kMaxRecycledBytes);
 
 size_t classOf(size_t bytes) {

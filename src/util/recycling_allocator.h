@@ -1,6 +1,7 @@
 #pragma once
-// Small blocks of the request path (Beast header fields, the relay's bookkeeping) recycled per thread: a steady
-// stream of requests takes its blocks from the thread's free lists instead of malloc. Blocks are plain malloc
+// Small blocks of the request path (Beast header fields, the relay's bookkeeping, coroutine frames:
+// util/coroutine_frames.h) recycled per thread: a steady stream of requests takes its blocks from the thread's
+// free lists instead of malloc. Blocks are plain malloc
 // blocks, so one freed on another thread (a coroutine frame destroyed at shutdown) simply joins that thread's
 // lists or goes back to free(). Each list keeps at most kRecycledBlocksPerClass blocks, so a burst does not
 // leave its memory behind.
@@ -14,8 +15,9 @@ namespace prefixgate::util {
 
 inline constexpr size_t kRecycledBlocksPerClass = 256;
 
-// Blocks up to kMaxRecycledBytes come from four size classes (64, 128, 256, 512 bytes); larger ones from malloc.
-inline constexpr size_t kMaxRecycledBytes = 512;
+// Blocks up to kMaxRecycledBytes come from six size classes (64, 128, ..., 2,048 bytes); larger ones from malloc.
+// At most kRecycledBlocksPerClass x 4,032 bytes (about 1 MiB) kept per thread.
+inline constexpr size_t kMaxRecycledBytes = 2048;
 void* recycledAllocate(size_t bytes);
 void recycledDeallocate(void* block, size_t bytes) noexcept;
 

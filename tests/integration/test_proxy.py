@@ -79,6 +79,26 @@ def test_headers_end_to_end_pass_and_hop_by_hop_do_not(sims, gateway_factory):
     assert seen["host"] == f"127.0.0.1:{sims[0].port}"
 
 
+def test_a_clients_request_id_is_kept_up_to_128_printable_bytes_else_a_new_one_is_made(sims, gateway_factory):
+    """The request id (kept in place, no allocation): a printable x-request-id of up to 128 bytes is the request's
+    id, to the client and the engine; a longer one, or one with a space, is replaced by 32 new hex digits."""
+    gw = gateway_factory(sims[:1])
+    body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+    longest = "r" * 127 + "~"
+    made = set()
+    for given, kept in ((longest, True), ("r" * 129, False), ("has space", False), ("", False)):
+        status, headers, _ = gw.call("POST", "/v1/chat/completions", body, {"x-request-id": given} if given else {})
+        assert status == 200
+        seen = sims[0].completions_seen()[-1]["headers"]["x-request-id"]
+        assert headers["request-id"] == seen
+        if kept:
+            assert seen == given
+        else:
+            assert len(seen) == 32 and all(c in "0123456789abcdef" for c in seen), seen
+            made.add(seen)
+    assert len(made) == 3  # each request its own
+
+
 @pytest.mark.parametrize("case", [
     ("POST", "/v1/chat/completions", '{"model": "sim-model", "messages": [', {}, 400, "not valid JSON", None),
     ("POST", "/v1/chat/completions", '{"messages": [{"role": "user", "content": "x"}]}', {}, 400, "'model' is required", "model"),
