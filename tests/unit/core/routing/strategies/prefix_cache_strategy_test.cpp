@@ -84,9 +84,11 @@ TEST_F(PrefixCacheTest, FollowsTheRecordedPrefix) {
   EXPECT_EQ(second.pod->name(), holder);
   EXPECT_EQ(second.match_percent, 75);
   EXPECT_EQ(second.outcome, "prefix_match");
+  EXPECT_TRUE(second.details.empty());  // filled for /debug/route's dry runs only
   // 16 characters (the character tokenizer's tokens) are 4 engine tokens at the default 4 bytes per token.
-  EXPECT_EQ(second.details, (std::vector<std::pair<std::string, int64_t>>{
-                                {"tokens", 16}, {"engine_tokens", 4}, {"blocks", 4}}));
+  Decision explained = route("aaaabbbbccccXXXX", true);
+  EXPECT_EQ(explained.details, (std::vector<std::pair<std::string, int64_t>>{
+                                   {"tokens", 16}, {"engine_tokens", 4}, {"blocks", 4}}));
 }
 
 // A dry run (/debug/route) records nothing: the next real request still sees no match.
