@@ -145,11 +145,12 @@ class DialectVisitor final : public PromVisitor {
       queries = true;
     }
     out.has_prefix_cache = hits && queries;
-    if (config_seen_) {
+    // Finite samples can still add up (or multiply) past a double's range: such a total is no reading.
+    if (config_seen_ && std::isfinite(gpu_blocks_)) {
       out.has_cache_config = true;
       out.block_size = block_size_;
       out.num_gpu_blocks = gpu_blocks_;
-      if (block_size_ > 0 && gpu_blocks_ > 0) {
+      if (block_size_ > 0 && gpu_blocks_ > 0 && std::isfinite(block_size_ * gpu_blocks_)) {
         out.kv_capacity_tokens = block_size_ * gpu_blocks_;
         out.has_kv_capacity = true;
       }
@@ -163,7 +164,7 @@ class DialectVisitor final : public PromVisitor {
   size_t count(Signal s) const { return count_[static_cast<size_t>(s)]; }
   bool has(Signal s) const { return count(s) > 0; }
   bool take(Signal s, double& out) const {
-    if (!has(s)) return false;
+    if (!has(s) || !std::isfinite(sum_[static_cast<size_t>(s)])) return false;  // a sum past a double's range
     out = sum_[static_cast<size_t>(s)];
     return true;
   }

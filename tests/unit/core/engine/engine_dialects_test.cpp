@@ -3,6 +3,8 @@
 // (prometheus_client text), llama.cpp's from tools/server/server-task.cpp (to_metrics), vLLM's as its tests show.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/engine_load.h"
 #include "engine/engine_metrics.h"
 
@@ -96,6 +98,22 @@ TEST(EngineDialects, VllmCapacityFromCacheConfig) {
 
 // Ensures a page read in the wrong dialect yields no series (the scraper's failure), never zeros that look idle:
 // the four llama.cpp pods read as vLLM "scraped fine" with every field null before dialects existed.
+// Finite samples whose sum (several engines' series) or product (blocks x block size) passes a double's range are
+// no reading: the signal stays unknown instead of an infinite load or capacity (found by prometheus_text_fuzz).
+TEST(EngineDialects, TotalsPastADoublesRangeAreUnknownNotInfinite) {
+  const std::string page =
+      "vllm:num_requests_running{engine=\"0\"} 1e308\nvllm:num_requests_running{engine=\"1\"} 1e308\n"
+      "vllm:num_requests_waiting 2\n"
+      "vllm:cache_config_info{block_size=\"1e200\",num_gpu_blocks=\"1e200\"} 1\n";
+  const EngineSnapshot s = parseEngineMetrics(EngineKind::kVllm, page);
+  EXPECT_FALSE(s.has_running);
+  EXPECT_TRUE(std::isfinite(s.running));
+  EXPECT_TRUE(s.has_waiting);
+  EXPECT_DOUBLE_EQ(s.waiting, 2);
+  EXPECT_FALSE(s.has_kv_capacity);
+  EXPECT_TRUE(std::isfinite(s.kv_capacity_tokens));
+}
+
 TEST(EngineDialects, WrongDialectReadsNothing) {
   for (const auto& [kind, page] : {std::pair{EngineKind::kVllm, kLlamaCppPage},
                                    std::pair{EngineKind::kLlamaCpp, kSglangPage},
