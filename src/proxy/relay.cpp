@@ -7,6 +7,7 @@
 #include <boost/beast/http.hpp>
 #include <charconv>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -211,14 +212,27 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
   // wait under the idle timeout (the relay's own deadline).
   net::IdleDeadline idle(ex.stream->socket(), std::chrono::milliseconds(rq.config.idle_timeout_ms));
   net::ReadyReader reader(ex.stream->socket(), idle);
+  error_code deferred_ec;  // an error met while gathering already-read events: handled after they are written
   while (!ec && !ex.parser->is_done()) {
     up_head.body().data = buffer.data();
     up_head.body().size = buffer.size();
-    error_code read_ec;
+    error_code read_ec = std::exchange(deferred_ec, {});
     // A read returns as soon as any body bytes arrived, so each SSE event is forwarded without waiting for more.
     // Bytes that came with the head (or with the previous read) are parsed at once.
-    if (!net::parseBuffered(*ex.parser, ex.buffer, read_ec)) co_await reader.read(*ex.parser, ex.buffer, read_ec);
+    if (!read_ec && !net::parseBuffered(*ex.parser, ex.buffer, read_ec))
+      co_await reader.read(*ex.parser, ex.buffer, read_ec);
     if (read_ec == http::error::need_buffer) read_ec = {};
+    // One write for what one read brought: Beast's parser stops after each chunk (each SSE event of a chunked
+    // stream), so the chunks already read are gathered into the relay buffer first (nothing waits for the socket).
+    while (!read_ec && !ex.parser->is_done() && up_head.body().size > 0) {
+      error_code more_ec;
+      if (!net::parseBuffered(*ex.parser, ex.buffer, more_ec)) break;  // all parsed, or a part of a chunk head
+      if (more_ec == http::error::need_buffer) break;                   // the relay buffer is full
+      if (more_ec) {
+        deferred_ec = more_ec;
+        break;
+      }
+    }
     if (read_ec) {
       ec = read_ec;
       ended = watch.gone ? FailureKind::kClientGone
