@@ -456,3 +456,62 @@ def test_stream_paced_by_the_engine_arrives_whole_then_a_stall_ends_it(tmp_path,
         served_normally(gw, "fake-0")
     finally:
         engine.stop()
+
+
+def read_response(sock):
+    """The raw bytes of one response read until the gateway closes the connection or IO_TIMEOUT_S passes."""
+    raw, deadline = b"", time.monotonic() + IO_TIMEOUT_S
+    while time.monotonic() < deadline:
+        data = sock.recv(65536)
+        if not data:
+            break
+        raw += data
+    return raw
+
+
+def client_chunks(payload):
+    """The chunks of a chunked body, as the gateway framed them (up to the last chunk)."""
+    chunks, rest = [], payload
+    while rest:
+        size_line, rest = rest.split(b"\r\n", 1)
+        size = int(size_line, 16)
+        if size == 0:
+            break
+        chunks.append(rest[:size])
+        rest = rest[size + 2:]
+    return chunks
+
+
+def test_events_read_together_are_written_together_and_a_bad_chunk_after_them_still_lets_them_through(
+        tmp_path, gateway_factory):
+    """Several SSE events that reach the gateway in one read go to the client in one write (one chunk of its
+    framing): Beast's parser stops after each chunk, and the relay gathers what it already read before writing.
+    The gathering stops at a partial chunk head (the rest comes later and the event arrives whole) and at a
+    malformed chunk, whose error ends the stream only after the events before it were delivered."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    together = [b'data: {"n":%d}\n\n' % i for i in range(1, 4)]
+    split = b'data: {"n":4,"text":"after a partial chunk head"}\n\n'
+    tail = [b'data: {"n":5}\n\n', b'data: {"n":6}\n\n']
+    c_split = chunked(split)
+    steps = [head, 0.2, b"".join(chunked(e) for e in together) + c_split[:1], 0.3, c_split[1:], 0.3,
+             b"".join(chunked(e) for e in tail) + b"zz\r\nnot a chunk\r\n", 2.0]
+    engine = FakeEngine(lambda body: steps if b"gathered" in body else answer("HTTP/1.1 200 OK", NORMAL))
+    try:
+        gw = gateway_factory([engine.entry()])
+        body = chat_body("gathered", stream=True)
+        sock = socket.create_connection(("127.0.0.1", gw.port), timeout=IO_TIMEOUT_S)
+        sock.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        raw = read_response(sock)
+        sock.close()
+        head_out, payload = raw.split(b"\r\n\r\n", 1)
+        assert head_out.startswith(b"HTTP/1.1 200") and b"chunked" in head_out.lower(), raw[:300]
+        chunks = client_chunks(payload)
+        assert chunks[0] == b"".join(together), chunks  # three events read at once, one write
+        assert chunks[1] == split, chunks
+        assert chunks[2] == b"".join(tail), chunks      # delivered before the bad chunk's error
+        error = json.loads(sse_events(b"".join(chunks[3:]))[-1])["error"]
+        assert "response interrupted" in error["message"], error
+        served_normally(gw, "fake-0")
+    finally:
+        engine.stop()
