@@ -105,6 +105,38 @@ void BM_Hash(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * prompt.size()));
 }
 
+// Hashing through index::BlockHashMemo (what routing does) against the plain hash. args = prompt KiB, then
+// 0 = plain hash of fresh prompts, 1 = memo, fresh prompts (nothing in common with any remembered one: the
+// memory's cost), 2 = plain hash of related prompts, 3 = memo, related prompts (64 prompts that share all but
+// their last KiB, as a group's requests under one long system prompt or document do).
+void BM_HashMemo(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0)) * 1024;
+  const int64_t mode = state.range(1);
+  const bool memoized = mode == 1 || mode == 3, related = mode >= 2;
+  std::mt19937_64 rng(5);
+  std::vector<uint8_t> head(bytes - 1024);
+  for (uint8_t& b : head) b = static_cast<uint8_t>(rng());
+  std::vector<std::vector<uint8_t>> prompts(256);
+  for (auto& p : prompts) {
+    p = related ? head : std::vector<uint8_t>(bytes - 1024);
+    if (!related)
+      for (uint8_t& b : p) b = static_cast<uint8_t>(rng());
+    for (size_t i = 0; i < 1024; ++i) p.push_back(static_cast<uint8_t>(rng()));
+  }
+  BlockHashMemo memo;
+  std::vector<BlockHash> hashes;
+  hashes.reserve(bytes / kBlockSize);
+  size_t next = 0;
+  for (auto _ : state) {
+    const auto& prompt = prompts[next++ % prompts.size()];
+    hashes.clear();
+    if (memoized) memo.hash(prompt, kBlockSize, kSeed, 0, hashes);
+    else hashBlocksWithFirstExtra(prompt, kBlockSize, kSeed, 0, hashes);
+    benchmark::DoNotOptimize(hashes.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+
 // match() alone, hashes precomputed: args = prompt KiB, candidates.
 void BM_Match(benchmark::State& state) {
   Fixture& f = fixture();
@@ -189,6 +221,7 @@ void routingArgs(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Hash)->Arg(8)->Arg(128)->Arg(1024)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_HashMemo)->ArgsProduct({{8, 256}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Match)->Apply(routingArgs)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Match)->Args({8, 64})->Args({1024, 64})->Threads(2)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Route)->Apply(routingArgs)->Unit(benchmark::kMicrosecond);

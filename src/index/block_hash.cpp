@@ -1,5 +1,6 @@
 #include "index/block_hash.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -146,6 +147,79 @@ size_t hashBlocksWithFirstExtra(std::span<const uint8_t> bytes, size_t block_siz
   hashBlocksAfter(BlockHash{seed}, bytes.first(block_size), block_size, seed, out);
   out.back() = BlockHash{mixExtra(out.back().value, first_extra)};
   return 1 + hashBlocksAfter(out.back(), bytes.subspan(block_size), block_size, seed, out);
+}
+
+namespace {
+
+// How many whole blocks `a` and `b` share from the start (of the first `blocks` blocks of each).
+size_t sharedBlocks(const uint8_t* a, const uint8_t* b, size_t blocks, size_t block_size) {
+  if (std::memcmp(a, b, blocks * block_size) == 0) return blocks;  // one prompt extends the other: the usual case
+  size_t i = 0;
+  while (i < blocks && std::memcmp(a + i * block_size, b + i * block_size, block_size) == 0) ++i;
+  return i;
+}
+
+}  // namespace
+
+size_t BlockHashMemo::hash(std::span<const uint8_t> bytes, size_t block_size, uint64_t seed, uint64_t first_extra,
+                           std::vector<BlockHash>& out) {
+  last_reused_ = 0;
+  const size_t count = fullBlockCount(bytes.size(), block_size);
+  if (count == 0) return 0;
+  const size_t first = out.size();
+  // The first block is hashed in any case: its hash picks the remembered prompts that can share anything.
+  hashBlocksWithFirstExtra(bytes.first(block_size), block_size, seed, first_extra, out);
+  const BlockHash head = out[first];
+  Entry* best = nullptr;
+  size_t best_shared = 0;
+  Entry* oldest = &entries_[0];
+  for (Entry& e : entries_) {
+    if (e.last_use < oldest->last_use) oldest = &e;
+    if (e.hashes.empty() || e.hashes.front() != head || e.block_size != block_size || e.seed != seed ||
+        e.first_extra != first_extra)
+      continue;
+    const size_t limit = std::min(count, e.hashes.size());
+    if (limit <= best_shared) continue;
+    // Prompts under one system prompt often share its blocks: once one remembered prompt is known to share
+    // `best_shared` blocks, another shares at least as many exactly when its chain hash at that block is the
+    // same (a chain hash stands for its whole prefix), and only its blocks after them are compared.
+    size_t from = 0;
+    if (best_shared > 0) {
+      if (e.hashes[best_shared - 1] != best->hashes[best_shared - 1]) continue;
+      from = best_shared;
+    }
+    const size_t shared = from + sharedBlocks(bytes.data() + from * block_size, e.bytes.data() + from * block_size,
+                                              limit - from, block_size);
+    if (shared > best_shared) {
+      best = &e;
+      best_shared = shared;
+    }
+  }
+  if (best_shared > 1) {
+    out.insert(out.end(), best->hashes.begin() + 1, best->hashes.begin() + static_cast<ptrdiff_t>(best_shared));
+    last_reused_ = best_shared - 1;
+  }
+  const size_t done = std::max<size_t>(best_shared, 1);
+  if (done < count) hashBlocksAfter(out.back(), bytes.subspan(done * block_size), block_size, seed, out);
+  // Remember this prompt: in place of the one it extends (the conversation's previous turn), else of the oldest.
+  const size_t keep = std::min(count, kMaxRememberedBytes / block_size);
+  Entry& slot = best != nullptr && best_shared == best->hashes.size() && keep >= best_shared ? *best : *oldest;
+  if (keep > 0) {
+    // Extending the remembered prompt in place copies only its new blocks.
+    const size_t known = &slot == best ? best_shared : 0;
+    slot.block_size = block_size;
+    slot.seed = seed;
+    slot.first_extra = first_extra;
+    slot.last_use = ++uses_;
+    slot.bytes.resize(known * block_size);
+    slot.bytes.insert(slot.bytes.end(), bytes.begin() + static_cast<ptrdiff_t>(known * block_size),
+                      bytes.begin() + static_cast<ptrdiff_t>(keep * block_size));
+    slot.hashes.resize(known);
+    slot.hashes.insert(slot.hashes.end(), out.begin() + static_cast<ptrdiff_t>(first + known),
+                       out.begin() + static_cast<ptrdiff_t>(first + keep));
+  }
+  if (best != nullptr && best != &slot) best->last_use = ++uses_;
+  return count;
 }
 
 std::vector<BlockHash> hashBlocks(std::span<const uint8_t> bytes, size_t block_size, uint64_t seed) {

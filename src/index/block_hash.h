@@ -1,6 +1,7 @@
 #pragma once
 // Chained block hashes of a tokenized prompt, bit-compatible with AIBrix's standard mode so that replicas of
 // either gateway sharing one hash seed agree on every block.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -49,5 +50,39 @@ size_t hashBlocksWithFirstExtra(std::span<const uint8_t> bytes, size_t block_siz
 constexpr size_t fullBlockCount(size_t byte_count, size_t block_size) {
   return block_size == 0 ? 0 : byte_count / block_size;
 }
+
+// hashBlocksWithFirstExtra with a memory of the last prompts it hashed (their bytes and chains), so that a prompt
+// beginning with the same full blocks as one of them (the next turn of a conversation, another request under the
+// same system prompt or document) hashes only the blocks after the shared ones: comparing a 128-byte block costs
+// a few nanoseconds, XXH64's chained hash of it about 80 cycles on the decision's critical path. The hashes are
+// exactly hashBlocksWithFirstExtra's (the same bytes under the same seed, block size and first extra give the
+// same chain). Not thread-safe: one per thread (routing keeps a thread_local one). Memory: at most kEntries
+// prompts of at most kMaxRememberedBytes each (a longer prompt's first kMaxRememberedBytes are remembered), so
+// about 1 MiB per thread at most. Its cost on a prompt that shares nothing: a copy of its first
+// kMaxRememberedBytes (docs/benchmarks.md, "The decision's hashing").
+class BlockHashMemo {
+ public:
+  static constexpr size_t kEntries = 16;
+  static constexpr size_t kMaxRememberedBytes = 64 * 1024;
+
+  // Appends the hashes of `bytes`' full blocks to `out`, as hashBlocksWithFirstExtra; returns the number appended.
+  size_t hash(std::span<const uint8_t> bytes, size_t block_size, uint64_t seed, uint64_t first_extra,
+              std::vector<BlockHash>& out);
+  // Blocks of the last hash() taken from a remembered prompt instead of hashed (the first is always hashed).
+  size_t lastReused() const { return last_reused_; }
+
+ private:
+  struct Entry {
+    size_t block_size = 0;
+    uint64_t seed = 0;
+    uint64_t first_extra = 0;
+    uint64_t last_use = 0;
+    std::vector<uint8_t> bytes;    // whole blocks only
+    std::vector<BlockHash> hashes;  // one per block of `bytes`
+  };
+  std::array<Entry, kEntries> entries_;
+  uint64_t uses_ = 0;
+  size_t last_reused_ = 0;
+};
 
 }  // namespace prefixgate::index

@@ -256,7 +256,9 @@ void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks
   // A salted prompt's first block carries the salt as vLLM's does (its extra keys), in standard mode too, so salted
   // and unsalted prompts, or two salts, never match each other.
   const uint64_t salt = request.cache_salt.empty() ? 0 : engine::cacheSaltDigest(request.cache_salt);
-  index::hashBlocksWithFirstExtra(bytes, out.block_bytes, seed_, salt, out.hashes);
+  // The thread's memory of recent prompts: a prompt that begins with one of them hashes only what follows.
+  thread_local index::BlockHashMemo memo;
+  memo.hash(bytes, out.block_bytes, seed_, salt, out.hashes);
   for (size_t i = 1; i < sizes.size() && i <= kMaxOtherBlockSizes; ++i) {
     PromptBlocks::Cut& cut = out.other_cuts.emplace_back();
     cut.block_tokens = sizes[i].first;
