@@ -515,3 +515,45 @@ def test_events_read_together_are_written_together_and_a_bad_chunk_after_them_st
         served_normally(gw, "fake-0")
     finally:
         engine.stop()
+
+
+def test_an_engine_closing_right_after_its_last_bytes_ends_the_stream_at_once(tmp_path, gateway_factory):
+    """The engine writes an event and half of the next and closes the connection in the same instant, so its FIN
+    reaches the gateway with those bytes and the read that returns them also consumes the FIN: no later readiness
+    edge will come. The gateway must still see the end at once (a cut stream: the events, then the SSE error event),
+    long before upstream.idle_timeout_ms, and a close-delimited answer must end whole. Fails if a read after a short
+    one waits for an edge without first trying the socket (nginx's short-read rule without EPOLLRDHUP, which asio
+    does not register)."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    event = b'data: {"n":1}\n\n'
+    cut = head + chunked(event) + chunked(b'data: {"n":2,"text":"never finished"}\n\n')[:20]
+    close_delimited = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + NORMAL
+
+    def respond(body):
+        return [cut] if b"cut" in body else [close_delimited]
+
+    engine = FakeEngine(respond)
+    engine.close_after_answer = True
+    idle_s = 8.0
+    try:
+        gw = gateway_factory([engine.entry()], config={"upstream": {"idle_timeout_ms": int(idle_s * 1000)}})
+        for _ in range(5):
+            body = chat_body("cut", stream=True)
+            sock = socket.create_connection(("127.0.0.1", gw.port), timeout=IO_TIMEOUT_S)
+            started = time.monotonic()
+            sock.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                          f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+            raw = read_response(sock)
+            took = time.monotonic() - started
+            sock.close()
+            assert took < idle_s / 2, f"the stream's end was seen only after {took:.1f} s (idle timeout {idle_s} s)"
+            chunks = client_chunks(raw.split(b"\r\n\r\n", 1)[1])
+            assert b"".join(chunks).startswith(event), chunks
+            error = json.loads(sse_events(b"".join(chunks))[-1])["error"]
+            assert "response interrupted" in error["message"], error
+            started = time.monotonic()
+            status, _, answer_body = gw.call("POST", "/v1/chat/completions", chat_body("whole"))
+            assert time.monotonic() - started < idle_s / 2
+            assert status == 200 and json.loads(answer_body)["id"] == "ok", (status, answer_body[:300])
+    finally:
+        engine.stop()
