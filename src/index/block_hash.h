@@ -56,10 +56,12 @@ constexpr size_t fullBlockCount(size_t byte_count, size_t block_size) {
 // same system prompt or document) hashes only the blocks after the shared ones: comparing a 128-byte block costs
 // a few nanoseconds, XXH64's chained hash of it about 80 cycles on the decision's critical path. The hashes are
 // exactly hashBlocksWithFirstExtra's (the same bytes under the same seed, block size and first extra give the
-// same chain). Not thread-safe: one per thread (routing keeps a thread_local one). Memory: at most kEntries
-// prompts of at most kMaxRememberedBytes each (a longer prompt's first kMaxRememberedBytes are remembered), so
-// about 1 MiB per thread at most. Its cost on a prompt that shares nothing: a copy of its first
-// kMaxRememberedBytes (docs/benchmarks.md, "The decision's hashing").
+// same chain), with one assumption the prefix index already makes: a second remembered prompt whose chain hash
+// equals the best one's at the shared length is taken to share those blocks without comparing them (a 64-bit
+// chain collision would copy its earlier hashes). Not thread-safe: one per thread (routing keeps a thread_local
+// one). Memory: at most kEntries prompts of at most kMaxRememberedBytes each (a longer prompt's first
+// kMaxRememberedBytes are remembered), so about 1 MiB per thread at most. Its cost on a prompt that shares
+// nothing: a copy of its first kMaxRememberedBytes (docs/benchmarks.md, "The decision's hashing").
 class BlockHashMemo {
  public:
   static constexpr size_t kEntries = 16;

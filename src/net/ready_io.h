@@ -121,11 +121,11 @@ class IdleDeadline {
 // registered from its connect, each re-arm also reports it writable: a spurious wake-up per event. nginx's rule
 // (a short read drained the socket, so wait for the next edge) needs EPOLLRDHUP, which asio does not register: a
 // FIN that came with the last bytes is consumed by the read that returns them and raises no later edge, so the end
-// of the stream would never be seen (tried and reverted: docs/benchmarks.md, "A short read is not proof of a
-// drained socket"). Measured per SSE event (docs/benchmarks.md, "Streaming"): tcp_stream 3.8 system calls,
-// async_wait 3.8 (an epoll_ctl instead of the EAGAIN), this 3.2-3.4 (epoll_wait 0.57 instead of 1.0). A wait is
-// ended by bytes, by `deadline` passing (beast::error::timeout, as tcp_stream's expiry reported it), or by the
-// socket's closing (the client watcher's hang-up: operation_aborted or bad_descriptor).
+// of the stream would never be seen (tried and reverted: docs/benchmarks.md, "One write per read; a short read
+// is not proof of a drained socket"). Measured per SSE event (docs/benchmarks.md, "Streaming"): tcp_stream 3.8
+// system calls, async_wait 3.8 (an epoll_ctl instead of the EAGAIN), this 3.2-3.4 (epoll_wait 0.57 instead of
+// 1.0). A wait is ended by bytes, by `deadline` passing (beast::error::timeout, as tcp_stream's expiry reported
+// it), or by the socket's closing (the client watcher's hang-up: operation_aborted or bad_descriptor).
 class ReadyReader {
  public:
   // At most this much is read at once (Beast's http::async_read_some reads as much).
