@@ -6,6 +6,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "net/drained_reads.h"
+
 namespace prefixgate::net {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -42,6 +44,7 @@ asio::awaitable<GetResult> httpRequest(http::verb method, std::string host, uint
     result.timed_out = ec == beast::error::timeout;
     co_return result;
   }
+  drained_reads::enable(stream.socket().native_handle());
   http::request<http::string_body> req{method, target, 11};
   req.set(http::field::host, host + ":" + std::to_string(port));
   req.set(http::field::user_agent, "prefixgate");

@@ -114,18 +114,17 @@ class IdleDeadline {
 // and no timer work per read (tcp_stream arms and cancels a timer around every operation; the cancelled wait is one
 // more handler, often one more pass of the loop and an epoll_wait(0), per event). A read that filled its space is
 // followed by another at once (non-blocking: more is likely waiting). After one that did not, the next is asio's
-// read operation on the bare socket: asio tries it once (EAGAIN when the engine has not written yet) and then
-// waits for the edge-triggered registration to report the socket readable, and the reactor's read carries the
-// data. That EAGAIN is the cheapest sound readiness check asio 1.81 offers: `async_wait(wait_read)` starts without
-// it but re-arms the descriptor with an EPOLL_CTL_MOD every time, and since an upstream socket keeps EPOLLOUT
-// registered from its connect, each re-arm also reports it writable: a spurious wake-up per event. nginx's rule
-// (a short read drained the socket, so wait for the next edge) needs EPOLLRDHUP, which asio does not register: a
-// FIN that came with the last bytes is consumed by the read that returns them and raises no later edge, so the end
-// of the stream would never be seen (tried and reverted: docs/benchmarks.md, "One write per read; a short read
-// is not proof of a drained socket"). Measured per SSE event (docs/benchmarks.md, "Streaming"): tcp_stream 3.8
-// system calls, async_wait 3.8 (an epoll_ctl instead of the EAGAIN), this 3.2-3.4 (epoll_wait 0.57 instead of
-// 1.0). A wait is ended by bytes, by `deadline` passing (beast::error::timeout, as tcp_stream's expiry reported
-// it), or by the socket's closing (the client watcher's hang-up: operation_aborted or bad_descriptor).
+// read operation on the bare socket, which waits for the edge-triggered registration to report the socket readable
+// and carries the data in the reactor's read. Whether asio first tries a recv that meets EAGAIN depends on what the
+// last reactor read learnt: on a socket with TCP_INQ on (upstream connections: net/drained_reads.h) a read that the
+// kernel says left nothing queued, and no FIN pending, marks the socket drained and the next read waits at once;
+// without it asio tries once. (`async_wait(wait_read)` would start without the recv but re-arms the descriptor with
+// an EPOLL_CTL_MOD every time, and since an upstream socket keeps EPOLLOUT registered from its connect, each re-arm
+// also reports it writable: a spurious wake-up per event. nginx's rule, a short read drained the socket, needs
+// EPOLLRDHUP, which asio does not register: tried and reverted, docs/benchmarks.md "One write per read; a short read
+// is not proof of a drained socket".) A wait is ended by bytes, by `deadline` passing (beast::error::timeout, as
+// tcp_stream's expiry reported it), or by the socket's closing (the client watcher's hang-up: operation_aborted or
+// bad_descriptor).
 class ReadyReader {
  public:
   // At most this much is read at once (Beast's http::async_read_some reads as much).

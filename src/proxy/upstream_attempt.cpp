@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <charconv>
 
+#include "net/drained_reads.h"
 #include "net/ready_io.h"
 #include "proxy/pd_protocol.h"
 #include "util/log.h"
@@ -84,6 +85,7 @@ asio::awaitable<error_code> connect(UpstreamStream& stream, const discovery::Pod
   stream.expires_after(timeout);
   co_await stream.async_connect(endpoint, asio::redirect_error(kAwait, ec));
   if (!ec) stream.socket().set_option(asio::ip::tcp::no_delay(true), ec);
+  if (!ec) net::drained_reads::enable(stream.socket().native_handle());
   if (ec) cache.forget(pod.address);
   co_return ec;
 }

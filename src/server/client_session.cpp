@@ -10,6 +10,7 @@
 #include <array>
 #include <nlohmann/json.hpp>
 
+#include "net/drained_reads.h"
 #include "net/ready_io.h"
 #include "openai/request.h"
 #include "openai/responses_request.h"
@@ -761,6 +762,7 @@ void startAccepting(Worker& worker) {
         socket.close(ec);
       } else {
         socket.set_option(asio::ip::tcp::no_delay(true), ec);
+        net::drained_reads::enable(socket.native_handle());
         services.open_connections.fetch_add(1);
         asio::co_spawn(
             worker.io,

@@ -9,6 +9,8 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 
+#include "net/drained_reads.h"
+
 namespace prefixgate::sync {
 
 namespace asio = boost::asio;
@@ -127,6 +129,7 @@ asio::awaitable<std::string> RedisConnection::Impl::open() {
   if (ec) co_return ioError("connect " + address.host + ":" + std::to_string(address.port), ec, timeout);
   ++connects;
   stream.socket().set_option(tcp::no_delay(true), ec);
+  net::drained_reads::enable(stream.socket().native_handle());
   std::string hello;
   std::vector<std::string> names;
   if (!address.password.empty()) {

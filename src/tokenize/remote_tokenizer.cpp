@@ -13,6 +13,8 @@
 #include <boost/beast/http.hpp>
 #include <optional>
 
+#include "net/drained_reads.h"
+
 namespace prefixgate::tokenize {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -81,6 +83,7 @@ asio::awaitable<error_code> connect(beast::tcp_stream& stream, const TokenizerPo
   stream.expires_at(deadline);
   co_await stream.async_connect(endpoint, asio::redirect_error(kAwait, ec));
   if (!ec) stream.socket().set_option(asio::ip::tcp::no_delay(true), ec);
+  if (!ec) net::drained_reads::enable(stream.socket().native_handle());
   co_return ec;
 }
 

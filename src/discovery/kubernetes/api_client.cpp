@@ -12,6 +12,8 @@
 #include <boost/beast/ssl.hpp>
 #include <array>
 
+#include "net/drained_reads.h"
+
 namespace prefixgate::discovery::kubernetes {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -110,6 +112,7 @@ asio::awaitable<ApiResult> apiGet(const ApiServer& server, ApiRequest request) {
     result.error = "connect: " + ec.message();
     co_return result;
   }
+  net::drained_reads::enable(tcp.socket().native_handle());
   if (!server.tls) {
     co_await exchange(tcp, server, request, result);
     co_return result;
