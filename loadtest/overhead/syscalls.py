@@ -9,7 +9,12 @@ fleet (servers.Fleet: one-worker nginx, one-loop prefixgate) and alternates the 
   call chain holds `sock_def_readable`, the kernel's "data arrived, wake the reader" (perf report --children).
 Needs perf (Debian: linux-perf) with tracepoints readable. The prefixgate binary is found as harness.py finds it.
 
-Usage: loadtest/overhead/syscalls.py [--rounds N]
+With --every-call every system-call tracepoint is counted (syscalls:sys_enter_*) and calls down to 0.002 per unit
+are listed: what a proxy does besides the requests' own reads and writes (prefixgate's scrapes of the pods' /metrics,
+health checks and pods-file polls run on a clock, so their share per unit depends on the load's rate). Counting every
+tracepoint slows each call a little: compare targets within one such run.
+
+Usage: loadtest/overhead/syscalls.py [--rounds N] [--every-call]
 """
 import argparse
 import subprocess
@@ -40,9 +45,12 @@ def proxy_pids(fleet, target, route):
             and p.log_path.name == f"{target}-{route}.log"]
 
 
-def counted(pids, out_path, load):
+def counted(pids, out_path, load, every_call=False):
     """Runs `load()` (returning the number of requests or events) under perf stat; {call: count per unit}."""
-    events = ",".join(["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{c}" for c in CALLS])
+    if every_call:
+        events = "raw_syscalls:sys_enter,syscalls:sys_enter_*"
+    else:
+        events = ",".join(["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{c}" for c in CALLS])
     perf = subprocess.Popen(["perf", "stat", "-x,", "-e", events, "-o", str(out_path), "-p", ",".join(map(str, pids))])
     time.sleep(0.3)
     units = max(1, load())
@@ -56,8 +64,11 @@ def counted(pids, out_path, load):
     return per
 
 
-def describe(per):
+def describe(per, every_call=False):
     total = per.pop("sys_enter", 0)
+    if every_call:
+        listed = " ".join(f"{k} {v:.3f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v >= 0.002)
+        return f"{total:.3f}: {listed}"
     return f"{total:.2f}: " + " ".join(f"{k} {v:.2f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])
                                        if v >= 0.01)
 
@@ -82,6 +93,7 @@ def wake_share(pids, wrk, url, body, out_dir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--every-call", action="store_true", help="count every system call, not only the usual ones")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="prefixgate-syscalls-") as tmp:
         fleet = Fleet(tmp, stream_gap_ms=1)
@@ -92,12 +104,15 @@ def main():
             for r in range(args.rounds):
                 for target in TARGETS if r % 2 == 0 else reversed(TARGETS):
                     per = counted(proxy_pids(fleet, target, "static"), out,
-                                  lambda: wrk.run(fleet.url(target, "static"), body, 32, 4)["requests"])
-                    print(f"round {r + 1} {target}: system calls per 2 KiB request (wrk -c32) {describe(per)}",
-                          flush=True)
+                                  lambda: wrk.run(fleet.url(target, "static"), body, 32, 4)["requests"],
+                                  args.every_call)
+                    print(f"round {r + 1} {target}: system calls per 2 KiB request (wrk -c32) "
+                          f"{describe(per, args.every_call)}", flush=True)
                     per = counted(proxy_pids(fleet, target, "stream"), out,
-                                  lambda: len(probe("127.0.0.1", fleet.ports[target]["stream"], 2, 4, 500)[0]))
-                    print(f"round {r + 1} {target}: system calls per SSE event {describe(per)}", flush=True)
+                                  lambda: len(probe("127.0.0.1", fleet.ports[target]["stream"], 2, 4, 500)[0]),
+                                  args.every_call)
+                    print(f"round {r + 1} {target}: system calls per SSE event {describe(per, args.every_call)}",
+                          flush=True)
             for target in TARGETS:
                 share = wake_share(proxy_pids(fleet, target, "static"), wrk, fleet.url(target, "static"), body, tmp)
                 print(f"{target}: samples under sock_def_readable (waking the reader), wrk -c32: {share}", flush=True)

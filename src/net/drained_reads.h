@@ -6,7 +6,7 @@
 // Why: asio 1.81 marks a socket "exhausted" only after a read of 0 bytes (reactive_socket_recv_op.hpp), so after
 // every successful read its next read is tried at once and, when the peer has not written yet (the next SSE event,
 // the next request on a kept-alive connection, an engine's answer), fails with EAGAIN before the reactor waits: one
-// wasted system call per SSE event and about two per proxied request (docs/benchmarks.md, "Bytes left queued: a
+// wasted system call per SSE event and about three per proxied request (docs/benchmarks.md, "Bytes left queued: a
 // drained socket known from the read itself").
 //
 // Why TCP_INQ and not nginx's rule: nginx takes a read that returned less than it asked for as draining the socket,

@@ -55,12 +55,21 @@ class DrainedReadsTest : public ::testing::Test {
     for (int i = 0; i < 100 && !read.done; ++i) runFor(std::chrono::milliseconds(10));
   }
 
-  void startRead(Read& read, std::array<char, 64>& buffer) {
-    reader_.async_read_some(asio::buffer(buffer), [&read](error_code ec, size_t n) {
+  void startRead(Read& read, std::array<char, 64>& buffer) { startRead(reader_, read, buffer); }
+  static void startRead(tcp::socket& socket, Read& read, std::array<char, 64>& buffer) {
+    socket.async_read_some(asio::buffer(buffer), [&read](error_code ec, size_t n) {
       read.done = true;
       read.ec = ec;
       read.n = n;
     });
+  }
+
+  // A read of `reader_` run to its end (at most a second).
+  Read readToEnd(std::array<char, 64>& buffer) {
+    Read read;
+    startRead(read, buffer);
+    runUntil(read);
+    return read;
   }
 
   void send(std::string_view bytes) { asio::write(peer_, asio::buffer(bytes.data(), bytes.size())); }
@@ -69,10 +78,8 @@ class DrainedReadsTest : public ::testing::Test {
   void shortRead(std::string_view bytes) {
     send(bytes);
     runFor(std::chrono::milliseconds(5));
-    Read first;
     std::array<char, 64> buffer{};
-    startRead(first, buffer);
-    runUntil(first);
+    const Read first = readToEnd(buffer);
     ASSERT_TRUE(first.done);
     ASSERT_FALSE(first.ec);
     ASSERT_EQ(first.n, bytes.size());
@@ -107,10 +114,8 @@ TEST_F(DrainedReadsTest, BytesThatArriveWhileNoReadIsPendingAreReadAtOnce) {
   // another edge (there will be none) but take them at once.
   send("second");
   runFor(std::chrono::milliseconds(20));
-  Read next;
   std::array<char, 64> buffer{};
-  startRead(next, buffer);
-  runUntil(next);
+  const Read next = readToEnd(buffer);
   ASSERT_TRUE(next.done) << "bytes that arrived between two reads were left waiting";
   EXPECT_EQ(std::string(buffer.data(), next.n), "second");
 }
@@ -118,10 +123,8 @@ TEST_F(DrainedReadsTest, BytesThatArriveWhileNoReadIsPendingAreReadAtOnce) {
 TEST_F(DrainedReadsTest, BytesThatArriveBeforeTheLoopPollsAreReadToo) {
   shortRead("first");
   send("second");  // no loop pass between the arrival and the next read
-  Read next;
   std::array<char, 64> buffer{};
-  startRead(next, buffer);
-  runUntil(next);
+  const Read next = readToEnd(buffer);
   ASSERT_TRUE(next.done);
   EXPECT_EQ(std::string(buffer.data(), next.n), "second");
 }
@@ -129,11 +132,8 @@ TEST_F(DrainedReadsTest, BytesThatArriveBeforeTheLoopPollsAreReadToo) {
 TEST_F(DrainedReadsTest, AReadThatLeftBytesQueuedIsFollowedByARecvAtOnce) {
   const std::string bytes(100, 'x');
   send(bytes);
-  Read first;
   std::array<char, 64> buffer{};
-  startRead(first, buffer);
-  runUntil(first);
-  ASSERT_EQ(first.n, 64u);
+  ASSERT_EQ(readToEnd(buffer).n, 64u);
   const auto before = recv_calls;
   Read rest;
   startRead(rest, buffer);
@@ -155,10 +155,8 @@ TEST_F(DrainedReadsTest, APeekLeavesTheBytesToRead) {
   runUntil(peek);
   ASSERT_TRUE(peek.done);
   ASSERT_EQ(peek.n, 6u);
-  Read read;
   std::array<char, 64> buffer{};
-  startRead(read, buffer);
-  runUntil(read);
+  const Read read = readToEnd(buffer);
   ASSERT_TRUE(read.done) << "a short peek was taken as draining the socket: its bytes wait for an edge that never comes";
   EXPECT_EQ(std::string(buffer.data(), read.n), "peeked");
 }
@@ -183,16 +181,12 @@ TEST_F(DrainedReadsTest, AnEndThatCameWithTheLastBytesIsSeenAtOnce) {
   send("last bytes");
   peer_.shutdown(tcp::socket::shutdown_send);
   runFor(std::chrono::milliseconds(5));
-  Read first;
   std::array<char, 64> buffer{};
-  startRead(first, buffer);
-  runUntil(first);
+  const Read first = readToEnd(buffer);
   ASSERT_TRUE(first.done);
   ASSERT_FALSE(first.ec);
   ASSERT_EQ(first.n, 10u);
-  Read next;
-  startRead(next, buffer);
-  runUntil(next);
+  const Read next = readToEnd(buffer);
   ASSERT_TRUE(next.done) << "the end of the stream that came with the last bytes was never seen";
   EXPECT_EQ(next.ec, asio::error::eof);
 }
@@ -207,20 +201,12 @@ TEST_F(DrainedReadsTest, ASocketWithoutTheOptionKeepsAsiosRule) {
   runFor(std::chrono::milliseconds(5));
   std::array<char, 64> buffer{};
   Read first;
-  plain.async_read_some(asio::buffer(buffer), [&first](error_code ec, size_t n) {
-    first.done = true;
-    first.ec = ec;
-    first.n = n;
-  });
+  startRead(plain, first, buffer);
   runUntil(first);
   ASSERT_EQ(first.n, 5u);
   const auto before = recv_calls;
   Read second;
-  plain.async_read_some(asio::buffer(buffer), [&second](error_code ec, size_t n) {
-    second.done = true;
-    second.ec = ec;
-    second.n = n;
-  });
+  startRead(plain, second, buffer);
   runFor(std::chrono::milliseconds(20));
   EXPECT_FALSE(second.done);
   EXPECT_EQ(recv_calls, before + 1) << "a socket without TCP_INQ must keep asio's speculative read";
