@@ -13,7 +13,7 @@
 // which is sound only with EPOLLRDHUP (its pending_eof): a FIN that came with the last bytes is consumed by the read
 // that returns them and raises no later edge, so a socket marked drained then never sees its end. asio does not
 // register EPOLLRDHUP (tried and reverted: the Kubernetes watch tests hung). A socket with TCP_INQ switched on
-// (enableDrainedReads, Linux 4.18+) gets, with every read, the number of bytes still queued after it as a control
+// (drained_reads::enable, Linux 4.18+) gets, with every read, the number of bytes still queued after it as a control
 // message, and the kernel reports 1 there, not 0, once a FIN was received (tcp_inq_hint: "tell the user-space to
 // continue reading"). So 0 means exactly: nothing more to read and no end of stream to see yet; whatever arrives
 // later wakes the socket's waiters after the count was taken, which the edge-triggered registration reports as a

@@ -2,6 +2,7 @@
 the pod, interim and bodiless responses are framed right, large bodies pass, HTTP/1.0 clients get close-delimited
 bodies, and a client hanging up during a fresh-connection retry is handled. Every test also checks that a normal
 client is served by the same pod right after (no 503 "no ready pod")."""
+import ctypes
 import http.client
 import json
 import os
@@ -555,5 +556,72 @@ def test_an_engine_closing_right_after_its_last_bytes_ends_the_stream_at_once(tm
             status, _, answer_body = gw.call("POST", "/v1/chat/completions", chat_body("whole"))
             assert time.monotonic() - started < idle_s / 2
             assert status == 200 and json.loads(answer_body)["id"] == "ok", (status, answer_body[:300])
+    finally:
+        engine.stop()
+
+
+TCP_INQ = 36  # linux/tcp.h: with it on, each read reports the bytes still queued (net/drained_reads.h)
+SYS_PIDFD_GETFD = 438  # the same number on every Linux architecture
+
+
+def tcp_sockets_of(pid):
+    """Copies of the TCP sockets process `pid` holds (pidfd_getfd: Linux 5.6+, run by its parent or root)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = os.pidfd_open(pid)
+    copies = []
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+                    continue
+            except OSError:
+                continue  # closed meanwhile
+            copy = libc.syscall(SYS_PIDFD_GETFD, pidfd, int(fd), 0)
+            if copy < 0:
+                raise OSError(ctypes.get_errno(), f"pidfd_getfd of the gateway's fd {fd}")
+            sock = socket.socket(fileno=copy)
+            if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+                copies.append(sock)
+            else:
+                sock.close()
+    finally:
+        os.close(pidfd)
+    return copies
+
+
+def test_the_gateways_client_and_engine_connections_report_their_queued_bytes(tmp_path, gateway_factory):
+    """The gateway switches TCP_INQ on for the connections it accepts and opens, which is what lets a read that
+    drained a socket make the next one wait for epoll instead of meeting EAGAIN (net/drained_reads.h; the unit tests
+    check the reads themselves). Read from the gateway's own sockets: the kept-alive client connection and the pooled
+    engine connection have it on; its listening sockets (one per event loop), which read nothing, have it off (the check can see both)."""
+    engine = FakeEngine(lambda body: answer("HTTP/1.1 200 OK", NORMAL))
+    try:
+        gw = gateway_factory([engine.entry()])
+        client = socket.create_connection(("127.0.0.1", gw.port), timeout=IO_TIMEOUT_S)
+        body = chat_body("hello")
+        client.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        head = read_until(client, b"", lambda b: b"\r\n\r\n" in b)
+        assert head is not None and head.startswith(b"HTTP/1.1 200"), head
+        sockets = tcp_sockets_of(gw.proc.pid)
+        try:
+            def peer(sock):
+                try:
+                    return sock.getpeername()[:2]
+                except OSError:
+                    return None  # a listening socket
+
+            to_client = [s for s in sockets if peer(s) == client.getsockname()[:2]]
+            to_engine = [s for s in sockets if peer(s) == ("127.0.0.1", engine.port)]
+            listening = [s for s in sockets if peer(s) is None and s.getsockname()[1] == gw.port]
+            assert len(to_client) == 1 and to_engine and listening, [peer(s) for s in sockets]
+            assert to_client[0].getsockopt(socket.IPPROTO_TCP, TCP_INQ) == 1
+            assert all(s.getsockopt(socket.IPPROTO_TCP, TCP_INQ) == 1 for s in to_engine)
+            assert all(s.getsockopt(socket.IPPROTO_TCP, TCP_INQ) == 0 for s in listening)
+        finally:
+            for s in sockets:
+                s.close()
+        client.close()
+        served_normally(gw, engine.name)
     finally:
         engine.stop()
