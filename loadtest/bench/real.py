@@ -48,10 +48,13 @@ from harness import (GATEWAY_BIN, LLAMA_SERVER_BIN, SIM_BIN, LlamaServer, llama_
                      llama_model)
 
 # Real-engine variants: the prefix strategies hashing the engine's own tokens (llama.cpp's /apply-template +
-# /tokenize) instead of the local character tokenizer's bytes.
+# /tokenize) instead of the local character tokenizer's bytes; and without slot waits (a request whose prefix only
+# a busy slot holds is not held for it: routing.prefix_cache.slot_wait_ms 0), the gateway before they existed.
 REAL_STRATEGIES = {
     "prefix-cache-remote": {"strategy": "prefix-cache", "prefix_cache": {"use_remote_tokenizer": True}},
     "prefix-cache-blend-remote": {"strategy": "prefix-cache-blend", "prefix_cache": {"use_remote_tokenizer": True}},
+    "prefix-cache-no-slot-wait": {"strategy": "prefix-cache", "prefix_cache": {"slot_wait_ms": 0}},
+    "prefix-cache-blend-no-slot-wait": {"strategy": "prefix-cache-blend", "prefix_cache": {"slot_wait_ms": 0}},
 }
 DEFAULT_STRATEGIES = ("random,least-request,prefix-cache,prefix-cache-blend,prefix-cache-remote,"
                       "prefix-cache-blend-remote")

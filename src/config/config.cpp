@@ -29,6 +29,7 @@ void readPrefixCache(YamlReader r, PrefixCacheConfig& c) {
   r.read("remote_tokenizer_breaker_max_backoff_ms", c.remote_tokenizer_breaker_max_backoff_ms);
   r.read("hash_seed", c.hash_seed);
   r.read("capacity_aware", c.capacity_aware);
+  r.read("slot_wait_ms", c.slot_wait_ms);
   r.read("speculative_ttl_ms", c.speculative_ttl_ms);
   r.read("silent_publisher_ms", c.silent_publisher_ms);
   r.read("cpu_block_credit", c.cpu_block_credit);

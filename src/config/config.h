@@ -39,6 +39,10 @@ struct PrefixCacheConfig {
   // On by default: it predicts what engines hold much better under KV pressure (docs/benchmarks.md) and changes
   // nothing while a pod's routed blocks fit its cache; false is AIBrix's standard mode.
   bool capacity_aware = true;
+  // Capacity-aware standard mode, slot engines (llama.cpp): a request whose prefix only a busy slot of a pod holds
+  // may wait at the gateway for that slot (up to this long) instead of taking an idle slot that computes the prefix
+  // again; the wait scorer weighs the expected wait. 0 = never wait.
+  uint32_t slot_wait_ms = 2000;
   // KV event sync: a chosen pod's blocks count for it this long, until its engine's events confirm them.
   uint32_t speculative_ttl_ms = 2000;
   // KV event sync: a pod that completes requests but publishes no event for this long is treated as silent

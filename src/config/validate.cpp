@@ -173,6 +173,7 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
   if (r.prefix_cache.remote_tokenizer_breaker_max_backoff_ms < r.prefix_cache.remote_tokenizer_breaker_backoff_ms)
     check.fail("routing.prefix_cache.remote_tokenizer_breaker_max_backoff_ms",
                "must be at least remote_tokenizer_breaker_backoff_ms");
+  check.atMost("routing.prefix_cache.slot_wait_ms", r.prefix_cache.slot_wait_ms, 600'000);
   // Modes later releases add: refuse them rather than silently run without them.
   check.positive("routing.prefix_cache.silent_publisher_ms", r.prefix_cache.silent_publisher_ms);
   if (!(r.prefix_cache.cpu_block_credit >= 0 && r.prefix_cache.cpu_block_credit <= 1))

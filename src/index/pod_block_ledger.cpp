@@ -96,13 +96,36 @@ const PodBlockLedger::Slot* PodBlockLedger::firstToFree(const PodBlocks& blocks,
   return first;
 }
 
+size_t PodBlockLedger::busyHolder(const PodBlocks& blocks, uint32_t model_id, std::span<const BlockHash> hashes,
+                                  size_t than) {
+  size_t holder = kNone, longest = than;
+  for (size_t i = 0; i < blocks.slots.size(); ++i) {
+    const Slot& slot = blocks.slots[i];
+    if (slot.busy == 0 || slot.model != model_id) continue;
+    if (const size_t n = sharedBlocks(slot.hashes, hashes); n > longest) {
+      longest = n;
+      holder = i;
+    }
+  }
+  return longest * kMinSimilarityInverse > hashes.size() ? holder : kNone;
+}
+
+void PodBlockLedger::takeWaiting(Slot& slot, std::vector<std::shared_ptr<SlotTurn>>& out) {
+  for (const std::weak_ptr<SlotTurn>& waiting : slot.waiting)
+    if (std::shared_ptr<SlotTurn> turn = waiting.lock()) out.push_back(std::move(turn));
+  slot.waiting.clear();
+}
+
 bool PodBlockLedger::touchSlots(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t slots,
-                                std::vector<Evicted>& evicted, uint64_t* busy_slot) {
+                                std::vector<Evicted>& evicted, uint64_t* busy_slot,
+                                const std::shared_ptr<SlotTurn>& turn, bool* queued) {
+  if (queued) *queued = false;
   if (slots == 0 || hashes.empty()) return false;
   const uint32_t model_id = modelId(model);
   const std::shared_ptr<PodBlocks> entry = podBlocks(pod);
   PodBlocks& blocks = *entry;
   std::vector<Key> dropped;
+  std::vector<std::shared_ptr<SlotTurn>> woken;  // turns of slots that go (fewer slots than before)
   {
     std::lock_guard lock(blocks.mutex);
     auto commonPrefix = [&](const Slot& slot) { return slot.model == model_id ? sharedBlocks(slot.hashes, hashes) : 0; };
@@ -119,7 +142,17 @@ bool PodBlockLedger::touchSlots(PodId pod, std::string_view model, std::span<con
       }
     // llama.cpp reuses a slot only when the shared prefix is over a tenth of the new prompt
     // (slot_prompt_similarity); otherwise the prompt goes to an empty slot, else the least recently used.
-    if (best * kMinSimilarityInverse <= hashes.size()) chosen = nullptr;
+    if (best * kMinSimilarityInverse <= hashes.size()) {
+      chosen = nullptr;
+      best = 0;
+    }
+    // A request that may wait for its slot takes the busy one holding more of it than that choice, queued there.
+    bool waits = false;
+    if (turn && busy_slot)
+      if (const size_t holder = busyHolder(blocks, model_id, hashes, best); holder != kNone) {
+        chosen = &blocks.slots[holder];
+        waits = true;
+      }
     if (!chosen && blocks.slots.size() < slots) {
       chosen = &blocks.slots.emplace_back();
       chosen->id = ++blocks.uses;
@@ -145,15 +178,21 @@ bool PodBlockLedger::touchSlots(PodId pod, std::string_view model, std::span<con
       ++chosen->busy;
       *busy_slot = chosen->id;
     }
+    if (waits) {
+      chosen->waiting.push_back(turn);
+      if (queued) *queued = true;
+    }
     // Fewer slots than before (the engine restarted smaller): the least recently used go.
     while (blocks.slots.size() > slots) {
       auto oldest = std::min_element(blocks.slots.begin(), blocks.slots.end(),
                                      [](const Slot& a, const Slot& b) { return a.last_use < b.last_use; });
       for (size_t i = 0; i < oldest->hashes.size(); ++i)
         if (!heldElsewhere(*oldest, i)) dropped.push_back(Key{oldest->hashes[i], oldest->model});
+      takeWaiting(*oldest, woken);
       blocks.slots.erase(oldest);
     }
   }
+  for (const auto& t : woken) t->ready();
   appendEvicted(dropped, evicted);
   return true;
 }
@@ -162,9 +201,20 @@ void PodBlockLedger::releaseSlot(PodId pod, uint64_t slot) {
   const std::shared_ptr<PodBlocks> found = findPod(pod);
   if (!found) return;  // the pod left
   PodBlocks& blocks = *found;
-  std::lock_guard lock(blocks.mutex);
-  for (Slot& s : blocks.slots)
-    if (s.id == slot && s.busy > 0) --s.busy;
+  std::shared_ptr<SlotTurn> next;
+  {
+    std::lock_guard lock(blocks.mutex);
+    for (Slot& s : blocks.slots) {
+      if (s.id != slot) continue;
+      if (s.busy > 0) --s.busy;
+      // The first request still waiting for the slot (one that gave up let its turn go) is next.
+      while (!next && !s.waiting.empty()) {
+        next = s.waiting.front().lock();
+        s.waiting.pop_front();
+      }
+    }
+  }
+  if (next) next->ready();
 }
 
 std::shared_ptr<PodBlockLedger::PodBlocks> PodBlockLedger::findPod(PodId pod) const {
@@ -194,12 +244,31 @@ std::optional<PodBlockLedger::SlotPrefixes> PodBlockLedger::slotPrefix(PodId pod
     any = std::max(any, n);
     if (first_free ? &slot == first_free : slot.busy == 0) idle = std::max(idle, n);
   }
-  return SlotPrefixes{idle * kMinSimilarityInverse > hashes.size() ? idle : 0, any};
+  SlotPrefixes out{idle * kMinSimilarityInverse > hashes.size() ? idle : 0, any};
+  if (const size_t holder = busyHolder(*blocks, *model_id, hashes, out.idle); holder != kNone) {
+    const Slot& slot = blocks->slots[holder];
+    out.queued = sharedBlocks(slot.hashes, hashes);
+    out.ahead = slot.busy;
+  }
+  return out;
 }
 
 void PodBlockLedger::removePod(PodId pod) {
-  std::lock_guard lock(pods_mutex_);
-  pods_.erase(pod.value);
+  std::shared_ptr<PodBlocks> gone;
+  {
+    std::lock_guard lock(pods_mutex_);
+    auto it = pods_.find(pod.value);
+    if (it == pods_.end()) return;
+    gone = std::move(it->second);
+    pods_.erase(it);
+  }
+  // Requests waiting for one of its slots wait for nothing now.
+  std::vector<std::shared_ptr<SlotTurn>> woken;
+  {
+    std::lock_guard lock(gone->mutex);
+    for (Slot& slot : gone->slots) takeWaiting(slot, woken);
+  }
+  for (const auto& t : woken) t->ready();
 }
 
 size_t PodBlockLedger::blocks(PodId pod) const {

@@ -12,6 +12,7 @@
 // Pure data structure (no clocks, no sockets). Thread-safe: each pod has its own lock, taken once per call.
 // Memory: about 90 bytes per (block, pod) entry (a hash-map node and a list node), on top of the index's own.
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,14 @@ namespace prefixgate::index {
 
 class PodBlockLedger {
  public:
+  // A request that waits (at the gateway) for a busy slot holding its prefix instead of taking an idle one that does
+  // not (touchSlots' `turn`). Its turn comes when the requests queued in that slot before it have ended: ready() is
+  // then called once, without the ledger's locks, on the thread that released the slot (or removed the pod).
+  class SlotTurn {
+   public:
+    virtual ~SlotTurn() = default;
+    virtual void ready() = 0;
+  };
   struct Evicted {
     std::string model;
     std::vector<BlockHash> hashes;  // oldest first
@@ -46,18 +55,27 @@ class PodBlockLedger {
   // appended to `evicted`. With `busy_slot` the chosen slot is busy (serving the request) until releaseSlot(pod,
   // *busy_slot), and a busy slot is never chosen while one is idle: two requests of one prefix at once take two
   // slots, as the engine does. Returns false (and nothing is modelled) for slots 0.
+  // With `turn` (and `busy_slot`) the request may wait for its slot: when a busy slot holds a longer prefix of it
+  // (over a tenth) than the slot the rules above choose, it takes that busy slot instead, queued behind the
+  // requests busy there (`*queued` set true; `turn` is told when they have ended, see SlotTurn). The ledger keeps
+  // `turn` weakly: a request that stops waiting just lets it go.
   bool touchSlots(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t slots,
-                  std::vector<Evicted>& evicted, uint64_t* busy_slot = nullptr);
-  // The request touchSlots marked `slot` busy for has ended. A slot that is gone (the pod left, fewer slots) is
-  // ignored.
+                  std::vector<Evicted>& evicted, uint64_t* busy_slot = nullptr,
+                  const std::shared_ptr<SlotTurn>& turn = nullptr, bool* queued = nullptr);
+  // The request touchSlots marked `slot` busy for has ended (or never reached it): the next request queued for the
+  // slot, if any, gets its turn. A slot that is gone (the pod left, fewer slots) is ignored.
   void releaseSlot(PodId pod, uint64_t slot);
   // What `pod`'s slots (it keeps `slots` prompts) hold of `hashes` (of `model`) now, in blocks. `idle`: what a new
   // request would find cached: the longest prefix an idle slot holds when it is over a tenth of the prompt (the
   // engine takes that slot), else 0; with every slot busy, what the first to free holds (the request waits for
-  // it). `any`: the longest prefix any slot holds, busy or not.
+  // it). `any`: the longest prefix any slot holds, busy or not. `queued`: when a busy slot holds a longer prefix
+  // than `idle` (over a tenth of the prompt: what touchSlots with a turn would queue the request for), that prefix,
+  // and `ahead` the requests busy in that slot (serving or queued); else 0 and 0.
   struct SlotPrefixes {
     size_t idle = 0;
     size_t any = 0;
+    size_t queued = 0;
+    uint32_t ahead = 0;
   };
   // nullopt when the pod's slots are not modelled (nothing routed to it yet).
   std::optional<SlotPrefixes> slotPrefix(PodId pod, std::string_view model, std::span<const BlockHash> hashes,
@@ -84,7 +102,8 @@ class PodBlockLedger {
     uint32_t model = 0;
     std::vector<uint64_t> hashes;  // the prompt it holds, first block first
     uint64_t last_use = 0;
-    uint32_t busy = 0;  // requests it is serving
+    uint32_t busy = 0;  // requests it is serving, and requests waiting for it (touchSlots' turn)
+    std::deque<std::weak_ptr<SlotTurn>> waiting;  // those waiting, first in first out
   };
   struct PodBlocks {
     mutable std::mutex mutex;
@@ -97,6 +116,12 @@ class PodBlockLedger {
   // With every one of `slots` slots busy, the one a waiting request will take: the one busy the longest; null
   // while one is idle (or empty). Under the pod's lock.
   static const Slot* firstToFree(const PodBlocks& blocks, size_t slots);
+  // The index in blocks.slots of the busy slot holding the longest prefix of `hashes` when that prefix is over a
+  // tenth of the prompt and longer than `than` blocks; kNone otherwise. Under the pod's lock.
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  static size_t busyHolder(const PodBlocks& blocks, uint32_t model_id, std::span<const BlockHash> hashes, size_t than);
+  // Moves the turns still waiting in `slot` into `out` (it is gone: they wait for nothing). Under the pod's lock.
+  static void takeWaiting(Slot& slot, std::vector<std::shared_ptr<SlotTurn>>& out);
 
   // The pod's entry, kept alive by the caller while a concurrent removePod drops it from the map.
   std::shared_ptr<PodBlocks> podBlocks(PodId pod);

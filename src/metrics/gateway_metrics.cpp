@@ -257,6 +257,20 @@ GatewayMetrics::GatewayMetrics()
                                    "leg's response head (the decode pod pulls the KV, then starts)")
                              .Register(*registry_)
                              .Add({}, leg_buckets);
+  auto& slot_waits = prometheus::BuildCounter()
+                         .Name("prefixgate_slot_waits_total")
+                         .Help("Requests that waited at the gateway for a slot engine's busy slot holding their "
+                               "prefix (routing.prefix_cache.slot_wait_ms), by outcome: turn (the slot freed for "
+                               "it), timeout (sent after slot_wait_ms without its turn)")
+                         .Register(*registry_);
+  for (std::string_view outcome : kSlotWaitOutcomes)
+    slot_waits_.emplace_back(outcome, &slot_waits.Add({{"outcome", std::string(outcome)}}));
+  slot_wait_seconds_ = &prometheus::BuildHistogram()
+                            .Name("prefixgate_slot_wait_seconds")
+                            .Help("How long a request waited at the gateway for a slot engine's busy slot")
+                            .Register(*registry_)
+                            .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                                              0.5, 1, 2.5, 5, 10, 30});
 }
 
 void GatewayMetrics::disaggregated(std::string_view outcome, double prefill_seconds, double handoff_seconds) {
@@ -280,6 +294,12 @@ void GatewayMetrics::upstreamError(const std::string& pod, const std::string& re
 }
 
 void GatewayMetrics::retried(const std::string& reason) { retries_.Add({{"reason", reason}}).Increment(); }
+
+void GatewayMetrics::slotWaited(std::string_view outcome, double seconds) {
+  for (auto& [name, counter] : slot_waits_)
+    if (name == outcome) counter->Increment();
+  slot_wait_seconds_->Observe(seconds);
+}
 
 void GatewayMetrics::remoteTokenizer(std::string_view outcome, double seconds) {
   for (auto& [name, counter] : remote_tokenizer_requests_)

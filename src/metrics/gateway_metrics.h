@@ -48,6 +48,11 @@ class GatewayMetrics {
                                                      "sidecar", "aggregated", "prefill_busy"};
   void disaggregated(std::string_view outcome, double prefill_seconds, double handoff_seconds);
 
+  // Slot waits (routing.prefix_cache.slot_wait_ms), one request that waited at the gateway for a slot engine's busy
+  // slot: `outcome` turn (the slot freed for it) or timeout (it was sent after slot_wait_ms), and how long. Thread-safe.
+  static constexpr std::string_view kSlotWaitOutcomes[] = {"turn", "timeout"};
+  void slotWaited(std::string_view outcome, double seconds);
+
   // Counts another part keeps itself (e.g. the tokenizer's cache), brought into the registry's counters at each
   // scrape: `read` returns the running totals of `labels`' series of a counter family it names.
   struct ScrapedCounter {
@@ -85,6 +90,8 @@ class GatewayMetrics {
   std::vector<std::pair<std::string_view, prometheus::Counter*>> pd_requests_;  // by outcome, made at start
   prometheus::Histogram* pd_prefill_seconds_ = nullptr;
   prometheus::Histogram* pd_handoff_seconds_ = nullptr;
+  std::vector<std::pair<std::string_view, prometheus::Counter*>> slot_waits_;  // by outcome, made at start
+  prometheus::Histogram* slot_wait_seconds_ = nullptr;
   std::shared_mutex series_mutex_;
   std::unordered_map<std::string, PredictionSeries> prediction_series_;  // by pod
   const uint64_t instance_;  // tells this object's shards from another's in a thread's cache

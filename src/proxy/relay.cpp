@@ -489,7 +489,8 @@ asio::awaitable<RelayOutcome> relay(RelayRequest& rq, routing::Decision& d) {
   if (out.failure != FailureKind::kNone) out.error_reason = std::string(failureLabel(out.failure));
   out.counted_prompt_tokens = d.ticket.facts().prompt_tokens;
   out.audit = d.ticket.completed({out.status, out.first_byte_seconds, out.first_body_seconds, out.prompt_tokens,
-                                  out.cached_tokens, out.output_tokens});
+                                  out.cached_tokens, out.output_tokens,
+                                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()});
   reportHealth(attempts.list, rq.body, rq.health);
   co_return out;
 }

@@ -151,6 +151,9 @@ class PodSignals {
   // Time to first byte as measured by the gateway (least-latency reads it).
   LatencyEstimate& latency() { return latency_; }
   const LatencyEstimate& latency() const { return latency_; }
+  // How long it served this gateway's successful responses (the attempt's start to the response's end), an EWMA.
+  LatencyEstimate& service() { return service_; }
+  const LatencyEstimate& service() const { return service_; }
   // Prefill and decode rates learned from its responses (the wait scorer's inputs; RequestOutcome adds).
   ServiceRates& rates() { return rates_; }
   const ServiceRates& rates() const { return rates_; }
@@ -178,6 +181,7 @@ class PodSignals {
   std::atomic<int32_t> other_replicas_{0};
   PredictionTotals prediction_;
   LatencyEstimate latency_;
+  LatencyEstimate service_;
   ServiceRates rates_;
 };
 

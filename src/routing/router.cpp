@@ -223,7 +223,8 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
         prefix_->hashPrompt(query.request, prompt->prompt, candidates);
       }
       prompt->matched.assign(candidates.size(), 0);
-      prefix_->match(query.request.model, prompt->prompt, candidates, prompt->pods, prompt->matched);
+      prefix_->match(query.request.model, prompt->prompt, candidates, prompt->pods, prompt->matched,
+                     slotAhead(query, *prompt, candidates.size()));
     }
     d.prompt = std::move(prompt);
   }
@@ -344,9 +345,23 @@ const ServingPods* Router::sample(const RoutePlan& plan, const RouteQuery& query
     return nullptr;  // most pods unusable: every pod is filtered (and the prompt, hashed, matched again)
   if (match) {
     prompt->matched.assign(out.candidates.size(), 0);
-    prefix_->match(model, prompt->prompt, out.candidates, prompt->pods, prompt->matched);
+    prefix_->match(model, prompt->prompt, out.candidates, prompt->pods, prompt->matched,
+                   slotAhead(query, *prompt, out.candidates.size()));
   }
   return pods;
+}
+
+std::chrono::milliseconds Router::slotWait() const {
+  return prefix_ ? prefix_->slotWait() : std::chrono::milliseconds{0};
+}
+
+std::span<uint32_t> Router::slotAhead(const RouteQuery& query, PromptMatch& prompt, size_t candidates) const {
+  if (!query.may_wait_for_slot || prefix_->slotWait().count() == 0) {
+    prompt.slot_ahead.clear();
+    return {};
+  }
+  prompt.slot_ahead.assign(candidates, 0);
+  return prompt.slot_ahead;
 }
 
 void Router::recordPrompt(const RouteQuery& query, Decision& d, const Candidate& pick, size_t chosen,
@@ -369,9 +384,15 @@ void Router::recordPrompt(const RouteQuery& query, Decision& d, const Candidate&
   if (m.prompt.usable)
     if (auto held = prefix_->slotHeldBlocks(model, m.prompt.hashes, *pick.pod))
       facts.slot_held_fraction = m.prompt.fraction(*held);
-  // Recorded before proxying, so the next request with the same prefix already follows this one.
-  if (!m.prompt.hashes.empty() && !prefix_->recordRouted(model, m.prompt.hashes, *pick.pod, true, &t.held_until_end_))
+  // Recorded before proxying, so the next request with the same prefix already follows this one. When its match
+  // counted on a busy slot (slot waits), it is queued there and the session waits for its turn.
+  std::shared_ptr<SlotTurn> turn;
+  if (chosen < m.slot_ahead.size() && m.slot_ahead[chosen] > 0) turn = std::make_shared<SlotTurn>();
+  bool queued = false;
+  if (!m.prompt.hashes.empty() &&
+      !prefix_->recordRouted(model, m.prompt.hashes, *pick.pod, true, &t.held_until_end_, turn, &queued))
     prefix_metrics_->error(model, "record_failed");
+  if (queued) t.slot_turn_ = std::move(turn);
   // KV event mode: the blocks count for the pod until its engine begins the request (and publishes them).
   t.pending_ = prefix_->holdPending(model, m.prompt.hashes, pick.pod_id);
   const double now_s =

@@ -40,6 +40,9 @@ struct RouteQuery {
   // stored response the request continues); the strategy still scores, so matches, explanations and the prompt's
   // record are the chosen pod's. "" = none: the strategy's best is chosen.
   std::string_view preferred_pod = {};
+  // The request may wait at the gateway for a slot engine's busy slot holding its prefix (slot waits,
+  // routing.prefix_cache.slot_wait_ms): a whole request's first decision, not a failover's.
+  bool may_wait_for_slot = false;
 };
 
 // A request's strategy, resolved once (locked > header > profile > model > default; one that matches prompts becomes
@@ -95,6 +98,8 @@ class Router {
   RoutePlan decodePlan(const RouteQuery& query) const;
   // Whether `model`'s requests are split into a prefill leg and a decode leg (discovery::PodSet::disaggregated).
   bool disaggregated(std::string_view model) const;
+  // The longest a request waits for a slot engine's busy slot its decision queued it for (slot waits; 0 = off).
+  std::chrono::milliseconds slotWait() const;
   // Whether every ready pod that takes `model`'s prefill legs has at least `in_flight` requests in flight (all
   // replicas): the prefill side is saturated (disaggregation.max_prefill_in_flight). False with no such pod.
   bool prefillPoolBusy(std::string_view model, uint32_t in_flight) const;
@@ -125,6 +130,9 @@ class Router {
   // The prompt step of a prefix strategy's decision, after the pick: the prediction, and unless a dry run the
   // record, the KV event hold and the prefix metrics.
   void recordPrompt(const RouteQuery& query, Decision& d, const Candidate& pick, size_t chosen, double started_s);
+  // The prompt's slot_ahead sized for `candidates` when the query may wait for a slot and slot waits are on (the
+  // span match() fills); else emptied, and an empty span.
+  std::span<uint32_t> slotAhead(const RouteQuery& query, PromptMatch& prompt, size_t candidates) const;
   // A decode leg's pick receives the prompt the prefill pod computed: recorded for it (as it will hold it), with
   // what it held of it before as the blocks a failed attempt keeps.
   void recordTransferred(const RouteQuery& query, Decision& d, const Candidate& pick,

@@ -7,6 +7,29 @@
 
 namespace prefixgate::routing {
 
+void SlotTurn::ready() {
+  std::function<void()> run;
+  {
+    std::lock_guard lock(mutex_);
+    if (ready_) return;
+    ready_ = true;
+    run = std::move(on_ready_);
+  }
+  if (run) run();
+}
+
+bool SlotTurn::whenReady(std::function<void()> on_ready) {
+  std::lock_guard lock(mutex_);
+  if (ready_) return true;
+  on_ready_ = std::move(on_ready);
+  return false;
+}
+
+void SlotTurn::cancel() {
+  std::lock_guard lock(mutex_);
+  on_ready_ = nullptr;
+}
+
 void Ticket::firstByte() {
   if (!pod_) return;
   pending_.reset();
@@ -34,6 +57,8 @@ std::optional<PredictionAudit> Ticket::completed(const Completion& c) {
   const int64_t now = (*now_ms_)();
   // The pod's time to first byte, for least-latency: answers the engine gave (not a failure's 5xx).
   if (c.first_byte_seconds >= 0 && c.status > 0 && c.status < 500) signals.latency().add(c.first_byte_seconds, now);
+  // How long it serves a request (a slot waited for frees after about that long).
+  if (c.end_seconds >= 0 && c.status == 200) signals.service().add(c.end_seconds, now);
   std::optional<PredictionAudit> audit;
   if (c.status == 200) {
     // The pod's service rates (the wait scorer's): a streamed answer's first token (its first body byte; a

@@ -16,10 +16,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "discovery/pod_set.h"
+#include "index/pod_block_ledger.h"
 #include "prefixgate/strategy.h"
 #include "routing/load_guards.h"
 #include "routing/prediction_audit.h"
@@ -43,6 +45,25 @@ struct Completion {
   std::optional<uint64_t> prompt_tokens;  // the engine's usage.prompt_tokens (or llama.cpp's timings)
   std::optional<uint64_t> cached_tokens;  // usage.prompt_tokens_details.cached_tokens
   uint64_t output_tokens = 0;       // counted on the way through
+  double end_seconds = -1;          // the attempt's start to the response's end (how long the pod served it); -1 = none
+};
+
+// A request that waits for a slot engine's busy slot holding its prefix (index::PodBlockLedger::SlotTurn; the
+// Router queues it there when the wait scorer counted on that slot, routing.prefix_cache.slot_wait_ms): the session
+// waits for its turn before sending. Thread-safe: the turn comes on the thread whose request freed the slot.
+class SlotTurn final : public index::PodBlockLedger::SlotTurn {
+ public:
+  void ready() override;
+  // Runs `on_ready` at the turn: true (and nothing run) when it has come already; false when it will run later,
+  // once, on the releasing thread, unless cancel() comes first.
+  bool whenReady(std::function<void()> on_ready);
+  // The waiter stopped waiting (its time ran out): `on_ready` will not run after this returns.
+  void cancel();
+
+ private:
+  std::mutex mutex_;
+  bool ready_ = false;
+  std::function<void()> on_ready_;
 };
 
 class Ticket {
@@ -83,6 +104,13 @@ class Ticket {
   const Facts& facts() const { return facts_; }
   // Whether the request still counts as prefill work queued at the pod (before firstByte or a failure).
   bool prefilling() const { return prefill_.pod() != nullptr; }
+  // Set when the request was queued for a busy slot of its pod (see SlotTurn): wait for the turn before sending.
+  const std::shared_ptr<SlotTurn>& slotTurn() const { return slot_turn_; }
+  // The wait is over (the turn came, or the waiter gave up): the ledger's queue no longer holds the request.
+  void endSlotWait() {
+    if (slot_turn_) slot_turn_->cancel();
+    slot_turn_.reset();
+  }
 
  private:
   friend class Router;
@@ -98,6 +126,7 @@ class Ticket {
   PrefillGuard prefill_;     // until the first byte (or a failure)
   std::unique_ptr<PendingRequest> pending_;         // KV event mode's hold on the blocks, until the first byte
   std::unique_ptr<PendingRequest> held_until_end_;  // a slot engine's slot, busy with the request
+  std::shared_ptr<SlotTurn> slot_turn_;             // its turn in that slot, when it was queued there
 };
 
 // What one slot engine's response says of its cache beyond its slots: true (a host prompt cache) when it served

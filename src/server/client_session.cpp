@@ -498,6 +498,7 @@ class ClientSession {
                                    .trace = outcome.trace()},
                                   prepared);
     outcome.setRequest(prepared.request);
+    outcome.setSlotWait(prepared.slot_wait_seconds);
     if (prepared.refusal) co_return co_await refusePrepared(outcome, *prepared.refusal, keep_alive);
     co_return co_await relayPrepared(endpoint, head, prepared, outcome, auth, keep_alive);
   }

@@ -36,6 +36,7 @@ std::string requestLogText(const RequestLogEntry& e) {
                                  e.strategy.empty() ? "-" : e.strategy, e.pod.empty() ? "-" : e.pod,
                                  percentText(e.match_percent), e.status, e.latency_seconds * 1000);
   if (e.first_byte_seconds >= 0) line += fmt::format(" ttfb_ms={:.1f}", e.first_byte_seconds * 1000);
+  if (e.slot_wait_seconds >= 0) line += fmt::format(" slot_wait_ms={:.1f}", e.slot_wait_seconds * 1000);
   if (e.output_tokens > 0) line += fmt::format(" output_tokens={}", e.output_tokens);
   if (e.cached_tokens) line += fmt::format(" cached_tokens={}", *e.cached_tokens);
   if (e.predicted_cached_tokens) line += fmt::format(" predicted_cached_tokens={}", *e.predicted_cached_tokens);
@@ -71,6 +72,7 @@ void addRequestLogFields(const RequestLogEntry& e, nlohmann::ordered_json& r) {
   r["status"] = e.status;
   r["latency_ms"] = millis(e.latency_seconds);
   if (e.first_byte_seconds >= 0) r["ttfb_ms"] = millis(e.first_byte_seconds);
+  if (e.slot_wait_seconds >= 0) r["slot_wait_ms"] = millis(e.slot_wait_seconds);
   if (e.output_tokens > 0) r["output_tokens"] = e.output_tokens;
   if (e.cached_tokens) r["cached_tokens"] = *e.cached_tokens;
   if (e.predicted_cached_tokens) r["predicted_cached_tokens"] = *e.predicted_cached_tokens;

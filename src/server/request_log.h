@@ -22,6 +22,7 @@ struct RequestLogEntry {
   int status = 0;
   double latency_seconds = 0;
   double first_byte_seconds = -1;
+  double slot_wait_seconds = -1;  // held at the gateway for a busy slot (slot waits); -1 = not held
   uint64_t output_tokens = 0;
   std::optional<uint64_t> cached_tokens;            // reported by the engine
   std::optional<uint64_t> predicted_cached_tokens;  // the prediction audit's

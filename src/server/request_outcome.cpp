@@ -160,6 +160,7 @@ RequestLogEntry RequestOutcome::logEntry(double seconds) const {
   entry.output_tokens = output_tokens_;
   entry.cached_tokens = engine_cached_tokens_;
   if (audit_) entry.predicted_cached_tokens = audit_->predicted_tokens;
+  entry.slot_wait_seconds = slot_wait_seconds_;
   entry.pd_outcome = pd_outcome_;
   entry.prefill_pod = prefill_pod_;
   entry.prefill_match_percent = prefill_match_percent_;

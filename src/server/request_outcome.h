@@ -54,6 +54,8 @@ class RequestOutcome {
   // decode leg's response head after the prefill answer; -1 = none). Logged and counted at the end.
   void setDisaggregation(std::string_view outcome, const routing::Decision* prefill = nullptr,
                          const proxy::PrefillLegOutcome* leg = nullptr, double handoff_seconds = -1);
+  // The request waited at the gateway for its pod's busy slot this long (slot waits; logged as slot_wait_ms).
+  void setSlotWait(double seconds) { slot_wait_seconds_ = seconds; }
   // Why the prefill answer's kv_transfer_params could not be used (the request then decodes aggregated).
   void noteTransfer(std::string reason) { transfer_note_ = std::move(reason); }
   // The request ends with a gateway-made error (openai/errors.h gives its status and label).
@@ -98,6 +100,7 @@ class RequestOutcome {
   std::string reason_;
   std::string message_;
   double first_byte_seconds_ = -1;
+  double slot_wait_seconds_ = -1;
   int retries_ = 0;
   int stale_retries_ = 0;
   uint64_t output_tokens_ = 0;

@@ -1,5 +1,11 @@
 #include "server/request_preparation.h"
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
 #include <cmath>
 
 #include "auth/credentials.h"
@@ -78,6 +84,25 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
     out.tokens = co_await fetchRemoteTokens(step.query, out.request, in.connections);
   if (tokenize_span) endTokenizeSpan(*in.trace, std::move(*tokenize_span), out);
   route(in, out, step);
+  if (!out.refusal && out.decision.ticket.slotTurn()) co_await waitForSlot(out);
+}
+
+boost::asio::awaitable<void> RequestPreparation::waitForSlot(PreparedRequest& out) {
+  namespace asio = boost::asio;
+  routing::Ticket& ticket = out.decision.ticket;
+  const auto started = std::chrono::steady_clock::now();
+  const asio::any_io_executor executor = co_await asio::this_coro::executor;
+  // The turn comes on the thread whose request freed the slot: it cancels the timer through this one's executor.
+  auto timer = std::make_shared<asio::steady_timer>(executor, deps_.router.slotWait());
+  bool turn = ticket.slotTurn()->whenReady([timer, executor] { asio::post(executor, [timer] { timer->cancel(); }); });
+  if (!turn) {
+    boost::system::error_code ec;
+    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    turn = ec == asio::error::operation_aborted;
+  }
+  ticket.endSlotWait();
+  out.slot_wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  deps_.metrics.slotWaited(turn ? "turn" : "timeout", out.slot_wait_seconds);
 }
 
 bool RequestPreparation::parseAndAdmit(const RequestToPrepare& in, PreparedRequest& out) {
@@ -109,6 +134,8 @@ RequestPreparation::RouteStep RequestPreparation::planRoute(PreparedRequest& out
   routing::RouteQuery query = out.query(out.flow.routeExclude());
   // The strategy, resolved once: the tokenizer step prepares for it, the choice applies it.
   routing::RoutePlan plan = deps_.router.plan(query);
+  // A whole request's first decision may wait for a slot engine's busy slot (a failover's may not).
+  query.may_wait_for_slot = !disaggregated && !out.dry_run;
   return RouteStep{disaggregated, query, std::move(plan)};
 }
 

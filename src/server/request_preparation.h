@@ -132,6 +132,8 @@ struct PreparedRequest {
   // The Responses API's chain affinity: the pod that produced the response named by the body's
   // previous_response_id (routing::ResponseAffinity), chosen whenever it is a candidate; "" when none is remembered.
   std::string preferred_pod;
+  // How long the request waited at the gateway for its pod's busy slot (slot waits); -1 = it did not wait.
+  double slot_wait_seconds = -1;
   // The query the decision answered, for choosing again without `exclude`'s pods. Views into this object.
   routing::RouteQuery query(std::span<const PodId> exclude = {}) const {
     return {request, headers.routing_strategy, headers.config_profile, exclude, dry_run, leg, preferred_pod};
@@ -205,6 +207,9 @@ class RequestPreparation {
   static void endTokenizeSpan(trace::RequestTrace& trace, trace::Span span, const PreparedRequest& out);
   // Chooses the pod (and a disaggregated request's decode pod), or sets out.refusal.
   void route(RequestToPrepare& in, PreparedRequest& out, RouteStep& step);
+  // The decision queued the request for a busy slot of its pod (slot waits): waits for its turn, at most
+  // routing.prefix_cache.slot_wait_ms, and counts it.
+  boost::asio::awaitable<void> waitForSlot(PreparedRequest& out);
   // Whether the engine's tokenizer is to be asked for the request's tokens (`plan` wants them, a remote tokenizer is
   // configured and can answer for the request); clears the request's remote tokens. A plain function, so a request
   // that asks nothing costs no coroutine frame.

@@ -207,25 +207,40 @@ def test_a_host_prompt_cache_is_recognised(tmp_path, llamas, gateway_factory):
     assert gw.debug_pods()[0]["prediction"]["accuracy"] >= 0.9
 
 
-def test_a_prefix_held_only_by_a_busy_slot_is_predicted_cold(tmp_path, llamas, gateway_factory):
-    """llama.cpp cannot serve a request from a slot busy with another: while a request of document A runs, a second
-    one of A on the same pod takes the other slot and prefills everything. On a pod known to keep nothing beyond
-    its slots, the gateway predicts exactly that (0 % match, and the engine reports nothing cached), and once both
-    ended, A is in both slots (a match again)."""
+def start_busy_slot(gw, tag, max_tokens):
+    """Starts a streamed request of document `tag` and reads its first event: the engine is generating, its slot
+    busy. Returns the connection and the response (read the rest, then close)."""
     import http.client
-    (pod,) = llamas(1, "--cache-ram", "0")
+    body = {"model": MODEL, "messages": [{"role": "user", "content": document(tag)}], "max_tokens": max_tokens,
+            "stream": True}
+    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=120)
+    conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+    running = conn.getresponse()
+    assert running.status == 200
+    assert running.read(16)
+    return conn, running
+
+
+def slot_pod(llamas, gateway_factory, slot_wait_ms, *flags):
+    """One llama-server pod (two slots) behind the gateway with slot waits set; its slots read from /props and
+    three documents routed there first (the gateway then knows what its slots hold and how long it serves)."""
+    (pod,) = llamas(1, *flags)
     gw = gateway_factory([pod], config={**FAST_SCRAPE, "routing": {
-        "strategy": "prefix-cache", "prefix_cache": {"use_remote_tokenizer": True}}})
+        "strategy": "prefix-cache",
+        "prefix_cache": {"use_remote_tokenizer": True, "slot_wait_ms": slot_wait_ms}}})
     wait_until(lambda: engine_of(gw, pod.name)["engine_metrics"]["slots"] == 2, timeout=20,
                what="the slots from /props")
+    return pod, gw
+
+
+def test_a_prefix_held_only_by_a_busy_slot_is_predicted_cold(tmp_path, llamas, gateway_factory):
+    """llama.cpp cannot serve a request from a slot busy with another: while a request of document A runs, a second
+    one of A on the same pod takes the other slot and prefills everything. Without slot waits, on a pod known to
+    keep nothing beyond its slots, the gateway predicts exactly that (0 % match, and the engine reports nothing
+    cached), and once both ended, A is in both slots (a match again)."""
+    pod, gw = slot_pod(llamas, gateway_factory, 0, "--cache-ram", "0")
     assert learn_slot_cache(gw, pod, tags=("X", "Y", "Z")) == "slots_only"
-    body = {"model": MODEL, "messages": [{"role": "user", "content": document("A")}], "max_tokens": 200,
-            "stream": True}
-    first = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=60)
-    first.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
-    running = first.getresponse()
-    assert running.status == 200
-    assert running.read(16)  # the first event: the engine is generating, its slot busy
+    first, running = start_busy_slot(gw, "A", 200)
     hdrs, usage, _ = chat(gw, document("A"))
     assert hdrs["x-prefix-match-percent"] == "0"
     assert usage["prompt_tokens_details"]["cached_tokens"] < 0.1 * usage["prompt_tokens"]
@@ -235,3 +250,46 @@ def test_a_prefix_held_only_by_a_busy_slot_is_predicted_cold(tmp_path, llamas, g
     hdrs, usage, _ = chat(gw, document("A"))
     assert int(hdrs["x-prefix-match-percent"]) >= 90
     assert usage["prompt_tokens_details"]["cached_tokens"] > 0.9 * usage["prompt_tokens"]
+
+
+@pytest.mark.parametrize("flags", [("--cache-ram", "0"), ()], ids=["slots-only", "host-cache"])
+def test_a_request_waits_for_the_busy_slot_holding_its_prefix(tmp_path, llamas, gateway_factory, flags):
+    """With slot waits (routing.prefix_cache.slot_wait_ms), a second request of document A that arrives while the
+    slot holding A serves another request waits at the gateway for that slot instead of taking the idle one: it is
+    sent when the first ends, llama-server gives it A's slot, and the engine reports the prefix cached (the same
+    request without slot waits, above, is served cold). Counted as a turn in prefixgate_slot_waits_total and timed
+    in prefixgate_slot_wait_seconds; with or without a host prompt cache (which never held A: it was never moved
+    out of its slot)."""
+    pod, gw = slot_pod(llamas, gateway_factory, 30000, *flags)
+    learn_slot_cache(gw, pod, tags=("X", "Y", "Z"))
+    first, running = start_busy_slot(gw, "A", 120)
+    try:
+        hdrs, usage, _ = chat(gw, document("A"))
+        assert running.read().endswith(b"data: [DONE]\n\n")  # the first had ended before the second was sent
+    finally:
+        first.close()
+    assert int(hdrs["x-prefix-match-percent"]) >= 90
+    assert usage["prompt_tokens_details"]["cached_tokens"] > 0.9 * usage["prompt_tokens"]
+    assert gw.metric("prefixgate_slot_waits_total", outcome="turn") == 1
+    assert gw.metric("prefixgate_slot_waits_total", outcome="timeout") == 0
+    assert gw.metric("prefixgate_slot_wait_seconds_count") == 1
+
+
+def test_a_slot_wait_ends_at_its_limit(tmp_path, llamas, gateway_factory):
+    """A request waits for a busy slot no longer than slot_wait_ms: behind a long answer it is sent after the limit
+    (counted as a timeout), and served (in the other slot, cold) while the first still runs."""
+    import time
+    pod, gw = slot_pod(llamas, gateway_factory, 1000, "--cache-ram", "0")
+    learn_slot_cache(gw, pod, tags=("X", "Y", "Z"))
+    first, running = start_busy_slot(gw, "A", 4000)
+    try:
+        started = time.monotonic()
+        _, usage, _ = chat(gw, document("A"))
+        waited = time.monotonic() - started
+        assert engine_of(gw, pod.name)["in_flight"] == 1  # the first still runs
+    finally:
+        first.close()
+    assert waited >= 1.0
+    assert usage["prompt_tokens_details"]["cached_tokens"] < 0.1 * usage["prompt_tokens"]
+    assert gw.metric("prefixgate_slot_waits_total", outcome="timeout") == 1
+    assert gw.metric("prefixgate_slot_waits_total", outcome="turn") == 0

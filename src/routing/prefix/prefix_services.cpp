@@ -56,6 +56,7 @@ std::unique_ptr<PrefixServices> PrefixServices::create(const config::Config& con
   options.expiry = std::chrono::minutes(pc.eviction_duration_mins);
   auto services = std::make_unique<PrefixServices>(std::move(tokenizer), pc.block_size, seed, options);
   services->setCapacityAware(pc.capacity_aware);
+  services->setSlotWait(std::chrono::milliseconds(pc.slot_wait_ms));
   services->setRemoteTokens(pc.remoteTokenizerOn());
   if (pc.kv_event_sync) {
     KvEventIndexOptions kv;
@@ -79,13 +80,16 @@ namespace {
 void emptyKeepingCapacity(PromptMatch& m) {
   std::vector<BlockHash> hashes = std::move(m.prompt.hashes);
   std::vector<uint32_t> matched = std::move(m.matched);
+  std::vector<uint32_t> slot_ahead = std::move(m.slot_ahead);
   std::vector<PodId> pods = std::move(m.pods);
   m = PromptMatch{};
   util::emptyKeepingSmallCapacity(hashes);
   util::emptyKeepingSmallCapacity(matched);
+  util::emptyKeepingSmallCapacity(slot_ahead);
   util::emptyKeepingSmallCapacity(pods);
   m.prompt.hashes = std::move(hashes);
   m.matched = std::move(matched);
+  m.slot_ahead = std::move(slot_ahead);
   m.pods = std::move(pods);
 }
 
@@ -152,6 +156,21 @@ size_t PrefixServices::cachedSlots(const discovery::PodState& pod) {
   return pod.engine().slotCache() == engine::EngineLoad::SlotCache::kSlotsOnly ? modelledSlots(pod) : 0;
 }
 
+size_t PrefixServices::trackedSlots(const discovery::PodState& pod) const {
+  if (const size_t slots = modelledSlots(pod)) return slots;
+  if (slot_wait_.count() == 0 || pod.spec().kv_capacity_tokens != 0 ||
+      pod.engineKind() != engine::EngineKind::kLlamaCpp)
+    return 0;
+  return pod.engine().slots();
+}
+
+double PrefixServices::slotWaitSeconds(const discovery::PodState& pod, uint32_t ahead) {
+  if (ahead == 0) return 0;
+  const LatencyEstimate::Sample service = pod.signals().service().read();
+  if (service.samples == 0) return 0;
+  return service.seconds * (static_cast<double>(ahead) - 0.5);
+}
+
 namespace {
 // A slot engine's slot, busy with this gateway's request until the hold is destroyed.
 class SlotHold final : public PendingRequest {
@@ -167,7 +186,9 @@ class SlotHold final : public PendingRequest {
 }  // namespace
 
 bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockHash> hashes,
-                                  const discovery::PodState& pod, bool shared, std::unique_ptr<PendingRequest>* slot_hold) {
+                                  const discovery::PodState& pod, bool shared, std::unique_ptr<PendingRequest>* slot_hold,
+                                  const std::shared_ptr<index::PodBlockLedger::SlotTurn>& turn, bool* queued) {
+  if (queued) *queued = false;
   size_t written = 0;
   if (!index_->record(model, hashes, pod.id(), &written)) return false;
   // A prefix the index already held from a moment ago is not shared again: the other replicas hold it too.
@@ -175,9 +196,11 @@ bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockH
   if (!capacity_aware_) return true;
   thread_local std::vector<index::PodBlockLedger::Evicted> evicted;
   evicted.clear();
-  if (const size_t slots = modelledSlots(pod)) {
+  if (const size_t slots = trackedSlots(pod)) {
     uint64_t slot = 0;
-    if (ledger_.touchSlots(pod.id(), model, hashes, slots, evicted, slot_hold ? &slot : nullptr) && slot_hold)
+    if (ledger_.touchSlots(pod.id(), model, hashes, slots, evicted, slot_hold ? &slot : nullptr,
+                           slot_hold ? turn : nullptr, queued) &&
+        slot_hold)
       *slot_hold = std::make_unique<SlotHold>(ledger_, pod.id(), slot);
     // Until the pod is known to keep nothing beyond its slots, what they dropped may be in its host prompt cache.
     if (cachedSlots(pod) == 0) evicted.clear();
@@ -270,21 +293,31 @@ void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks
 
 void PrefixServices::match(std::string_view model, std::span<const BlockHash> hashes,
                            std::span<const Candidate> candidates, std::vector<PodId>& pods,
-                           std::span<uint32_t> matched) const {
+                           std::span<uint32_t> matched, std::span<uint32_t> slot_ahead) const {
   pods.clear();
   pods.reserve(candidates.size());
   for (const Candidate& c : candidates) pods.push_back(c.pod_id);
+  for (uint32_t& ahead : slot_ahead) ahead = 0;
   if (!kv_) {
     index_->match(model, hashes, pods, matched);
     if (!capacity_aware_) return;
+    const double wait_limit_s = std::chrono::duration<double>(slot_wait_).count();
     for (size_t i = 0; i < candidates.size() && i < matched.size(); ++i) {
       // A pod that matches nothing is skipped before its engine's slots are read: most of a large fleet.
       if (matched[i] == 0) continue;
       const discovery::PodState* pod = candidates[i].pod;
-      const size_t slots = pod ? modelledSlots(*pod) : 0;
+      const size_t slots = pod ? trackedSlots(*pod) : 0;
       if (slots == 0) continue;
       const auto held = ledger_.slotPrefix(pod->id(), model, hashes, slots);
       if (!held) continue;
+      // Slot waits: its longest prefix of the prompt sits in a busy slot, holding all the index promises there,
+      // and that slot is expected to free in time: the request would wait for it (the Router queues it there).
+      if (i < slot_ahead.size() && held->queued > held->idle && held->queued >= matched[i] &&
+          slotWaitSeconds(*pod, held->ahead) <= wait_limit_s) {
+        slot_ahead[i] = held->ahead;
+        continue;
+      }
+      if (modelledSlots(*pod) == 0) continue;  // tracked for its busy slots only (a host prompt cache)
       // Known to keep nothing beyond its slots: no more than its idle slots hold. Not known yet: only a prefix the
       // gateway knows to sit in a busy slot is left out (the request takes another slot; a host prompt cache may
       // or may not have a copy). Known to keep a host prompt cache: not modelled (measured on real pods, leaving a
@@ -300,11 +333,13 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
 }
 
 void PrefixServices::match(std::string_view model, const PromptBlocks& prompt, std::span<const Candidate> candidates,
-                           std::vector<PodId>& pods, std::span<uint32_t> matched) const {
+                           std::vector<PodId>& pods, std::span<uint32_t> matched,
+                           std::span<uint32_t> slot_ahead) const {
   if (!kv_) {
-    match(model, prompt.hashes, candidates, pods, matched);
+    match(model, prompt.hashes, candidates, pods, matched, slot_ahead);
     return;
   }
+  for (uint32_t& ahead : slot_ahead) ahead = 0;
   pods.clear();
   pods.reserve(candidates.size());
   for (const Candidate& c : candidates) pods.push_back(c.pod_id);

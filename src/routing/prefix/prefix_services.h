@@ -59,6 +59,8 @@ struct PromptBlocks {
 struct PromptMatch {
   PromptBlocks prompt;
   std::vector<uint32_t> matched;  // per candidate, blocks of prompt.hashes
+  // Per candidate, the requests ahead of this one in the busy slot its match counts on (slot waits); 0 = none.
+  std::vector<uint32_t> slot_ahead;
   std::vector<PodId> pods;        // match()'s scratch
   // The share of the prompt candidate `i` is predicted to hold (0..1); 0 for an unusable prompt.
   double fraction(size_t i) const { return prompt.usable ? prompt.fraction(matched[i]) : 0; }
@@ -110,12 +112,18 @@ class PrefixServices {
   // slots hold. KV event mode: what its engine's events say, or what the gateway routed there within the
   // last speculative_ttl (the events of a just-chosen prompt are not in yet), whichever is longer; a pod whose
   // publisher is silent is judged by the gateway's records alone. Thread-safe.
+  // With slot waits on (setSlotWait) and `slot_ahead` (one per candidate), a slot engine whose longest prefix of the
+  // prompt sits in a busy slot (more than its idle slots hold, and all the index promises) keeps that match when
+  // the wait for the slot is expected within the limit (slotWaitSeconds): slot_ahead[i] is then the requests ahead
+  // of this one in that slot (the Router queues it there if it picks the pod), else 0.
   void match(std::string_view model, std::span<const BlockHash> hashes, std::span<const Candidate> candidates,
-             std::vector<PodId>& pods_scratch, std::span<uint32_t> matched_out) const;
+             std::vector<PodId>& pods_scratch, std::span<uint32_t> matched_out,
+             std::span<uint32_t> slot_ahead = {}) const;
   // The same for a prompt from hashPrompt: in KV event mode each pod's events are matched with the prompt cut at
   // its engine's block size, its count given in blocks of prompt.block_bytes (rounded down). Thread-safe.
   void match(std::string_view model, const PromptBlocks& prompt, std::span<const Candidate> candidates,
-             std::vector<PodId>& pods_scratch, std::span<uint32_t> matched_out) const;
+             std::vector<PodId>& pods_scratch, std::span<uint32_t> matched_out,
+             std::span<uint32_t> slot_ahead = {}) const;
 
   // KV event mode: counts the request's blocks for `pod` until the returned hold is destroyed (the relay releases
   // it at the engine's first response bytes: by then the engine has computed the prompt and publishes its
@@ -137,8 +145,11 @@ class PrefixServices {
   // `slot_hold` (slot engines, this gateway's own requests): set to a hold that keeps the slot the request takes
   // busy in the ledger until it is destroyed (the request's end), so the next request of the same prefix is
   // predicted to take another slot while it runs, as the engine makes it.
+  // With `turn` as well, the request may be queued for a busy slot that holds more of it than the slot it would
+  // take (PodBlockLedger::touchSlots): returns with *queued true, and `turn` is told when its turn comes.
   bool recordRouted(std::string_view model, std::span<const BlockHash> hashes, const discovery::PodState& pod,
-                    bool shared = true, std::unique_ptr<PendingRequest>* slot_hold = nullptr);
+                    bool shared = true, std::unique_ptr<PendingRequest>* slot_hold = nullptr,
+                    const std::shared_ptr<index::PodBlockLedger::SlotTurn>& turn = nullptr, bool* queued = nullptr);
   // Withdraws the blocks of `hashes` (a prompt recorded by recordRouted) past its first `keep` from `pod`, in the
   // index and in the capacity ledger of a paged engine: the request they were recorded for failed before its engine
   // computed them (routing::Ticket::attemptFailed). `shared`: this gateway's own withdrawal, passed to the record
@@ -168,6 +179,17 @@ class PrefixServices {
   // (EngineLoad::SlotCache::kSlotsOnly); else 0. Then its match is capped at what its idle slots hold and what its
   // slots drop leaves the index.
   static size_t cachedSlots(const discovery::PodState& pod);
+  // Slot waits (routing.prefix_cache.slot_wait_ms; 0 = off): a request may wait at the gateway for a slot
+  // engine's busy slot that holds its prefix, when that wait is expected to end within `limit`.
+  void setSlotWait(std::chrono::milliseconds limit) { slot_wait_ = limit; }
+  std::chrono::milliseconds slotWait() const { return slot_wait_; }
+  // The slots the ledger tracks (which prompt each holds, which are busy) for `pod`: modelledSlots, and with slot
+  // waits on also a llama.cpp pod known to keep a host prompt cache (tracked for its busy slots only: what its
+  // slots drop stays in the index).
+  size_t trackedSlots(const discovery::PodState& pod) const;
+  // The expected wait for a slot of `pod` with `ahead` requests busy in it: the one being served is taken to be
+  // half done, each one queued behind it a whole service time (PodSignals::service); 0 before any was measured.
+  static double slotWaitSeconds(const discovery::PodState& pod, uint32_t ahead);
   // Encoded prompt bytes per engine token, learned per model from the engines' usage (RequestOutcome adds).
   BytesPerToken& bytesPerToken() { return bytes_per_token_; }
   const BytesPerToken& bytesPerToken() const { return bytes_per_token_; }
@@ -197,6 +219,7 @@ class PrefixServices {
   BytesPerToken bytes_per_token_;
   RecordSink* sink_ = nullptr;
   bool capacity_aware_ = false;  // PrefixServices::create sets it from the config (default on)
+  std::chrono::milliseconds slot_wait_{0};  // create() sets it from the config
   bool remote_tokens_ = false;
   // KV event mode's match of `prompts` (one per block size, the first the prompt's own) into `matched`.
   void matchKv(std::string_view model, std::span<const KvPromptHashes> prompts, std::span<const Candidate> candidates,

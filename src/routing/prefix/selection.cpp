@@ -199,7 +199,7 @@ void candidateRates(std::span<const Candidate> candidates, const WaitSettings& s
 
 void waitScores(std::span<Candidate> candidates, std::span<const double> uncached_tokens, double prompt_tokens,
                 std::span<const ServiceRates::Rates> rates, double fleet_work_weight,
-                std::span<Explanation> explanations) {
+                std::span<Explanation> explanations, std::span<const double> slot_wait_s) {
   double least_uncached = INFINITY;
   for (size_t i = 0; i < candidates.size(); ++i) least_uncached = std::min(least_uncached, std::max(0.0, uncached_tokens[i]));
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -208,7 +208,8 @@ void waitScores(std::span<Candidate> candidates, std::span<const double> uncache
     const double uncached = std::max(0.0, uncached_tokens[i]);
     const double base = r.base_s;
     const double prefill = uncached * r.prefill_s_per_token;
-    const double queue = (std::max(0.0, c.prefill_tokens) + queuedElsewhere(c, prompt_tokens)) * r.queue_s_per_token;
+    const double queue = (std::max(0.0, c.prefill_tokens) + queuedElsewhere(c, prompt_tokens)) * r.queue_s_per_token +
+                         (i < slot_wait_s.size() ? slot_wait_s[i] : 0);
     const double decode = std::max(0, c.in_flight - c.prefill_requests) * r.decode_s_per_request;
     const double total = base + prefill + queue + decode;
     const double work = fleet_work_weight * (uncached - least_uncached) * r.prefill_s_per_token;

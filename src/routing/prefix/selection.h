@@ -124,9 +124,11 @@ bool balanceNewWork(std::span<Candidate> candidates, double best_cached_fraction
 // Fills each candidate's wait (and its parts, work included), load_score (the wait) and score (-(wait + work)) from
 // `uncached_tokens[i]` (prompt tokens candidate i is predicted to miss), its prefill queue (Candidate::prefill_tokens
 // + queuedElsewhere) and its decoding requests (in_flight - prefill_requests). With `explanations` (one per
-// candidate; empty = none asked) each gets the estimate and its parts (kWaitExplanation).
+// candidate; empty = none asked) each gets the estimate and its parts (kWaitExplanation). `slot_wait_s` (one per
+// candidate; empty = none): the expected wait for the busy slot its match counts on (slot waits), added to its queue
+// part.
 void waitScores(std::span<Candidate> candidates, std::span<const double> uncached_tokens, double prompt_tokens,
                 std::span<const ServiceRates::Rates> rates, double fleet_work_weight,
-                std::span<Explanation> explanations = {});
+                std::span<Explanation> explanations = {}, std::span<const double> slot_wait_s = {});
 
 }  // namespace prefixgate::routing

@@ -81,7 +81,16 @@ class PrefixCacheStrategy final : public PrefixStrategy {
     for (size_t i = 0; i < n; ++i) uncached[i] = tokens * (1 - m.fraction(i));
     candidateRates(input.candidates, wait_settings_, rates);
     setMatchPercents(input.candidates, m.matched, m.prompt.hashes.size());
-    waitScores(input.candidates, uncached, tokens, rates, wait_settings_.fleet_work_weight, input.explanations);
+    // A match that counts on a busy slot (slot waits) waits for it first.
+    thread_local std::vector<double> slot_wait;
+    slot_wait.clear();
+    if (!m.slot_ahead.empty()) {
+      slot_wait.resize(n);
+      for (size_t i = 0; i < n; ++i)
+        slot_wait[i] = input.candidates[i].pod ? PrefixServices::slotWaitSeconds(*input.candidates[i].pod, m.slot_ahead[i]) : 0;
+    }
+    waitScores(input.candidates, uncached, tokens, rates, wait_settings_.fleet_work_weight, input.explanations,
+               slot_wait);
     // New work (no pod holds half of it) balances the requests sent over the window when they are skewed; the
     // window loads (under their mutex) are read only for new work.
     input.outcome = {};

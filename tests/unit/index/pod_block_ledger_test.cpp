@@ -201,5 +201,97 @@ TEST(PodBlockLedgerSlots, ModelsApartAndFewerSlots) {
   EXPECT_EQ(evicted[0].hashes, chain({1, 2}));
 }
 
+// A request's turn in a busy slot, counting how often it came.
+struct CountingTurn final : PodBlockLedger::SlotTurn {
+  int turns = 0;
+  void ready() override { ++turns; }
+};
+
+// Ensures a request that may wait takes the busy slot holding its prefix (not the idle one), queued behind the
+// request serving there; its turn comes when that one ends, the next queued one's when it ends in turn (first in,
+// first out), and a request that gave up waiting (its turn let go) is passed over.
+TEST(PodBlockLedgerSlots, AWaitingRequestQueuesForTheBusySlotHoldingItsPrefix) {
+  PodBlockLedger ledger;
+  std::vector<PodBlockLedger::Evicted> evicted;
+  auto prefixes = [&](std::initializer_list<uint64_t> hashes) {
+    return ledger.slotPrefix(PodId{1}, "m", chain(hashes), 2).value();
+  };
+  uint64_t serving = 0, first = 0, second = 0, third = 0, other = 0;
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3}), 2, evicted, &serving);
+  ledger.touchSlots(PodId{1}, "m", chain({7, 8}), 2, evicted, &other);
+  ledger.releaseSlot(PodId{1}, other);  // {7, 8} idle, {1, 2, 3} busy
+  EXPECT_EQ(prefixes({1, 2, 3, 4}).queued, 3u);
+  EXPECT_EQ(prefixes({1, 2, 3, 4}).ahead, 1u);
+  EXPECT_EQ(prefixes({7, 8, 9}).queued, 0u);  // its holder is idle: nothing to wait for
+  auto a = std::make_shared<CountingTurn>();
+  bool queued = false;
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 4}), 2, evicted, &first, a, &queued);
+  EXPECT_TRUE(queued);
+  EXPECT_EQ(first, serving);   // the busy slot, not the idle one
+  EXPECT_TRUE(evicted.empty());  // {7, 8} stays
+  EXPECT_EQ(prefixes({1, 2, 3, 4, 5}).ahead, 2u);
+  auto b = std::make_shared<CountingTurn>();
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 4, 5}), 2, evicted, &second, b, &queued);
+  EXPECT_TRUE(queued);
+  auto gone = std::make_shared<CountingTurn>();
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 4, 5, 6}), 2, evicted, &third, gone, &queued);
+  EXPECT_TRUE(queued);
+  gone.reset();  // this one stopped waiting
+  auto c = std::make_shared<CountingTurn>();
+  uint64_t fourth = 0;
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 4, 5, 6, 7}), 2, evicted, &fourth, c, &queued);
+  EXPECT_EQ(a->turns + b->turns + c->turns, 0);
+  ledger.releaseSlot(PodId{1}, serving);
+  EXPECT_EQ(a->turns, 1);
+  EXPECT_EQ(b->turns, 0);
+  ledger.releaseSlot(PodId{1}, first);
+  EXPECT_EQ(b->turns, 1);
+  EXPECT_EQ(c->turns, 0);
+  ledger.releaseSlot(PodId{1}, second);
+  ledger.releaseSlot(PodId{1}, third);  // the one that gave up ends (it ran in another slot): c's turn
+  EXPECT_EQ(c->turns, 1);
+  EXPECT_EQ(a->turns + b->turns, 2);  // once each
+}
+
+// Ensures a request that may wait takes an idle slot as before when no busy slot holds more of it, and that
+// without a turn a busy holder is never waited for; a turn still queued when its pod leaves comes at once.
+TEST(PodBlockLedgerSlots, NoWaitWithoutABusyHolderOrATurn) {
+  PodBlockLedger ledger;
+  std::vector<PodBlockLedger::Evicted> evicted;
+  uint64_t serving = 0, idle_taken = 0, plain = 0, waiting = 0;
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3}), 2, evicted, &serving);
+  auto turn = std::make_shared<CountingTurn>();
+  bool queued = true;
+  // A prompt the busy slot holds a tenth of or less: the idle (empty) slot.
+  ledger.touchSlots(PodId{1}, "m", chain({1, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29}), 2, evicted, &idle_taken, turn,
+                    &queued);
+  EXPECT_FALSE(queued);
+  EXPECT_NE(idle_taken, serving);
+  ledger.releaseSlot(PodId{1}, idle_taken);
+  // No turn: the idle slot, as the engine would give it.
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 4}), 2, evicted, &plain);
+  EXPECT_NE(plain, serving);
+  ledger.releaseSlot(PodId{1}, plain);
+  // The idle slot holds more of it ({1, 2, 3, 4}) than the busy one: nothing to wait for.
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 4, 5}), 2, evicted, &waiting, turn, &queued);
+  EXPECT_FALSE(queued);
+  EXPECT_EQ(waiting, plain);
+  // Every slot busy, the one to free first holding the prefix: the engine's own queue gives it that slot.
+  uint64_t older = 0, newer = 0, next = 0;
+  ledger.touchSlots(PodId{2}, "m", chain({1, 2}), 2, evicted, &older);
+  ledger.touchSlots(PodId{2}, "m", chain({5, 6}), 2, evicted, &newer);
+  ledger.touchSlots(PodId{2}, "m", chain({1, 2, 3}), 2, evicted, &next, turn, &queued);
+  EXPECT_FALSE(queued);
+  EXPECT_EQ(next, older);
+  // Now {5, 6}'s slot frees first (busy the longest) and {1, 2, 3}'s holds the prefix: the request waits for the
+  // holder. Its pod then leaves.
+  ledger.touchSlots(PodId{2}, "m", chain({1, 2, 3, 4}), 2, evicted, &next, turn, &queued);
+  EXPECT_TRUE(queued);
+  EXPECT_EQ(next, older);
+  EXPECT_EQ(turn->turns, 0);
+  ledger.removePod(PodId{2});
+  EXPECT_EQ(turn->turns, 1);
+}
+
 }  // namespace
 }  // namespace prefixgate::index

@@ -65,6 +65,23 @@ class CapacityTest : public ::testing::Test {
  protected:
   PrefixServices services_{std::make_unique<tokenize::CharacterTokenizer>(), 128, 0,
                            index::PrefixIndexOptions{100000, std::chrono::minutes(20), 4}};
+  // A llama.cpp pod that reported 2 slots, and an 8-block prompt of model "m", hashed, with capacity-aware mode on.
+  std::shared_ptr<discovery::PodState> slotPod(uint32_t id) {
+    discovery::PodSpec spec = testing::podSpec("a", id);
+    spec.engine = engine::EngineKind::kLlamaCpp;
+    auto pod = std::make_shared<discovery::PodState>(PodId{id}, spec);
+    pod->engine().publishSlots(2, 4096);
+    return pod;
+  }
+  PromptBlocks eightBlocks() {
+    services_.setCapacityAware(true);  // the default (routing.prefix_cache.capacity_aware)
+    openai::RequestView request;
+    request.model = "m";
+    request.prompt_text = std::string(1024, 'q');
+    PromptBlocks blocks;
+    services_.hashPrompt(request, blocks);
+    return blocks;
+  }
 };
 
 // Ensures a locally tokenized prompt's engine tokens follow the learned ratio, while token ids count exactly.
@@ -148,16 +165,8 @@ TEST_F(CapacityTest, SlotsBoundALlamaCppPodOnlyWhenItKeepsNothingElse) {
 // Ensures a llama.cpp pod's match leaves out a prefix only a slot busy with another request holds (until that
 // request ended), whether or not it is known yet to keep nothing beyond its slots.
 TEST_F(CapacityTest, APrefixInABusySlotIsNotMatched) {
-  discovery::PodSpec spec = testing::podSpec("a", 1);
-  spec.engine = engine::EngineKind::kLlamaCpp;
-  auto pod = std::make_shared<discovery::PodState>(PodId{1}, spec);
-  pod->engine().publishSlots(2, 4096);
-  services_.setCapacityAware(true);  // the default (routing.prefix_cache.capacity_aware)
-  openai::RequestView request;
-  request.model = "m";
-  request.prompt_text = std::string(1024, 'q');
-  PromptBlocks blocks;
-  services_.hashPrompt(request, blocks);
+  auto pod = slotPod(1);
+  const PromptBlocks blocks = eightBlocks();
   ASSERT_EQ(blocks.hashes.size(), 8u);
   std::unique_ptr<PendingRequest> busy;
   ASSERT_TRUE(services_.recordRouted("m", blocks.hashes, *pod, true, &busy));
@@ -176,6 +185,69 @@ TEST_F(CapacityTest, APrefixInABusySlotIsNotMatched) {
   busy.reset();               // the request ended
   services_.match("m", blocks.hashes, candidates, scratch, matched);
   EXPECT_EQ(matched[0], 8u);
+}
+
+// A request's turn in a busy slot, noting whether it came.
+struct NotedTurn final : index::PodBlockLedger::SlotTurn {
+  bool came = false;
+  void ready() override { came = true; }
+};
+
+// Ensures slot waits (routing.prefix_cache.slot_wait_ms): a prefix only a busy slot holds is matched when the
+// request may wait for that slot (slot_ahead says how many requests are ahead of it) and the slot is expected to
+// free within the limit (half the pod's measured service time for the one serving); a request recorded with a
+// turn is queued for that slot and told when it frees. Also for a pod with a host prompt cache (its slots tracked
+// for this only); never beyond the limit, and never for a caller that cannot wait.
+TEST_F(CapacityTest, APrefixInABusySlotIsWaitedFor) {
+  services_.setSlotWait(std::chrono::milliseconds(2000));
+  const PromptBlocks blocks = eightBlocks();
+  ASSERT_EQ(blocks.hashes.size(), 8u);
+  for (const bool host_cache : {false, true}) {
+    auto pod = slotPod(host_cache ? 2 : 1);
+    if (host_cache) pod->engine().voteSlotCache(true);
+    EXPECT_EQ(services_.trackedSlots(*pod), 2u);
+    std::unique_ptr<PendingRequest> busy;
+    ASSERT_TRUE(services_.recordRouted("m", blocks.hashes, *pod, true, &busy));
+    std::vector<Candidate> candidates(1);
+    candidates[0].pod = pod.get();
+    candidates[0].pod_id = pod->id();
+    std::vector<PodId> scratch;
+    std::vector<uint32_t> matched(1), ahead(1);
+    services_.match("m", blocks.hashes, candidates, scratch, matched, ahead);
+    EXPECT_EQ(matched[0], 8u) << host_cache;
+    EXPECT_EQ(ahead[0], 1u);
+    EXPECT_EQ(PrefixServices::slotWaitSeconds(*pod, 1), 0);  // no service time measured yet
+    services_.match("m", blocks.hashes, candidates, scratch, matched);  // a caller that cannot wait
+    EXPECT_EQ(matched[0], host_cache ? 8u : 0u);  // (a host-cache pod's match follows routing history, as before)
+    // A request recorded with a turn is queued for the busy slot and told when it frees.
+    auto turn = std::make_shared<NotedTurn>();
+    std::unique_ptr<PendingRequest> second;
+    bool queued = false;
+    ASSERT_TRUE(services_.recordRouted("m", blocks.hashes, *pod, true, &second, turn, &queued));
+    EXPECT_TRUE(queued);
+    EXPECT_FALSE(turn->came);
+    busy.reset();
+    EXPECT_TRUE(turn->came);
+    // Its pod serves a response in 3 s: the one serving is expected to free in 1.5 s, within the limit; with one
+    // more queued, in 4.5 s: beyond it, so the prefix is not matched (nor waited for).
+    pod->signals().service().add(3.0, 0);
+    EXPECT_DOUBLE_EQ(PrefixServices::slotWaitSeconds(*pod, 1), 1.5);
+    services_.match("m", blocks.hashes, candidates, scratch, matched, ahead);
+    EXPECT_EQ(ahead[0], 1u);
+    auto third_turn = std::make_shared<NotedTurn>();
+    std::unique_ptr<PendingRequest> third;
+    ASSERT_TRUE(services_.recordRouted("m", blocks.hashes, *pod, true, &third, third_turn, &queued));
+    EXPECT_TRUE(queued);
+    EXPECT_DOUBLE_EQ(PrefixServices::slotWaitSeconds(*pod, 2), 4.5);
+    services_.match("m", blocks.hashes, candidates, scratch, matched, ahead);
+    EXPECT_EQ(ahead[0], 0u);
+    EXPECT_EQ(matched[0], host_cache ? 8u : 0u);
+  }
+  // Off: a host-cache pod's slots are not tracked at all.
+  services_.setSlotWait(std::chrono::milliseconds(0));
+  auto off = slotPod(3);
+  off->engine().voteSlotCache(true);
+  EXPECT_EQ(services_.trackedSlots(*off), 0u);
 }
 
 }  // namespace
