@@ -83,7 +83,9 @@ def least_squares(rows, ys):
 def fit_prefill(samples):
     """samples = [(new tokens, cached tokens, prompt_ms)] -> {"overhead_ms": O, "tokens_per_s": R,
     "attention_ms_per_m_pairs": A, "rms_ms", "n"}: prompt_ms = O + 1000 new / R + A pairs / 1e6, every term >= 0
-    (a negative coefficient is dropped, set to 0, and the others refitted)."""
+    (a negative coefficient is dropped, set to 0, and the others refitted; a negative rate term drops the attention
+    term first: a prefill always costs per token, and a probe slowed by a busy machine grows faster than its pairs
+    explain, which a fit with both terms turns into a negative rate)."""
     rows = [(1.0, float(new), pairs(new, cached) / 1e6) for new, cached, _ in samples]
     ys = [float(ms) for _, _, ms in samples]
     active = list(range(3))
@@ -97,6 +99,9 @@ def fit_prefill(samples):
             for i, c in zip(active, got):
                 coef[i] = c
             break
+        if 1 in active and 2 in active and got[active.index(1)] < 0:
+            active.remove(2)   # keep the rate: the attention term goes
+            continue
         active.pop(min(range(len(active)), key=lambda j: got[j]))   # the most negative term goes
     residuals = [y - sum(c * x for c, x in zip(coef, r)) for r, y in zip(rows, ys)]
     rms = (sum(e * e for e in residuals) / len(residuals)) ** 0.5 if residuals else float("nan")

@@ -43,6 +43,18 @@ def test_a_negative_term_is_dropped_and_the_rest_refitted():
     assert fit["rms_ms"] < 5.0
 
 
+def test_a_negative_rate_drops_the_attention_term_instead():
+    """Ensures a probe slowed by a busy machine (these samples came from a CI run: prefill time growing faster than its
+    pairs explain) keeps a finite, positive prefill rate: the attention term goes, not the per-token one (a fit
+    without a rate reported tokens_per_s = inf, written as null)."""
+    samples = [(151, 0, 16.705), (261, 10, 29.737), (500, 10, 58.539), (843, 10, 119.653), (1230, 10, 194.944),
+               (1675, 10, 384.614), (2463, 10, 853.189), (31, 1225, 35.934), (73, 1226, 49.271), (186, 1226, 73.809),
+               (348, 1226, 122.204)]
+    fit = calibrate.fit_prefill(samples)
+    assert 0 < fit["tokens_per_s"] < math.inf
+    assert fit["overhead_ms"] >= 0 and fit["attention_ms_per_m_pairs"] >= 0
+
+
 def test_decode_fit_separates_step_sequence_and_context_costs():
     """Ensures three probes (one sequence short and long, two sequences short) give back D, S and C of step = D +
     S x sequences + C x context / 1000."""
