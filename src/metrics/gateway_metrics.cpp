@@ -261,7 +261,8 @@ GatewayMetrics::GatewayMetrics()
                          .Name("prefixgate_slot_waits_total")
                          .Help("Requests that waited at the gateway for a slot engine's busy slot holding their "
                                "prefix (routing.prefix_cache.slot_wait_ms), by outcome: turn (the slot freed for "
-                               "it), timeout (sent after slot_wait_ms without its turn)")
+                               "it), timeout (sent after slot_wait_ms without its turn), client_gone (the client "
+                               "hung up while it waited: never sent)")
                          .Register(*registry_);
   for (std::string_view outcome : kSlotWaitOutcomes)
     slot_waits_.emplace_back(outcome, &slot_waits.Add({{"outcome", std::string(outcome)}}));

@@ -49,8 +49,9 @@ class GatewayMetrics {
   void disaggregated(std::string_view outcome, double prefill_seconds, double handoff_seconds);
 
   // Slot waits (routing.prefix_cache.slot_wait_ms), one request that waited at the gateway for a slot engine's busy
-  // slot: `outcome` turn (the slot freed for it) or timeout (it was sent after slot_wait_ms), and how long. Thread-safe.
-  static constexpr std::string_view kSlotWaitOutcomes[] = {"turn", "timeout"};
+  // slot: `outcome` turn (the slot freed for it), timeout (it was sent after slot_wait_ms) or client_gone (the client
+  // hung up: never sent), and how long. Thread-safe.
+  static constexpr std::string_view kSlotWaitOutcomes[] = {"turn", "timeout", "client_gone"};
   void slotWaited(std::string_view outcome, double seconds);
 
   // Counts another part keeps itself (e.g. the tokenizer's cache), brought into the registry's counters at each

@@ -224,7 +224,7 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
       }
       prompt->matched.assign(candidates.size(), 0);
       prefix_->match(query.request.model, prompt->prompt, candidates, prompt->pods, prompt->matched,
-                     slotAhead(query, *prompt, candidates.size()));
+                     slotAhead(query, *prompt));
     }
     d.prompt = std::move(prompt);
   }
@@ -346,7 +346,7 @@ const ServingPods* Router::sample(const RoutePlan& plan, const RouteQuery& query
   if (match) {
     prompt->matched.assign(out.candidates.size(), 0);
     prefix_->match(model, prompt->prompt, out.candidates, prompt->pods, prompt->matched,
-                   slotAhead(query, *prompt, out.candidates.size()));
+                   slotAhead(query, *prompt));
   }
   return pods;
 }
@@ -355,13 +355,9 @@ std::chrono::milliseconds Router::slotWait() const {
   return prefix_ ? prefix_->slotWait() : std::chrono::milliseconds{0};
 }
 
-std::span<uint32_t> Router::slotAhead(const RouteQuery& query, PromptMatch& prompt, size_t candidates) const {
-  if (!query.may_wait_for_slot || prefix_->slotWait().count() == 0) {
-    prompt.slot_ahead.clear();
-    return {};
-  }
-  prompt.slot_ahead.assign(candidates, 0);
-  return prompt.slot_ahead;
+std::vector<uint32_t>* Router::slotAhead(const RouteQuery& query, PromptMatch& prompt) const {
+  prompt.slot_ahead.clear();
+  return query.may_wait_for_slot && prefix_->slotWait().count() > 0 ? &prompt.slot_ahead : nullptr;
 }
 
 void Router::recordPrompt(const RouteQuery& query, Decision& d, const Candidate& pick, size_t chosen,

@@ -11,6 +11,7 @@
 #include "auth/credentials.h"
 #include "metrics/api_key_metrics.h"
 #include "metrics/gateway_metrics.h"
+#include "proxy/upstream_attempt.h"
 #include "routing/prefix/prefix_metrics.h"
 #include "routing/response_affinity.h"
 #include "server/client_auth.h"
@@ -84,10 +85,10 @@ boost::asio::awaitable<void> RequestPreparation::prepare(RequestToPrepare in, Pr
     out.tokens = co_await fetchRemoteTokens(step.query, out.request, in.connections);
   if (tokenize_span) endTokenizeSpan(*in.trace, std::move(*tokenize_span), out);
   route(in, out, step);
-  if (!out.refusal && out.decision.ticket.slotTurn()) co_await waitForSlot(out);
+  if (!out.refusal && out.decision.ticket.slotTurn()) co_await waitForSlot(in, out);
 }
 
-boost::asio::awaitable<void> RequestPreparation::waitForSlot(PreparedRequest& out) {
+boost::asio::awaitable<void> RequestPreparation::waitForSlot(const RequestToPrepare& in, PreparedRequest& out) {
   namespace asio = boost::asio;
   routing::Ticket& ticket = out.decision.ticket;
   const auto started = std::chrono::steady_clock::now();
@@ -95,14 +96,33 @@ boost::asio::awaitable<void> RequestPreparation::waitForSlot(PreparedRequest& ou
   // The turn comes on the thread whose request freed the slot: it cancels the timer through this one's executor.
   auto timer = std::make_shared<asio::steady_timer>(executor, deps_.router.slotWait());
   bool turn = ticket.slotTurn()->whenReady([timer, executor] { asio::post(executor, [timer] { timer->cancel(); }); });
+  bool gone = false;
   if (!turn) {
+    // The client is watched while it waits, as in flow control's queue: a hang-up cancels the timer (same thread).
+    auto watch = std::make_shared<proxy::ClientWatch>();
+    watch->pipelined = in.pipelined;
+    watch->waiter = timer.get();
+    if (in.client) proxy::watchClient(*in.client, watch);
     boost::system::error_code ec;
     co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    turn = ec == asio::error::operation_aborted;
+    gone = watch->gone;
+    turn = ec == asio::error::operation_aborted && !gone;
+    // The relay watches the client again from its own start: this watch's read must not outlive the wait.
+    watch->done = true;
+    watch->waiter = nullptr;
+    if (in.client) {
+      boost::system::error_code ignored;
+      in.client->socket().cancel(ignored);
+    }
   }
   ticket.endSlotWait();
   out.slot_wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  deps_.metrics.slotWaited(turn ? "turn" : "timeout", out.slot_wait_seconds);
+  deps_.metrics.slotWaited(gone ? "client_gone" : turn ? "turn" : "timeout", out.slot_wait_seconds);
+  if (gone) {
+    // Never sent: what the decision recorded for the pod goes, and its slot frees for the next one waiting.
+    ticket.attemptFailed(routing::AttemptFailure::kNotComputed);
+    out.refusal = PrepareRefusal{openai::GatewayError::kClientGone, "the client left while its request waited for a slot", {}};
+  }
 }
 
 bool RequestPreparation::parseAndAdmit(const RequestToPrepare& in, PreparedRequest& out) {

@@ -208,8 +208,9 @@ class RequestPreparation {
   // Chooses the pod (and a disaggregated request's decode pod), or sets out.refusal.
   void route(RequestToPrepare& in, PreparedRequest& out, RouteStep& step);
   // The decision queued the request for a busy slot of its pod (slot waits): waits for its turn, at most
-  // routing.prefix_cache.slot_wait_ms, and counts it.
-  boost::asio::awaitable<void> waitForSlot(PreparedRequest& out);
+  // routing.prefix_cache.slot_wait_ms, watching the client (a hang-up ends the wait: out.refusal kClientGone, the
+  // decision's record withdrawn), and counts it.
+  boost::asio::awaitable<void> waitForSlot(const RequestToPrepare& in, PreparedRequest& out);
   // Whether the engine's tokenizer is to be asked for the request's tokens (`plan` wants them, a remote tokenizer is
   // configured and can answer for the request); clears the request's remote tokens. A plain function, so a request
   // that asks nothing costs no coroutine frame.

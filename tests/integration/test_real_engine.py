@@ -293,3 +293,28 @@ def test_a_slot_wait_ends_at_its_limit(tmp_path, llamas, gateway_factory):
     assert usage["prompt_tokens_details"]["cached_tokens"] < 0.1 * usage["prompt_tokens"]
     assert gw.metric("prefixgate_slot_waits_total", outcome="timeout") == 1
     assert gw.metric("prefixgate_slot_waits_total", outcome="turn") == 0
+
+
+def test_a_client_that_leaves_while_waiting_for_a_slot_ends_its_wait(tmp_path, llamas, gateway_factory):
+    """The client of a request waiting for a busy slot is watched: when it hangs up, the wait ends at once (counted
+    as client_gone, long before slot_wait_ms), nothing is sent to the engine, and the pod's in-flight count is back
+    to the one request still running."""
+    import socket
+    pod, gw = slot_pod(llamas, gateway_factory, 30000, "--cache-ram", "0")
+    learn_slot_cache(gw, pod, tags=("X", "Y", "Z"))
+    first, running = start_busy_slot(gw, "A", 3000)
+    try:
+        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": document("A")}],
+                           "max_tokens": 4}).encode()
+        client = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        wait_until(lambda: engine_of(gw, pod.name)["in_flight"] == 2, timeout=10, what="the second request waiting")
+        client.close()
+        wait_until(lambda: gw.metric("prefixgate_slot_waits_total", outcome="client_gone") == 1, timeout=10,
+                   what="the wait ended by the hang-up")
+        wait_until(lambda: engine_of(gw, pod.name)["in_flight"] == 1, timeout=10, what="only the first in flight")
+        assert gw.metric("prefixgate_slot_waits_total", outcome="turn") == 0
+        assert gw.metric("prefixgate_slot_waits_total", outcome="timeout") == 0
+    finally:
+        first.close()

@@ -293,11 +293,11 @@ void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks
 
 void PrefixServices::match(std::string_view model, std::span<const BlockHash> hashes,
                            std::span<const Candidate> candidates, std::vector<PodId>& pods,
-                           std::span<uint32_t> matched, std::span<uint32_t> slot_ahead) const {
+                           std::span<uint32_t> matched, std::vector<uint32_t>* slot_ahead) const {
   pods.clear();
   pods.reserve(candidates.size());
   for (const Candidate& c : candidates) pods.push_back(c.pod_id);
-  for (uint32_t& ahead : slot_ahead) ahead = 0;
+  if (slot_ahead) slot_ahead->clear();
   if (!kv_) {
     index_->match(model, hashes, pods, matched);
     if (!capacity_aware_) return;
@@ -312,9 +312,10 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
       if (!held) continue;
       // Slot waits: its longest prefix of the prompt sits in a busy slot, holding all the index promises there,
       // and that slot is expected to free in time: the request would wait for it (the Router queues it there).
-      if (i < slot_ahead.size() && held->queued > held->idle && held->queued >= matched[i] &&
+      if (slot_ahead && held->queued > held->idle && held->queued >= matched[i] &&
           slotWaitSeconds(*pod, held->ahead) <= wait_limit_s) {
-        slot_ahead[i] = held->ahead;
+        if (slot_ahead->empty()) slot_ahead->assign(candidates.size(), 0);
+        (*slot_ahead)[i] = held->ahead;
         continue;
       }
       if (modelledSlots(*pod) == 0) continue;  // tracked for its busy slots only (a host prompt cache)
@@ -334,12 +335,12 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
 
 void PrefixServices::match(std::string_view model, const PromptBlocks& prompt, std::span<const Candidate> candidates,
                            std::vector<PodId>& pods, std::span<uint32_t> matched,
-                           std::span<uint32_t> slot_ahead) const {
+                           std::vector<uint32_t>* slot_ahead) const {
   if (!kv_) {
     match(model, prompt.hashes, candidates, pods, matched, slot_ahead);
     return;
   }
-  for (uint32_t& ahead : slot_ahead) ahead = 0;
+  if (slot_ahead) slot_ahead->clear();
   pods.clear();
   pods.reserve(candidates.size());
   for (const Candidate& c : candidates) pods.push_back(c.pod_id);

@@ -60,6 +60,7 @@ struct PromptMatch {
   PromptBlocks prompt;
   std::vector<uint32_t> matched;  // per candidate, blocks of prompt.hashes
   // Per candidate, the requests ahead of this one in the busy slot its match counts on (slot waits); 0 = none.
+  // Empty when no candidate's match counts on a busy slot.
   std::vector<uint32_t> slot_ahead;
   std::vector<PodId> pods;        // match()'s scratch
   // The share of the prompt candidate `i` is predicted to hold (0..1); 0 for an unusable prompt.
@@ -112,18 +113,20 @@ class PrefixServices {
   // slots hold. KV event mode: what its engine's events say, or what the gateway routed there within the
   // last speculative_ttl (the events of a just-chosen prompt are not in yet), whichever is longer; a pod whose
   // publisher is silent is judged by the gateway's records alone. Thread-safe.
-  // With slot waits on (setSlotWait) and `slot_ahead` (one per candidate), a slot engine whose longest prefix of the
-  // prompt sits in a busy slot (more than its idle slots hold, and all the index promises) keeps that match when
-  // the wait for the slot is expected within the limit (slotWaitSeconds): slot_ahead[i] is then the requests ahead
-  // of this one in that slot (the Router queues it there if it picks the pod), else 0.
+  // With slot waits on (setSlotWait) and `slot_ahead` (a caller that may wait), a slot engine whose longest prefix
+  // of the prompt sits in a busy slot (more than its idle slots hold, and all the index promises) keeps that match
+  // when the wait for the slot is expected within the limit (slotWaitSeconds). *slot_ahead is emptied first and
+  // stays empty unless a candidate waits; then it has one entry per candidate: the requests ahead of this one in
+  // that slot (the Router queues it there if it picks the pod), else 0. (A fleet without slot engines pays
+  // nothing per candidate.)
   void match(std::string_view model, std::span<const BlockHash> hashes, std::span<const Candidate> candidates,
              std::vector<PodId>& pods_scratch, std::span<uint32_t> matched_out,
-             std::span<uint32_t> slot_ahead = {}) const;
+             std::vector<uint32_t>* slot_ahead = nullptr) const;
   // The same for a prompt from hashPrompt: in KV event mode each pod's events are matched with the prompt cut at
   // its engine's block size, its count given in blocks of prompt.block_bytes (rounded down). Thread-safe.
   void match(std::string_view model, const PromptBlocks& prompt, std::span<const Candidate> candidates,
              std::vector<PodId>& pods_scratch, std::span<uint32_t> matched_out,
-             std::span<uint32_t> slot_ahead = {}) const;
+             std::vector<uint32_t>* slot_ahead = nullptr) const;
 
   // KV event mode: counts the request's blocks for `pod` until the returned hold is destroyed (the relay releases
   // it at the engine's first response bytes: by then the engine has computed the prompt and publishes its

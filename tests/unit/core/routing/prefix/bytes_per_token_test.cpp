@@ -212,10 +212,12 @@ TEST_F(CapacityTest, APrefixInABusySlotIsWaitedFor) {
     candidates[0].pod = pod.get();
     candidates[0].pod_id = pod->id();
     std::vector<PodId> scratch;
-    std::vector<uint32_t> matched(1), ahead(1);
-    services_.match("m", blocks.hashes, candidates, scratch, matched, ahead);
+    std::vector<uint32_t> matched(1), ahead;
+    // The requests ahead of candidate 0 (an empty list: no candidate waits).
+    auto ahead0 = [&] { return ahead.empty() ? 0u : ahead[0]; };
+    services_.match("m", blocks.hashes, candidates, scratch, matched, &ahead);
     EXPECT_EQ(matched[0], 8u) << host_cache;
-    EXPECT_EQ(ahead[0], 1u);
+    EXPECT_EQ(ahead0(), 1u);
     EXPECT_EQ(PrefixServices::slotWaitSeconds(*pod, 1), 0);  // no service time measured yet
     services_.match("m", blocks.hashes, candidates, scratch, matched);  // a caller that cannot wait
     EXPECT_EQ(matched[0], host_cache ? 8u : 0u);  // (a host-cache pod's match follows routing history, as before)
@@ -232,15 +234,15 @@ TEST_F(CapacityTest, APrefixInABusySlotIsWaitedFor) {
     // more queued, in 4.5 s: beyond it, so the prefix is not matched (nor waited for).
     pod->signals().service().add(3.0, 0);
     EXPECT_DOUBLE_EQ(PrefixServices::slotWaitSeconds(*pod, 1), 1.5);
-    services_.match("m", blocks.hashes, candidates, scratch, matched, ahead);
-    EXPECT_EQ(ahead[0], 1u);
+    services_.match("m", blocks.hashes, candidates, scratch, matched, &ahead);
+    EXPECT_EQ(ahead0(), 1u);
     auto third_turn = std::make_shared<NotedTurn>();
     std::unique_ptr<PendingRequest> third;
     ASSERT_TRUE(services_.recordRouted("m", blocks.hashes, *pod, true, &third, third_turn, &queued));
     EXPECT_TRUE(queued);
     EXPECT_DOUBLE_EQ(PrefixServices::slotWaitSeconds(*pod, 2), 4.5);
-    services_.match("m", blocks.hashes, candidates, scratch, matched, ahead);
-    EXPECT_EQ(ahead[0], 0u);
+    services_.match("m", blocks.hashes, candidates, scratch, matched, &ahead);
+    EXPECT_EQ(ahead0(), 0u);
     EXPECT_EQ(matched[0], host_cache ? 8u : 0u);
   }
   // Off: a host-cache pod's slots are not tracked at all.
