@@ -82,12 +82,13 @@ class PrefixCacheStrategy final : public PrefixStrategy {
     candidateRates(input.candidates, wait_settings_, rates);
     setMatchPercents(input.candidates, m.matched, m.prompt.hashes.size());
     // A match that counts on a busy slot (slot waits) waits for it first.
-    thread_local std::vector<double> slot_wait;
-    slot_wait.clear();
+    std::span<const double> slot_wait;
     if (!m.slot_ahead.empty()) {
-      slot_wait.resize(n);
+      thread_local std::vector<double> waits;
+      waits.resize(n);
       for (size_t i = 0; i < n; ++i)
-        slot_wait[i] = input.candidates[i].pod ? PrefixServices::slotWaitSeconds(*input.candidates[i].pod, m.slot_ahead[i]) : 0;
+        waits[i] = input.candidates[i].pod ? PrefixServices::slotWaitSeconds(*input.candidates[i].pod, m.slot_ahead[i]) : 0;
+      slot_wait = waits;
     }
     waitScores(input.candidates, uncached, tokens, rates, wait_settings_.fleet_work_weight, input.explanations,
                slot_wait);
