@@ -1,6 +1,7 @@
 #include "index/pod_block_ledger.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace prefixgate::index {
 
@@ -111,14 +112,14 @@ size_t PodBlockLedger::busyHolder(const PodBlocks& blocks, uint32_t model_id, st
 }
 
 void PodBlockLedger::takeWaiting(Slot& slot, std::vector<std::shared_ptr<SlotTurn>>& out) {
-  for (const std::weak_ptr<SlotTurn>& waiting : slot.waiting)
-    if (std::shared_ptr<SlotTurn> turn = waiting.lock()) out.push_back(std::move(turn));
+  for (const Slot::Waiting& waiting : slot.waiting)
+    if (std::shared_ptr<SlotTurn> turn = waiting.turn.lock()) out.push_back(std::move(turn));
   slot.waiting.clear();
 }
 
 bool PodBlockLedger::touchSlots(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t slots,
                                 std::vector<Evicted>& evicted, uint64_t* busy_slot,
-                                const std::shared_ptr<SlotTurn>& turn, bool* queued) {
+                                const std::shared_ptr<SlotTurn>& turn, bool* queued, double expected_s) {
   if (queued) *queued = false;
   if (slots == 0 || hashes.empty()) return false;
   const uint32_t model_id = modelId(model);
@@ -175,11 +176,14 @@ bool PodBlockLedger::touchSlots(PodId pod, std::string_view model, std::span<con
     for (size_t i = 0; i < hashes.size(); ++i) chosen->hashes[i] = hashes[i].value;
     chosen->last_use = ++blocks.uses;
     if (busy_slot) {
-      ++chosen->busy;
+      if (chosen->busy++ == 0) {  // served from now on
+        chosen->serving_since = now();
+        chosen->serving_expected_s = expected_s;
+      }
       *busy_slot = chosen->id;
     }
     if (waits) {
-      chosen->waiting.push_back(turn);
+      chosen->waiting.push_back({turn, expected_s});
       if (queued) *queued = true;
     }
     // Fewer slots than before (the engine restarted smaller): the least recently used go.
@@ -207,11 +211,16 @@ void PodBlockLedger::releaseSlot(PodId pod, uint64_t slot) {
     for (Slot& s : blocks.slots) {
       if (s.id != slot) continue;
       if (s.busy > 0) --s.busy;
-      // The first request still waiting for the slot (one that gave up let its turn go) is next.
+      // The first request still waiting for the slot (one that gave up let its turn go) is next, served from now on
+      // (a request the engine queued for the slot without a turn: for an unknown time).
+      double next_expected_s = -1;
       while (!next && !s.waiting.empty()) {
-        next = s.waiting.front().lock();
+        next = s.waiting.front().turn.lock();
+        next_expected_s = s.waiting.front().expected_s;
         s.waiting.pop_front();
       }
+      s.serving_since = now();
+      s.serving_expected_s = next ? next_expected_s : -1;
     }
   }
   if (next) next->ready();
@@ -249,6 +258,17 @@ std::optional<PodBlockLedger::SlotPrefixes> PodBlockLedger::slotPrefix(PodId pod
     const Slot& slot = blocks->slots[holder];
     out.queued = sharedBlocks(slot.hashes, hashes);
     out.ahead = slot.busy;
+    out.serving_s = std::max(0.0, std::chrono::duration<double>(now() - slot.serving_since).count());
+    out.serving_expected_s = slot.serving_expected_s;
+    // The others busy there: those waiting whose time is known (a waiter that gave up still counts until its
+    // request ends: it holds the slot's count), the rest unknown.
+    uint32_t known = 0;
+    for (const Slot::Waiting& waiting : slot.waiting)
+      if (waiting.expected_s >= 0 && !waiting.turn.expired()) {
+        out.waiting_expected_s += waiting.expected_s;
+        ++known;
+      }
+    out.waiting_unknown = slot.busy > known + 1 ? slot.busy - known - 1 : 0;
   }
   return out;
 }

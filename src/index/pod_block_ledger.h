@@ -9,7 +9,8 @@
 // slot, reused by the next request that shares its prefix, else the least recently used one is overwritten) are
 // modelled by touchSlots: a pod holds at most `slots` prompts.
 //
-// Pure data structure (no clocks, no sockets). Thread-safe: each pod has its own lock, taken once per call.
+// Pure data structure (no sockets; times from an injected Clock). Thread-safe: each pod has its own lock, taken once
+// per call.
 // Memory: about 90 bytes per (block, pod) entry (a hash-map node and a list node), on top of the index's own.
 #include <cstdint>
 #include <deque>
@@ -29,6 +30,9 @@ namespace prefixgate::index {
 
 class PodBlockLedger {
  public:
+  // `clock` (must outlive the ledger) times how long a slot's request has been served; null = no times (0).
+  explicit PodBlockLedger(const Clock* clock = nullptr) : clock_(clock) {}
+
   // A request that waits (at the gateway) for a busy slot holding its prefix instead of taking an idle one that does
   // not (touchSlots' `turn`). Its turn comes when the requests queued in that slot before it have ended: ready() is
   // then called once, without the ledger's locks, on the thread that released the slot (or removed the pod).
@@ -59,23 +63,33 @@ class PodBlockLedger {
   // (over a tenth) than the slot the rules above choose, it takes that busy slot instead, queued behind the
   // requests busy there (`*queued` set true; `turn` is told when they have ended, see SlotTurn). The ledger keeps
   // `turn` weakly: a request that stops waiting just lets it go.
+  // `expected_s` (with `busy_slot`): how long the request is expected to be served once it has its slot (-1 =
+  // unknown), what slotPrefix reports while it is served or waits.
   bool touchSlots(PodId pod, std::string_view model, std::span<const BlockHash> hashes, size_t slots,
                   std::vector<Evicted>& evicted, uint64_t* busy_slot = nullptr,
-                  const std::shared_ptr<SlotTurn>& turn = nullptr, bool* queued = nullptr);
+                  const std::shared_ptr<SlotTurn>& turn = nullptr, bool* queued = nullptr, double expected_s = -1);
   // The request touchSlots marked `slot` busy for has ended (or never reached it): the next request queued for the
-  // slot, if any, gets its turn. A slot that is gone (the pod left, fewer slots) is ignored.
+  // slot, if any, gets its turn (and is served from now on). A slot that is gone (the pod left, fewer slots) is
+  // ignored.
   void releaseSlot(PodId pod, uint64_t slot);
   // What `pod`'s slots (it keeps `slots` prompts) hold of `hashes` (of `model`) now, in blocks. `idle`: what a new
   // request would find cached: the longest prefix an idle slot holds when it is over a tenth of the prompt (the
   // engine takes that slot), else 0; with every slot busy, what the first to free holds (the request waits for
   // it). `any`: the longest prefix any slot holds, busy or not. `queued`: when a busy slot holds a longer prefix
   // than `idle` (over a tenth of the prompt: what touchSlots with a turn would queue the request for), that prefix,
-  // and `ahead` the requests busy in that slot (serving or queued); else 0 and 0.
+  // and `ahead` the requests busy in that slot (serving or queued); else 0 and 0. With `queued`, what is known of
+  // the time they take: the one served there has been for `serving_s` (by the clock; 0 without one) and was
+  // expected to take `serving_expected_s` (-1 = unknown); the others (those waiting for it) are expected to take
+  // `waiting_expected_s` together, besides `waiting_unknown` of them whose time is unknown.
   struct SlotPrefixes {
     size_t idle = 0;
     size_t any = 0;
     size_t queued = 0;
     uint32_t ahead = 0;
+    double serving_s = 0;
+    double serving_expected_s = -1;
+    double waiting_expected_s = 0;
+    uint32_t waiting_unknown = 0;
   };
   // nullopt when the pod's slots are not modelled (nothing routed to it yet).
   std::optional<SlotPrefixes> slotPrefix(PodId pod, std::string_view model, std::span<const BlockHash> hashes,
@@ -103,7 +117,14 @@ class PodBlockLedger {
     std::vector<uint64_t> hashes;  // the prompt it holds, first block first
     uint64_t last_use = 0;
     uint32_t busy = 0;  // requests it is serving, and requests waiting for it (touchSlots' turn)
-    std::deque<std::weak_ptr<SlotTurn>> waiting;  // those waiting, first in first out
+    // Those waiting, first in first out, with the time each is expected to be served (-1 = unknown).
+    struct Waiting {
+      std::weak_ptr<SlotTurn> turn;
+      double expected_s = -1;
+    };
+    std::deque<Waiting> waiting;
+    SteadyTime serving_since{};     // since when the request it serves (the first busy) has been served
+    double serving_expected_s = -1;  // how long that one is expected to take; -1 = unknown
   };
   struct PodBlocks {
     mutable std::mutex mutex;
@@ -128,6 +149,9 @@ class PodBlockLedger {
   std::shared_ptr<PodBlocks> findPod(PodId pod) const;  // null when the pod has none
   uint32_t modelId(std::string_view model);
 
+  SteadyTime now() const { return clock_ ? clock_->now() : SteadyTime{}; }
+
+  const Clock* clock_;
   mutable std::mutex pods_mutex_;  // guards pods_ and models_ (not the per-pod contents)
   std::unordered_map<uint32_t, std::shared_ptr<PodBlocks>> pods_;
   std::vector<std::string> models_;

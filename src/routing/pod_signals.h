@@ -154,6 +154,9 @@ class PodSignals {
   // How long it served this gateway's successful responses (the attempt's start to the response's end), an EWMA.
   LatencyEstimate& service() { return service_; }
   const LatencyEstimate& service() const { return service_; }
+  // How long its successful streamed responses ran from their first token to their end (the decode), an EWMA.
+  LatencyEstimate& decode() { return decode_; }
+  const LatencyEstimate& decode() const { return decode_; }
   // Prefill and decode rates learned from its responses (the wait scorer's inputs; RequestOutcome adds).
   ServiceRates& rates() { return rates_; }
   const ServiceRates& rates() const { return rates_; }
@@ -182,6 +185,7 @@ class PodSignals {
   PredictionTotals prediction_;
   LatencyEstimate latency_;
   LatencyEstimate service_;
+  LatencyEstimate decode_;
   ServiceRates rates_;
 };
 

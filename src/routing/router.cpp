@@ -224,7 +224,7 @@ Decision Router::decide(const RoutePlan& plan, const RouteQuery& query, std::mt1
       }
       prompt->matched.assign(candidates.size(), 0);
       prefix_->match(query.request.model, prompt->prompt, candidates, prompt->pods, prompt->matched,
-                     slotAhead(query, *prompt));
+                     slotWaits(query, *prompt));
     }
     d.prompt = std::move(prompt);
   }
@@ -346,7 +346,7 @@ const ServingPods* Router::sample(const RoutePlan& plan, const RouteQuery& query
   if (match) {
     prompt->matched.assign(out.candidates.size(), 0);
     prefix_->match(model, prompt->prompt, out.candidates, prompt->pods, prompt->matched,
-                   slotAhead(query, *prompt));
+                   slotWaits(query, *prompt));
   }
   return pods;
 }
@@ -355,9 +355,9 @@ std::chrono::milliseconds Router::slotWait() const {
   return prefix_ ? prefix_->slotWait() : std::chrono::milliseconds{0};
 }
 
-std::vector<uint32_t>* Router::slotAhead(const RouteQuery& query, PromptMatch& prompt) const {
-  prompt.slot_ahead.clear();
-  return query.may_wait_for_slot && prefix_->slotWait().count() > 0 ? &prompt.slot_ahead : nullptr;
+std::vector<double>* Router::slotWaits(const RouteQuery& query, PromptMatch& prompt) const {
+  prompt.slot_wait_s.clear();
+  return query.may_wait_for_slot && prefix_->slotWait().count() > 0 ? &prompt.slot_wait_s : nullptr;
 }
 
 void Router::recordPrompt(const RouteQuery& query, Decision& d, const Candidate& pick, size_t chosen,
@@ -383,10 +383,16 @@ void Router::recordPrompt(const RouteQuery& query, Decision& d, const Candidate&
   // Recorded before proxying, so the next request with the same prefix already follows this one. When its match
   // counted on a busy slot (slot waits), it is queued there and the session waits for its turn.
   std::shared_ptr<SlotTurn> turn;
-  if (chosen < m.slot_ahead.size() && m.slot_ahead[chosen] > 0) turn = std::make_shared<SlotTurn>();
+  if (chosen < m.slot_wait_s.size() && m.slot_wait_s[chosen] > 0) turn = std::make_shared<SlotTurn>();
+  // How long it will hold its slot once served: what the next request of its prefix would wait for.
+  const double expected_s =
+      prefix_->trackedSlots(*pick.pod) == 0 || !m.prompt.usable
+          ? -1
+          : PrefixServices::expectedServiceSeconds(
+                *pick.pod, static_cast<double>(m.prompt.engine_tokens) * (1 - m.fraction(chosen)));
   bool queued = false;
   if (!m.prompt.hashes.empty() &&
-      !prefix_->recordRouted(model, m.prompt.hashes, *pick.pod, true, &t.held_until_end_, turn, &queued))
+      !prefix_->recordRouted(model, m.prompt.hashes, *pick.pod, true, &t.held_until_end_, turn, &queued, expected_s))
     prefix_metrics_->error(model, "record_failed");
   if (queued) t.slot_turn_ = std::move(turn);
   // KV event mode: the blocks count for the pod until its engine begins the request (and publishes them).

@@ -130,9 +130,9 @@ class Router {
   // The prompt step of a prefix strategy's decision, after the pick: the prediction, and unless a dry run the
   // record, the KV event hold and the prefix metrics.
   void recordPrompt(const RouteQuery& query, Decision& d, const Candidate& pick, size_t chosen, double started_s);
-  // The prompt's slot_ahead, emptied, for match() to fill when the query may wait for a slot and slot waits are on;
-  // else null (nothing waits).
-  std::vector<uint32_t>* slotAhead(const RouteQuery& query, PromptMatch& prompt) const;
+  // The prompt's slot_wait_s, emptied, for match() to fill when the query may wait for a slot and slot waits are
+  // on; else null (nothing waits).
+  std::vector<double>* slotWaits(const RouteQuery& query, PromptMatch& prompt) const;
   // A decode leg's pick receives the prompt the prefill pod computed: recorded for it (as it will hold it), with
   // what it held of it before as the blocks a failed attempt keeps.
   void recordTransferred(const RouteQuery& query, Decision& d, const Candidate& pick,

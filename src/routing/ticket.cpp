@@ -59,6 +59,9 @@ std::optional<PredictionAudit> Ticket::completed(const Completion& c) {
   if (c.first_byte_seconds >= 0 && c.status > 0 && c.status < 500) signals.latency().add(c.first_byte_seconds, now);
   // How long it serves a request (a slot waited for frees after about that long).
   if (c.end_seconds >= 0 && c.status == 200) signals.service().add(c.end_seconds, now);
+  // How long its decode takes (a slot's request is expected to take its prefill and that).
+  if (facts_.stream && c.status == 200 && c.first_body_seconds >= 0 && c.end_seconds >= c.first_body_seconds)
+    signals.decode().add(c.end_seconds - c.first_body_seconds, now);
   std::optional<PredictionAudit> audit;
   if (c.status == 200) {
     // The pod's service rates (the wait scorer's): a streamed answer's first token (its first body byte; a

@@ -1,5 +1,6 @@
 #include "routing/prefix/prefix_services.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "config/random_seed.h"
@@ -80,16 +81,16 @@ namespace {
 void emptyKeepingCapacity(PromptMatch& m) {
   std::vector<BlockHash> hashes = std::move(m.prompt.hashes);
   std::vector<uint32_t> matched = std::move(m.matched);
-  std::vector<uint32_t> slot_ahead = std::move(m.slot_ahead);
+  std::vector<double> slot_wait_s = std::move(m.slot_wait_s);
   std::vector<PodId> pods = std::move(m.pods);
   m = PromptMatch{};
   util::emptyKeepingSmallCapacity(hashes);
   util::emptyKeepingSmallCapacity(matched);
-  util::emptyKeepingSmallCapacity(slot_ahead);
+  util::emptyKeepingSmallCapacity(slot_wait_s);
   util::emptyKeepingSmallCapacity(pods);
   m.prompt.hashes = std::move(hashes);
   m.matched = std::move(matched);
-  m.slot_ahead = std::move(slot_ahead);
+  m.slot_wait_s = std::move(slot_wait_s);
   m.pods = std::move(pods);
 }
 
@@ -135,7 +136,8 @@ PrefixServices::PrefixServices(std::unique_ptr<tokenize::Tokenizer> tokenizer, u
       block_size_(block_size),
       seed_(seed),
       expiry_(options.expiry),
-      index_(std::make_unique<index::PrefixIndex>(recordOptions(options), clock ? *clock : system_clock_)) {}
+      index_(std::make_unique<index::PrefixIndex>(recordOptions(options), clock ? *clock : system_clock_)),
+      ledger_(clock_) {}
 
 size_t PrefixServices::capacityBlocks(const discovery::PodState& pod, std::string_view model) const {
   uint64_t tokens = pod.spec().kv_capacity_tokens;
@@ -164,11 +166,20 @@ size_t PrefixServices::trackedSlots(const discovery::PodState& pod) const {
   return pod.engine().slots();
 }
 
-double PrefixServices::slotWaitSeconds(const discovery::PodState& pod, uint32_t ahead) {
-  if (ahead == 0) return 0;
+double PrefixServices::slotWaitSeconds(const discovery::PodState& pod, const index::PodBlockLedger::SlotPrefixes& held) {
+  if (held.ahead == 0) return 0;
   const LatencyEstimate::Sample service = pod.signals().service().read();
-  if (service.samples == 0) return 0;
-  return service.seconds * (static_cast<double>(ahead) - 0.5);
+  const double mean = service.samples == 0 ? 0 : service.seconds;
+  const double serving = held.serving_expected_s >= 0 ? held.serving_expected_s : mean;
+  const double left = std::max(serving - held.serving_s, kServedLongShare * serving);
+  return left + held.waiting_expected_s + held.waiting_unknown * mean;
+}
+
+double PrefixServices::expectedServiceSeconds(const discovery::PodState& pod, double uncached_tokens) {
+  const ServiceRates::Rates rates = pod.signals().rates().read();
+  const LatencyEstimate::Sample decode = pod.signals().decode().read();
+  if (rates.samples == 0 || decode.samples == 0) return -1;
+  return rates.base_s + std::max(0.0, uncached_tokens) * rates.prefill_s_per_token + decode.seconds;
 }
 
 namespace {
@@ -187,7 +198,8 @@ class SlotHold final : public PendingRequest {
 
 bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockHash> hashes,
                                   const discovery::PodState& pod, bool shared, std::unique_ptr<PendingRequest>* slot_hold,
-                                  const std::shared_ptr<index::PodBlockLedger::SlotTurn>& turn, bool* queued) {
+                                  const std::shared_ptr<index::PodBlockLedger::SlotTurn>& turn, bool* queued,
+                                  double expected_s) {
   if (queued) *queued = false;
   size_t written = 0;
   if (!index_->record(model, hashes, pod.id(), &written)) return false;
@@ -199,7 +211,7 @@ bool PrefixServices::recordRouted(std::string_view model, std::span<const BlockH
   if (const size_t slots = trackedSlots(pod)) {
     uint64_t slot = 0;
     if (ledger_.touchSlots(pod.id(), model, hashes, slots, evicted, slot_hold ? &slot : nullptr,
-                           slot_hold ? turn : nullptr, queued) &&
+                           slot_hold ? turn : nullptr, queued, expected_s) &&
         slot_hold)
       *slot_hold = std::make_unique<SlotHold>(ledger_, pod.id(), slot);
     // Until the pod is known to keep nothing beyond its slots, what they dropped may be in its host prompt cache.
@@ -293,11 +305,11 @@ void PrefixServices::hashPrompt(const openai::RequestView& request, PromptBlocks
 
 void PrefixServices::match(std::string_view model, std::span<const BlockHash> hashes,
                            std::span<const Candidate> candidates, std::vector<PodId>& pods,
-                           std::span<uint32_t> matched, std::vector<uint32_t>* slot_ahead) const {
+                           std::span<uint32_t> matched, std::vector<double>* slot_wait_s) const {
   pods.clear();
   pods.reserve(candidates.size());
   for (const Candidate& c : candidates) pods.push_back(c.pod_id);
-  if (slot_ahead) slot_ahead->clear();
+  if (slot_wait_s) slot_wait_s->clear();
   if (!kv_) {
     index_->match(model, hashes, pods, matched);
     if (!capacity_aware_) return;
@@ -312,12 +324,12 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
       if (!held) continue;
       // Slot waits: its longest prefix of the prompt sits in a busy slot, holding all the index promises there,
       // and that slot is expected to free in time: the request would wait for it (the Router queues it there).
-      if (slot_ahead && held->queued > held->idle && held->queued >= matched[i] &&
-          slotWaitSeconds(*pod, held->ahead) <= wait_limit_s) {
-        if (slot_ahead->empty()) slot_ahead->assign(candidates.size(), 0);
-        (*slot_ahead)[i] = held->ahead;
-        continue;
-      }
+      if (slot_wait_s && held->queued > held->idle && held->queued >= matched[i])
+        if (const double wait = slotWaitSeconds(*pod, *held); wait <= wait_limit_s) {
+          if (slot_wait_s->empty()) slot_wait_s->assign(candidates.size(), 0);
+          (*slot_wait_s)[i] = std::max(wait, kMinSlotWaitS);
+          continue;
+        }
       if (modelledSlots(*pod) == 0) continue;  // tracked for its busy slots only (a host prompt cache)
       // Known to keep nothing beyond its slots: no more than its idle slots hold. Not known yet: only a prefix the
       // gateway knows to sit in a busy slot is left out (the request takes another slot; a host prompt cache may
@@ -335,12 +347,12 @@ void PrefixServices::match(std::string_view model, std::span<const BlockHash> ha
 
 void PrefixServices::match(std::string_view model, const PromptBlocks& prompt, std::span<const Candidate> candidates,
                            std::vector<PodId>& pods, std::span<uint32_t> matched,
-                           std::vector<uint32_t>* slot_ahead) const {
+                           std::vector<double>* slot_wait_s) const {
   if (!kv_) {
-    match(model, prompt.hashes, candidates, pods, matched, slot_ahead);
+    match(model, prompt.hashes, candidates, pods, matched, slot_wait_s);
     return;
   }
-  if (slot_ahead) slot_ahead->clear();
+  if (slot_wait_s) slot_wait_s->clear();
   pods.clear();
   pods.reserve(candidates.size());
   for (const Candidate& c : candidates) pods.push_back(c.pod_id);

@@ -59,9 +59,9 @@ struct PromptBlocks {
 struct PromptMatch {
   PromptBlocks prompt;
   std::vector<uint32_t> matched;  // per candidate, blocks of prompt.hashes
-  // Per candidate, the requests ahead of this one in the busy slot its match counts on (slot waits); 0 = none.
-  // Empty when no candidate's match counts on a busy slot.
-  std::vector<uint32_t> slot_ahead;
+  // Per candidate, the expected wait in seconds for the busy slot its match counts on (slot waits: always over 0
+  // then); 0 = none. Empty when no candidate's match counts on a busy slot.
+  std::vector<double> slot_wait_s;
   std::vector<PodId> pods;        // match()'s scratch
   // The share of the prompt candidate `i` is predicted to hold (0..1); 0 for an unusable prompt.
   double fraction(size_t i) const { return prompt.usable ? prompt.fraction(matched[i]) : 0; }
@@ -113,20 +113,20 @@ class PrefixServices {
   // slots hold. KV event mode: what its engine's events say, or what the gateway routed there within the
   // last speculative_ttl (the events of a just-chosen prompt are not in yet), whichever is longer; a pod whose
   // publisher is silent is judged by the gateway's records alone. Thread-safe.
-  // With slot waits on (setSlotWait) and `slot_ahead` (a caller that may wait), a slot engine whose longest prefix
-  // of the prompt sits in a busy slot (more than its idle slots hold, and all the index promises) keeps that match
-  // when the wait for the slot is expected within the limit (slotWaitSeconds). *slot_ahead is emptied first and
-  // stays empty unless a candidate waits; then it has one entry per candidate: the requests ahead of this one in
-  // that slot (the Router queues it there if it picks the pod), else 0. (A fleet without slot engines pays
-  // nothing per candidate.)
+  // With slot waits on (setSlotWait) and `slot_wait_s` (a caller that may wait), a slot engine whose longest
+  // prefix of the prompt sits in a busy slot (more than its idle slots hold, and all the index promises) keeps that
+  // match when the wait for the slot is expected within the limit (slotWaitSeconds). *slot_wait_s is emptied first
+  // and stays empty unless a candidate waits; then it has one entry per candidate: that expected wait (at least
+  // kMinSlotWaitS; the Router queues the request there if it picks the pod), else 0. (A fleet without slot engines
+  // pays nothing per candidate.)
   void match(std::string_view model, std::span<const BlockHash> hashes, std::span<const Candidate> candidates,
              std::vector<PodId>& pods_scratch, std::span<uint32_t> matched_out,
-             std::vector<uint32_t>* slot_ahead = nullptr) const;
+             std::vector<double>* slot_wait_s = nullptr) const;
   // The same for a prompt from hashPrompt: in KV event mode each pod's events are matched with the prompt cut at
   // its engine's block size, its count given in blocks of prompt.block_bytes (rounded down). Thread-safe.
   void match(std::string_view model, const PromptBlocks& prompt, std::span<const Candidate> candidates,
              std::vector<PodId>& pods_scratch, std::span<uint32_t> matched_out,
-             std::vector<uint32_t>* slot_ahead = nullptr) const;
+             std::vector<double>* slot_wait_s = nullptr) const;
 
   // KV event mode: counts the request's blocks for `pod` until the returned hold is destroyed (the relay releases
   // it at the engine's first response bytes: by then the engine has computed the prompt and publishes its
@@ -150,9 +150,12 @@ class PrefixServices {
   // predicted to take another slot while it runs, as the engine makes it.
   // With `turn` as well, the request may be queued for a busy slot that holds more of it than the slot it would
   // take (PodBlockLedger::touchSlots): returns with *queued true, and `turn` is told when its turn comes.
+  // `expected_s`: how long the pod is expected to serve the request (expectedServiceSeconds; -1 = unknown), what
+  // the next requests of its prefix weigh while it holds the slot.
   bool recordRouted(std::string_view model, std::span<const BlockHash> hashes, const discovery::PodState& pod,
                     bool shared = true, std::unique_ptr<PendingRequest>* slot_hold = nullptr,
-                    const std::shared_ptr<index::PodBlockLedger::SlotTurn>& turn = nullptr, bool* queued = nullptr);
+                    const std::shared_ptr<index::PodBlockLedger::SlotTurn>& turn = nullptr, bool* queued = nullptr,
+                    double expected_s = -1);
   // Withdraws the blocks of `hashes` (a prompt recorded by recordRouted) past its first `keep` from `pod`, in the
   // index and in the capacity ledger of a paged engine: the request they were recorded for failed before its engine
   // computed them (routing::Ticket::attemptFailed). `shared`: this gateway's own withdrawal, passed to the record
@@ -190,9 +193,16 @@ class PrefixServices {
   // waits on also a llama.cpp pod known to keep a host prompt cache (tracked for its busy slots only: what its
   // slots drop stays in the index).
   size_t trackedSlots(const discovery::PodState& pod) const;
-  // The expected wait for a slot of `pod` with `ahead` requests busy in it: the one being served is taken to be
-  // half done, each one queued behind it a whole service time (PodSignals::service); 0 before any was measured.
-  static double slotWaitSeconds(const discovery::PodState& pod, uint32_t ahead);
+  // The expected wait for the busy slot of `pod` that `held` describes (PodBlockLedger::slotPrefix): what the
+  // request served there has left (its expected time less how long it has been served, and at least
+  // kServedLongShare of it: one that runs long still has some way to go), then the expected times of those waiting
+  // for it; a time not known is the pod's mean service time (PodSignals::service), 0 before any was measured.
+  static double slotWaitSeconds(const discovery::PodState& pod, const index::PodBlockLedger::SlotPrefixes& held);
+  static constexpr double kServedLongShare = 0.25;
+  static constexpr double kMinSlotWaitS = 0.001;
+  // How long `pod` is expected to serve a request with `uncached_tokens` to prefill: its learned base and prefill
+  // rate (ServiceRates), then its mean decode (PodSignals::decode); -1 until both were measured.
+  static double expectedServiceSeconds(const discovery::PodState& pod, double uncached_tokens);
   // Encoded prompt bytes per engine token, learned per model from the engines' usage (RequestOutcome adds).
   BytesPerToken& bytesPerToken() { return bytes_per_token_; }
   const BytesPerToken& bytesPerToken() const { return bytes_per_token_; }

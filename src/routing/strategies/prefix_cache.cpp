@@ -82,16 +82,8 @@ class PrefixCacheStrategy final : public PrefixStrategy {
     candidateRates(input.candidates, wait_settings_, rates);
     setMatchPercents(input.candidates, m.matched, m.prompt.hashes.size());
     // A match that counts on a busy slot (slot waits) waits for it first.
-    std::span<const double> slot_wait;
-    if (!m.slot_ahead.empty()) {
-      thread_local std::vector<double> waits;
-      waits.resize(n);
-      for (size_t i = 0; i < n; ++i)
-        waits[i] = input.candidates[i].pod ? PrefixServices::slotWaitSeconds(*input.candidates[i].pod, m.slot_ahead[i]) : 0;
-      slot_wait = waits;
-    }
     waitScores(input.candidates, uncached, tokens, rates, wait_settings_.fleet_work_weight, input.explanations,
-               slot_wait);
+               m.slot_wait_s);
     // New work (no pod holds half of it) balances the requests sent over the window when they are skewed; the
     // window loads (under their mutex) are read only for new work.
     input.outcome = {};

@@ -5,6 +5,8 @@
 
 #include <thread>
 
+#include "unit/index/manual_clock.h"
+
 namespace prefixgate::index {
 namespace {
 
@@ -251,6 +253,58 @@ TEST(PodBlockLedgerSlots, AWaitingRequestQueuesForTheBusySlotHoldingItsPrefix) {
   ledger.releaseSlot(PodId{1}, third);  // the one that gave up ends (it ran in another slot): c's turn
   EXPECT_EQ(c->turns, 1);
   EXPECT_EQ(a->turns + b->turns, 2);  // once each
+}
+
+// Ensures the times of a slot's requests: the one served there is timed from when it took the slot (or got its
+// turn), with the time it was expected to take; those waiting are summed when their time is known and counted
+// when not, a waiter that gave up among the unknown (its request still holds the slot's count until it ends).
+TEST(PodBlockLedgerSlots, ASlotKnowsHowLongItsRequestsTake) {
+  testing::ManualClock clock;
+  PodBlockLedger ledger(&clock);
+  std::vector<PodBlockLedger::Evicted> evicted;
+  auto prefixes = [&] { return ledger.slotPrefix(PodId{1}, "m", chain({1, 2, 3, 4}), 2).value(); };
+  uint64_t serving = 0, other = 0, first = 0, second = 0, third = 0;
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3}), 2, evicted, &serving, nullptr, nullptr, 2.0);
+  ledger.touchSlots(PodId{1}, "m", chain({7, 8}), 2, evicted, &other);
+  ledger.releaseSlot(PodId{1}, other);
+  clock.advance(std::chrono::milliseconds(500));
+  PodBlockLedger::SlotPrefixes held = prefixes();
+  EXPECT_EQ(held.ahead, 1u);
+  EXPECT_DOUBLE_EQ(held.serving_s, 0.5);
+  EXPECT_DOUBLE_EQ(held.serving_expected_s, 2.0);
+  EXPECT_DOUBLE_EQ(held.waiting_expected_s, 0);
+  EXPECT_EQ(held.waiting_unknown, 0u);
+  auto a = std::make_shared<CountingTurn>(), b = std::make_shared<CountingTurn>(), c = std::make_shared<CountingTurn>();
+  bool queued = false;
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 4}), 2, evicted, &first, a, &queued, 0.25);
+  ASSERT_TRUE(queued);
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 4}), 2, evicted, &second, b, &queued);  // its time unknown
+  ledger.touchSlots(PodId{1}, "m", chain({1, 2, 3, 4}), 2, evicted, &third, c, &queued, 0.5);
+  held = prefixes();
+  EXPECT_EQ(held.ahead, 4u);
+  EXPECT_DOUBLE_EQ(held.serving_s, 0.5);  // queueing does not restart the served one's time
+  EXPECT_DOUBLE_EQ(held.waiting_expected_s, 0.75);
+  EXPECT_EQ(held.waiting_unknown, 1u);
+  c.reset();  // gave up: unknown now
+  held = prefixes();
+  EXPECT_DOUBLE_EQ(held.waiting_expected_s, 0.25);
+  EXPECT_EQ(held.waiting_unknown, 2u);
+  clock.advance(std::chrono::seconds(1));
+  ledger.releaseSlot(PodId{1}, serving);  // a's turn: served from now, for its 0.25 s
+  ASSERT_EQ(a->turns, 1);
+  held = prefixes();
+  EXPECT_EQ(held.ahead, 3u);
+  EXPECT_DOUBLE_EQ(held.serving_s, 0);
+  EXPECT_DOUBLE_EQ(held.serving_expected_s, 0.25);
+  EXPECT_DOUBLE_EQ(held.waiting_expected_s, 0);
+  EXPECT_EQ(held.waiting_unknown, 2u);
+  clock.advance(std::chrono::milliseconds(100));
+  ledger.releaseSlot(PodId{1}, first);  // b's turn: its time unknown
+  held = prefixes();
+  EXPECT_DOUBLE_EQ(held.serving_expected_s, -1);
+  EXPECT_DOUBLE_EQ(held.serving_s, 0);
+  clock.advance(std::chrono::milliseconds(300));
+  EXPECT_NEAR(prefixes().serving_s, 0.3, 1e-9);
 }
 
 // Ensures a request that may wait takes an idle slot as before when no busy slot holds more of it, and that

@@ -9,6 +9,7 @@
 
 #include "routing/prefix/prefix_services.h"
 #include "unit/core/pod_specs.h"
+#include "unit/index/manual_clock.h"
 
 namespace prefixgate::routing {
 namespace {
@@ -63,8 +64,9 @@ TEST(BytesPerToken, ConcurrentAddsAndReads) {
 
 class CapacityTest : public ::testing::Test {
  protected:
+  index::testing::ManualClock clock_;  // how long a slot's request has been served
   PrefixServices services_{std::make_unique<tokenize::CharacterTokenizer>(), 128, 0,
-                           index::PrefixIndexOptions{100000, std::chrono::minutes(20), 4}};
+                           index::PrefixIndexOptions{100000, std::chrono::minutes(20), 4}, &clock_};
   // A llama.cpp pod that reported 2 slots, and an 8-block prompt of model "m", hashed, with capacity-aware mode on.
   std::shared_ptr<discovery::PodState> slotPod(uint32_t id) {
     discovery::PodSpec spec = testing::podSpec("a", id);
@@ -194,10 +196,11 @@ struct NotedTurn final : index::PodBlockLedger::SlotTurn {
 };
 
 // Ensures slot waits (routing.prefix_cache.slot_wait_ms): a prefix only a busy slot holds is matched when the
-// request may wait for that slot (slot_ahead says how many requests are ahead of it) and the slot is expected to
-// free within the limit (half the pod's measured service time for the one serving); a request recorded with a
-// turn is queued for that slot and told when it frees. Also for a pod with a host prompt cache (its slots tracked
-// for this only); never beyond the limit, and never for a caller that cannot wait.
+// request may wait for that slot (slot_wait_s gives the expected wait) and the slot is expected to free within the
+// limit; a request recorded with a turn is queued for that slot and told when it frees. The wait is what the
+// request served there has left (here its time is unknown: the pod's mean service time, less how long it has been
+// served, at least a quarter of it), then the times of those queued before. Also for a pod with a host prompt
+// cache (its slots tracked for this only); never beyond the limit, and never for a caller that cannot wait.
 TEST_F(CapacityTest, APrefixInABusySlotIsWaitedFor) {
   services_.setSlotWait(std::chrono::milliseconds(2000));
   const PromptBlocks blocks = eightBlocks();
@@ -212,13 +215,15 @@ TEST_F(CapacityTest, APrefixInABusySlotIsWaitedFor) {
     candidates[0].pod = pod.get();
     candidates[0].pod_id = pod->id();
     std::vector<PodId> scratch;
-    std::vector<uint32_t> matched(1), ahead;
-    // The requests ahead of candidate 0 (an empty list: no candidate waits).
-    auto ahead0 = [&] { return ahead.empty() ? 0u : ahead[0]; };
-    services_.match("m", blocks.hashes, candidates, scratch, matched, &ahead);
+    std::vector<uint32_t> matched(1);
+    std::vector<double> waits;
+    // Candidate 0's expected wait (an empty list: no candidate waits).
+    auto wait0 = [&] {
+      services_.match("m", blocks.hashes, candidates, scratch, matched, &waits);
+      return waits.empty() ? 0.0 : waits[0];
+    };
+    EXPECT_DOUBLE_EQ(wait0(), PrefixServices::kMinSlotWaitS);  // no service time measured yet: still a wait
     EXPECT_EQ(matched[0], 8u) << host_cache;
-    EXPECT_EQ(ahead0(), 1u);
-    EXPECT_EQ(PrefixServices::slotWaitSeconds(*pod, 1), 0);  // no service time measured yet
     services_.match("m", blocks.hashes, candidates, scratch, matched);  // a caller that cannot wait
     EXPECT_EQ(matched[0], host_cache ? 8u : 0u);  // (a host-cache pod's match follows routing history, as before)
     // A request recorded with a turn is queued for the busy slot and told when it frees.
@@ -230,19 +235,22 @@ TEST_F(CapacityTest, APrefixInABusySlotIsWaitedFor) {
     EXPECT_FALSE(turn->came);
     busy.reset();
     EXPECT_TRUE(turn->came);
-    // Its pod serves a response in 3 s: the one serving is expected to free in 1.5 s, within the limit; with one
-    // more queued, in 4.5 s: beyond it, so the prefix is not matched (nor waited for).
+    // Its pod serves a response in 3 s: the one now served is expected to free in 3 s, then less as it runs, and at
+    // least in a quarter of that (one that runs long has some way to go still).
     pod->signals().service().add(3.0, 0);
-    EXPECT_DOUBLE_EQ(PrefixServices::slotWaitSeconds(*pod, 1), 1.5);
-    services_.match("m", blocks.hashes, candidates, scratch, matched, &ahead);
-    EXPECT_EQ(ahead0(), 1u);
+    EXPECT_DOUBLE_EQ(wait0(), 0.0);  // 3 s: beyond the 2 s limit, neither waited for nor matched
+    EXPECT_EQ(matched[0], host_cache ? 8u : 0u);
+    clock_.advance(std::chrono::milliseconds(1500));
+    EXPECT_DOUBLE_EQ(wait0(), 1.5);
+    EXPECT_EQ(matched[0], 8u);
+    clock_.advance(std::chrono::seconds(3));
+    EXPECT_DOUBLE_EQ(wait0(), 0.75);
+    // One more queued (its time unknown: 3 s): 3.75 s, beyond the limit.
     auto third_turn = std::make_shared<NotedTurn>();
     std::unique_ptr<PendingRequest> third;
     ASSERT_TRUE(services_.recordRouted("m", blocks.hashes, *pod, true, &third, third_turn, &queued));
     EXPECT_TRUE(queued);
-    EXPECT_DOUBLE_EQ(PrefixServices::slotWaitSeconds(*pod, 2), 4.5);
-    services_.match("m", blocks.hashes, candidates, scratch, matched, &ahead);
-    EXPECT_EQ(ahead0(), 0u);
+    EXPECT_DOUBLE_EQ(wait0(), 0.0);
     EXPECT_EQ(matched[0], host_cache ? 8u : 0u);
   }
   // Off: a host-cache pod's slots are not tracked at all.
@@ -250,6 +258,52 @@ TEST_F(CapacityTest, APrefixInABusySlotIsWaitedFor) {
   auto off = slotPod(3);
   off->engine().voteSlotCache(true);
   EXPECT_EQ(services_.trackedSlots(*off), 0u);
+}
+
+// Ensures a slot's wait follows the times its requests were expected to take when they were recorded: the served
+// one's less how long it has run, then each queued one's own (the time it takes once it has the slot), the next
+// one's counted from its turn; and that a request's expected time is its pod's learned base and prefill rate for
+// its uncached tokens plus its mean decode, unknown (-1) until both were measured.
+TEST_F(CapacityTest, ASlotWaitFollowsItsRequestsExpectedTimes) {
+  services_.setSlotWait(std::chrono::milliseconds(2000));
+  const PromptBlocks blocks = eightBlocks();
+  auto pod = slotPod(4);
+  pod->signals().service().add(5.0, 0);  // the pod's mean: beyond the limit, used for no request here
+  std::vector<Candidate> candidates(1);
+  candidates[0].pod = pod.get();
+  candidates[0].pod_id = pod->id();
+  std::vector<PodId> scratch;
+  std::vector<uint32_t> matched(1);
+  std::vector<double> waits;
+  auto wait0 = [&] {
+    services_.match("m", blocks.hashes, candidates, scratch, matched, &waits);
+    return waits.empty() ? 0.0 : waits[0];
+  };
+  std::unique_ptr<PendingRequest> served, queued_hold;
+  ASSERT_TRUE(services_.recordRouted("m", blocks.hashes, *pod, true, &served, nullptr, nullptr, 1.0));
+  EXPECT_DOUBLE_EQ(wait0(), 1.0);
+  clock_.advance(std::chrono::milliseconds(600));
+  EXPECT_NEAR(wait0(), 0.4, 1e-9);
+  auto turn = std::make_shared<NotedTurn>();
+  bool queued = false;
+  ASSERT_TRUE(services_.recordRouted("m", blocks.hashes, *pod, true, &queued_hold, turn, &queued, 0.5));
+  ASSERT_TRUE(queued);
+  EXPECT_NEAR(wait0(), 0.9, 1e-9);  // 0.4 left, then 0.5
+  served.reset();  // its turn: served from now, for 0.5 s
+  ASSERT_TRUE(turn->came);
+  EXPECT_NEAR(wait0(), 0.5, 1e-9);
+  clock_.advance(std::chrono::milliseconds(200));
+  EXPECT_NEAR(wait0(), 0.3, 1e-9);
+
+  EXPECT_EQ(PrefixServices::expectedServiceSeconds(*pod, 100), -1);  // nothing learned yet
+  pod->signals().decode().add(0.25, 0);
+  EXPECT_EQ(PrefixServices::expectedServiceSeconds(*pod, 100), -1);  // no prefill rate learned yet
+  for (int i = 0; i < 20; ++i) pod->signals().rates().add(100.0 * (i % 5), 0, 0, 0.02 + 0.001 * (i % 5));
+  const ServiceRates::Rates rates = pod->signals().rates().read();
+  ASSERT_GT(rates.samples, 0u);
+  EXPECT_DOUBLE_EQ(PrefixServices::expectedServiceSeconds(*pod, 300),
+                   rates.base_s + 300 * rates.prefill_s_per_token + 0.25);
+  EXPECT_DOUBLE_EQ(PrefixServices::expectedServiceSeconds(*pod, -5), rates.base_s + 0.25);
 }
 
 }  // namespace
