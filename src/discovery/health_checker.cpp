@@ -33,18 +33,32 @@ void HealthChecker::tick() {
   timer_.expires_after(std::chrono::milliseconds(config_.interval_ms));
   timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || stopped_) return;
-    for (const PodPtr& pod : registry_.snapshot()->pods()) check(pod);
+    const auto snapshot = registry_.snapshot();
+    for (const PodPtr& pod : snapshot->pods()) check(pod);
+    // The connections of pods that left are closed (more of them than pods means some left).
+    if (connections_.size() > snapshot->pods().size()) {
+      std::unordered_map<uint32_t, std::shared_ptr<net::KeptConnection>> live;
+      for (const PodPtr& pod : snapshot->pods())
+        if (auto it = connections_.find(pod->id().value); it != connections_.end()) live.insert(*it);
+      connections_.swap(live);
+    }
     tick();
   });
+}
+
+std::shared_ptr<net::KeptConnection> HealthChecker::keptConnection(PodId pod) {
+  std::shared_ptr<net::KeptConnection>& connection = connections_[pod.value];
+  if (!connection) connection = std::make_shared<net::KeptConnection>();
+  return connection;
 }
 
 void HealthChecker::check(PodPtr pod) {
   if (stopped_ || pod->removed() || !checking_.insert(pod->id().value).second) return;
   asio::co_spawn(
       io_,
-      [this, pod]() -> asio::awaitable<void> {
-        auto result = co_await net::httpGet(pod->spec().host, pod->spec().port, "/health",
-                                            std::chrono::milliseconds(config_.timeout_ms), 64 * 1024);
+      [this, pod, connection = keptConnection(pod->id())]() -> asio::awaitable<void> {
+        auto result = co_await connection->get(pod->spec().host, pod->spec().port, "/health",
+                                               std::chrono::milliseconds(config_.timeout_ms), 64 * 1024);
         bool ok = result.status == 200;
         bool was_ready = pod->healthy();
         pod->recordHealth(ok, config_.healthy_threshold, config_.unhealthy_threshold);

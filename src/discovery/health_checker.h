@@ -1,13 +1,20 @@
 #pragma once
 // Active health checks: GET /health on every pod each interval; consecutive results move a pod between ready
-// and not ready (thresholds from the config). Runs on a background io_context; never blocks a request.
+// and not ready (thresholds from the config), on a connection kept alive between checks (net::KeptConnection: a
+// pod that closes it gets a fresh one, and any failure drops it). Runs on a background io_context; never blocks a
+// request.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <memory>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "config/config.h"
 #include "discovery/pod_set.h"
+
+namespace prefixgate::net {
+class KeptConnection;
+}
 
 namespace prefixgate::discovery {
 
@@ -21,11 +28,15 @@ class HealthChecker {
  private:
   void tick();
   void check(PodPtr pod);
+  // The pod's kept-alive connection, made on first use.
+  std::shared_ptr<net::KeptConnection> keptConnection(PodId pod);
   boost::asio::io_context& io_;
   PodRegistry& registry_;
   config::HealthCheckConfig config_;
   boost::asio::steady_timer timer_;
   std::unordered_set<uint32_t> checking_;  // pod ids with a check in flight (io thread only)
+  // Each pod's connection (io thread; a check in flight holds its own reference).
+  std::unordered_map<uint32_t, std::shared_ptr<net::KeptConnection>> connections_;
   bool stopped_ = false;
 };
 

@@ -61,6 +61,13 @@ void MetricsScraper::tick() {
       if (auto it = slots_read_ms_.find(pod->id().value); it != slots_read_ms_.end()) live.insert(*it);
     slots_read_ms_.swap(live);
   }
+  // The connections of pods that left are closed (only ready pods have one: more of them than pods means some left).
+  if (connections_.size() > snapshot->pods().size()) {
+    std::unordered_map<uint32_t, std::shared_ptr<net::KeptConnection>> live;
+    for (const discovery::PodPtr& pod : snapshot->pods())
+      if (auto it = connections_.find(pod->id().value); it != connections_.end()) live.insert(*it);
+    connections_.swap(live);
+  }
   timer_.expires_after(std::chrono::milliseconds(config_.scrape_interval_ms));
   timer_.async_wait([this](boost::system::error_code ec) {
     if (!ec) tick();
@@ -71,9 +78,9 @@ void MetricsScraper::scrape(discovery::PodPtr pod) {
   if (stopped_ || pod->removed() || !scraping_.insert(pod->id().value).second) return;
   asio::co_spawn(
       io_,
-      [this, pod]() -> asio::awaitable<void> {
-        auto result = co_await net::httpGet(pod->spec().host, pod->spec().port, "/metrics",
-                                            std::chrono::milliseconds(config_.scrape_timeout_ms), kMaxMetricsBytes);
+      [this, pod, connection = keptConnection(pod->id())]() -> asio::awaitable<void> {
+        auto result = co_await connection->get(pod->spec().host, pod->spec().port, "/metrics",
+                                               std::chrono::milliseconds(config_.scrape_timeout_ms), kMaxMetricsBytes);
         EngineLoad& load = pod->engine();
         // `engine: auto` reads every page as whatever engine it names (an address may be given another engine).
         const EngineKind kind = pod->spec().engine;
@@ -89,7 +96,7 @@ void MetricsScraper::scrape(discovery::PodPtr pod) {
             }
             snapshot.scraped_at_ms = now_ms_();
             load.publish(snapshot);
-            if (pod->engineKind() == EngineKind::kLlamaCpp) co_await readSlots(pod);
+            if (pod->engineKind() == EngineKind::kLlamaCpp) co_await readSlots(pod, *connection);
           } else {
             reason = ScrapeError::kUnknownSeries;
             why = unknownSeriesMessage(kind, result.body);
@@ -110,14 +117,20 @@ void MetricsScraper::scrape(discovery::PodPtr pod) {
       asio::detached);
 }
 
-asio::awaitable<void> MetricsScraper::readSlots(const discovery::PodPtr& pod) {
+std::shared_ptr<net::KeptConnection> MetricsScraper::keptConnection(PodId pod) {
+  std::shared_ptr<net::KeptConnection>& connection = connections_[pod.value];
+  if (!connection) connection = std::make_shared<net::KeptConnection>();
+  return connection;
+}
+
+asio::awaitable<void> MetricsScraper::readSlots(const discovery::PodPtr& pod, net::KeptConnection& connection) {
   EngineLoad& load = pod->engine();
   const int64_t now = now_ms_();
   auto [last, fresh] = slots_read_ms_.try_emplace(pod->id().value, now);
   if (!fresh && now - last->second < (load.slots() ? kSlotsRefreshMs : kSlotsRetryMs)) co_return;
   last->second = now;
-  auto result = co_await net::httpGet(pod->spec().host, pod->spec().port, "/props",
-                                      std::chrono::milliseconds(config_.scrape_timeout_ms), kMaxPropsBytes);
+  auto result = co_await connection.get(pod->spec().host, pod->spec().port, "/props",
+                                       std::chrono::milliseconds(config_.scrape_timeout_ms), kMaxPropsBytes);
   SlotCapacity capacity;
   std::string why;
   if (result.status != 200) why = result.status ? "/props answered " + std::to_string(result.status) : result.error;

@@ -1,7 +1,7 @@
 #pragma once
 // Engine metrics scraping: every scrape_interval_ms, GET /metrics of every ready pod, read it in the pod's dialect
 // (engine_metrics.h; `engine: auto` recognises it from the page) and publish what it says about load into the pod's
-// EngineLoad. A page without a single series of the dialect is a failed scrape, counted and logged once per
+// EngineLoad, on a connection kept alive between scrapes (net::KeptConnection). A page without a single series of the dialect is a failed scrape, counted and logged once per
 // streak: a pod whose signals cannot be read must never look idle. llama.cpp pods also get GET /props (their
 // slots and context: the KV capacity), every kSlotsRefreshMs. Runs on the control io_context; a request never waits for it, and a slow
 // pod only delays its own next scrape (one scrape in flight per pod, each bounded by scrape_timeout_ms).
@@ -9,11 +9,16 @@
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <boost/asio/awaitable.hpp>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "config/config.h"
 #include "discovery/pod_set.h"
+
+namespace prefixgate::net {
+class KeptConnection;
+}
 
 namespace prefixgate::engine {
 
@@ -30,8 +35,10 @@ class MetricsScraper {
  private:
   void tick();
   void scrape(discovery::PodPtr pod);
+  // The pod's kept-alive connection, made on first use.
+  std::shared_ptr<net::KeptConnection> keptConnection(PodId pod);
   // llama.cpp: the pod's slots and their context from GET /props (its KV capacity), when due.
-  boost::asio::awaitable<void> readSlots(const discovery::PodPtr& pod);
+  boost::asio::awaitable<void> readSlots(const discovery::PodPtr& pod, net::KeptConnection& connection);
   boost::asio::io_context& io_;
   discovery::PodRegistry& registry_;
   config::EngineMetricsConfig config_;
@@ -39,6 +46,8 @@ class MetricsScraper {
   boost::asio::steady_timer timer_;
   std::unordered_set<uint32_t> scraping_;  // pod ids with a scrape in flight (io thread only)
   std::unordered_map<uint32_t, int64_t> slots_read_ms_;  // when each llama.cpp pod's /props was last asked (io thread)
+  // Each pod's connection, kept alive between scrapes (io thread; a scrape in flight holds its own reference).
+  std::unordered_map<uint32_t, std::shared_ptr<net::KeptConnection>> connections_;
   bool stopped_ = false;
 };
 

@@ -1,22 +1,17 @@
 #include "proxy/upstream_pool.h"
 
-#include <sys/socket.h>
-
 #include <algorithm>
-#include <cerrno>
+
+#include "net/http_get.h"
 
 namespace prefixgate::proxy {
 
 namespace {
-// Whether an idle connection can carry a request: nothing to read (the peer neither closed it nor sent anything).
-// A one-byte non-blocking peek: 0 = the engine closed it (FIN), a byte = it sent something unasked (a late or
-// stray answer would be read as the next request's response), an error other than "would block" = reset.
+// Whether an idle connection can carry a request (net::idleSocketOpen: a late or stray answer from the engine would
+// be read as the next request's response).
 bool stillOpen(UpstreamStream& stream) {
   auto& socket = stream.socket();
-  if (!socket.is_open()) return false;
-  char byte;
-  const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  return socket.is_open() && net::idleSocketOpen(socket.native_handle());
 }
 }  // namespace
 
