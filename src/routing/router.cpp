@@ -388,8 +388,8 @@ void Router::recordPrompt(const RouteQuery& query, Decision& d, const Candidate&
   const double expected_s =
       prefix_->trackedSlots(*pick.pod) == 0 || !m.prompt.usable
           ? -1
-          : PrefixServices::expectedServiceSeconds(
-                *pick.pod, static_cast<double>(m.prompt.engine_tokens) * (1 - m.fraction(chosen)));
+          : prefix_->expectedServiceSeconds(*pick.pod, model,
+                                            static_cast<double>(m.prompt.engine_tokens) * (1 - m.fraction(chosen)));
   bool queued = false;
   if (!m.prompt.hashes.empty() &&
       !prefix_->recordRouted(model, m.prompt.hashes, *pick.pod, true, &t.held_until_end_, turn, &queued, expected_s))

@@ -72,6 +72,9 @@ std::optional<PredictionAudit> Ticket::completed(const Completion& c) {
       if (c.prompt_tokens && c.cached_tokens && *c.cached_tokens <= *c.prompt_tokens)
         own = static_cast<double>(*c.prompt_tokens - *c.cached_tokens);
       signals.rates().add(own, facts_.sent.prefill_ahead_tokens, facts_.sent.decoding, c.first_body_seconds);
+      if (prefix_)
+        prefix_->modelRates().add(facts_.model, own, facts_.sent.prefill_ahead_tokens, facts_.sent.decoding,
+                                  c.first_body_seconds);
     }
     // The pod's measured capacity (output tokens/s) counts every token it produced for a successful response.
     if (c.output_tokens > 0) pod.engine().addOutputTokens(c.output_tokens, now);

@@ -175,10 +175,13 @@ double PrefixServices::slotWaitSeconds(const discovery::PodState& pod, const ind
   return left + held.waiting_expected_s + held.waiting_unknown * mean;
 }
 
-double PrefixServices::expectedServiceSeconds(const discovery::PodState& pod, double uncached_tokens) {
-  const ServiceRates::Rates rates = pod.signals().rates().read();
+double PrefixServices::expectedServiceSeconds(const discovery::PodState& pod, std::string_view model,
+                                              double uncached_tokens) const {
   const LatencyEstimate::Sample decode = pod.signals().decode().read();
-  if (rates.samples == 0 || decode.samples == 0) return -1;
+  if (decode.samples == 0) return -1;
+  ServiceRates::Rates rates = pod.signals().rates().read();
+  if (rates.samples < kOwnRatesSamples) rates = model_rates_.read(model);
+  if (rates.samples < kOwnRatesSamples) return -1;
   return rates.base_s + std::max(0.0, uncached_tokens) * rates.prefill_s_per_token + decode.seconds;
 }
 

@@ -16,6 +16,7 @@
 #include "routing/kv/kv_event_index.h"
 #include "openai/request.h"
 #include "routing/prefix/bytes_per_token.h"
+#include "routing/prefix/model_rates.h"
 #include "prefixgate/types.h"
 #include "tokenize/tokenizer.h"
 
@@ -200,9 +201,15 @@ class PrefixServices {
   static double slotWaitSeconds(const discovery::PodState& pod, const index::PodBlockLedger::SlotPrefixes& held);
   static constexpr double kServedLongShare = 0.25;
   static constexpr double kMinSlotWaitS = 0.001;
-  // How long `pod` is expected to serve a request with `uncached_tokens` to prefill: its learned base and prefill
-  // rate (ServiceRates), then its mean decode (PodSignals::decode); -1 until both were measured.
-  static double expectedServiceSeconds(const discovery::PodState& pod, double uncached_tokens);
+  // How long `pod` is expected to serve a request of `model` with `uncached_tokens` to prefill: its learned base
+  // and prefill rate (its own ServiceRates once it answered kOwnRatesSamples streams, else the model's pooled over
+  // its pods), then its mean decode (PodSignals::decode); -1 until both were measured.
+  double expectedServiceSeconds(const discovery::PodState& pod, std::string_view model, double uncached_tokens) const;
+  static constexpr uint64_t kOwnRatesSamples = 8;  // WaitSettings::min_samples' default
+  // Each model's service rates pooled over its pods (the wait scorer's, for pods without enough of their own;
+  // Ticket::completed adds).
+  ModelRates& modelRates() { return model_rates_; }
+  const ModelRates& modelRates() const { return model_rates_; }
   // Encoded prompt bytes per engine token, learned per model from the engines' usage (RequestOutcome adds).
   BytesPerToken& bytesPerToken() { return bytes_per_token_; }
   const BytesPerToken& bytesPerToken() const { return bytes_per_token_; }
@@ -230,6 +237,7 @@ class PrefixServices {
   std::unique_ptr<index::PrefixIndex> index_;
   index::PodBlockLedger ledger_;
   BytesPerToken bytes_per_token_;
+  ModelRates model_rates_;
   RecordSink* sink_ = nullptr;
   bool capacity_aware_ = false;  // PrefixServices::create sets it from the config (default on)
   std::chrono::milliseconds slot_wait_{0};  // create() sets it from the config

@@ -159,7 +159,7 @@ bool balanceNewWork(std::span<Candidate> candidates, double best_cached_fraction
 }
 
 void candidateRates(std::span<const Candidate> candidates, const WaitSettings& settings,
-                    std::span<ServiceRates::Rates> out) {
+                    std::span<ServiceRates::Rates> out, const ModelRates* pooled, std::string_view model) {
   using Rates = ServiceRates::Rates;
   auto learned = [&](const Rates& r) { return r.samples > 0 && r.samples >= settings.min_samples; };
   // The fleet's rates: each rate's median over the pods that learned theirs (one odd pod does not move it).
@@ -182,7 +182,13 @@ void candidateRates(std::span<const Candidate> candidates, const WaitSettings& s
     return v.size() % 2 ? *mid : (*std::max_element(v.begin(), mid) + *mid) / 2;
   };
   Rates fleet = ServiceRates::kDefaults;
-  if (!base.empty()) fleet = {median(base), median(prefill), median(queue), median(decode), 0};
+  if (!base.empty()) {
+    fleet = {median(base), median(prefill), median(queue), median(decode), 0};
+  } else if (pooled) {
+    const Rates model_rates = pooled->read(model);
+    if (learned(model_rates)) fleet = {model_rates.base_s, model_rates.prefill_s_per_token, model_rates.queue_s_per_token,
+                                       model_rates.decode_s_per_request, 0};
+  }
   // A pod keeps its own rates only when it is measurably faster or slower than the fleet: its predicted time to
   // first token for a reference request beyond speed_tolerance of the fleet's.
   auto reference = [](const Rates& r) { return r.base_s + kWaitReferenceTokens * r.prefill_s_per_token; };

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "config/config.h"
+#include "routing/prefix/model_rates.h"
 #include "routing/service_rates.h"
 #include "prefixgate/strategy.h"
 
@@ -90,7 +91,8 @@ std::string_view prebleScores(std::span<Candidate> candidates, std::span<const d
 struct WaitSettings {
   static constexpr std::string_view kStrategyName = "prefix-cache-wait";  // whose settings these are
   // Responses a pod must have answered before its own rates count; until then it is scored with the fleet's rates
-  // (each rate's median over the candidates that have that many), or with ServiceRates::kDefaults when none has.
+  // (each rate's median over the candidates that have that many), or when none has, the model's rates pooled over
+  // its pods (ModelRates) once they have that many, else ServiceRates::kDefaults.
   uint32_t min_samples = 8;
   // Pods are scored with the fleet's rates unless a pod's own predict a time to first token for a reference request
   // (kWaitReferenceTokens uncached tokens) more than this fraction away from the fleet's (slower than 1 + x times,
@@ -110,9 +112,12 @@ inline constexpr double kWaitReferenceTokens = 1000;
 // The wait scorer's explanation (/debug/route: each pod's "wait"), its numbers in this order.
 inline constexpr ExplanationKeys kWaitExplanation{
     "wait", {"total_ms", "base_ms", "prefill_ms", "queue_ms", "decode_ms", "fleet_work_ms"}, 6};
-// Each candidate's rates (candidates[i].pod's, with the fleet's as above) into `out`.
+// Each candidate's rates (candidates[i].pod's, with the fleet's as above) into `out`. With `pooled`, a fleet
+// where no candidate has min_samples of its own takes `model`'s rates pooled over its pods once they have that many
+// (before kDefaults).
 void candidateRates(std::span<const Candidate> candidates, const WaitSettings& settings,
-                    std::span<ServiceRates::Rates> out);
+                    std::span<ServiceRates::Rates> out, const ModelRates* pooled = nullptr,
+                    std::string_view model = {});
 // The wait scorer's balance of new work: a request whose best candidate holds less than half of it is mostly new
 // work, and where it goes its follow-ups will follow (they extend it, and stay with their cache): when the
 // candidates' window loads (requests sent over the window) are skewed (max > ratio x min), only the least loaded

@@ -79,7 +79,7 @@ class PrefixCacheStrategy final : public PrefixStrategy {
                         : static_cast<double>(estimatedPromptTokens(
                               input.request, services_.bytesPerToken().ratio(input.request.model)));
     for (size_t i = 0; i < n; ++i) uncached[i] = tokens * (1 - m.fraction(i));
-    candidateRates(input.candidates, wait_settings_, rates);
+    candidateRates(input.candidates, wait_settings_, rates, &services_.modelRates(), input.request.model);
     setMatchPercents(input.candidates, m.matched, m.prompt.hashes.size());
     // A match that counts on a busy slot (slot waits) waits for it first.
     waitScores(input.candidates, uncached, tokens, rates, wait_settings_.fleet_work_weight, input.explanations,

@@ -211,6 +211,38 @@ TEST(WaitScores, FewSamplesBorrowTheFleetsRates) {
   EXPECT_DOUBLE_EQ(out[2].base_s, (out[0].base_s + out[1].base_s) / 2);  // the median of two
 }
 
+// Ensures a fleet where no pod has min_samples streams of its own is scored with the model's rates pooled over its
+// pods once the pool has that many (not with kDefaults, an H100's, against which a slow engine's cold prefill looks
+// nearly free), per model; and that once a pod has its own the fleet's median of those wins over the pool.
+TEST(WaitScores, AFleetWithoutItsOwnRatesTakesTheModelsPooledOnes) {
+  discovery::PodRegistry pods;
+  pods.update({testing::podSpec("a", 1), testing::podSpec("b", 2)});
+  auto a = pods.snapshot()->find("a"), b = pods.snapshot()->find("b");
+  std::vector<Candidate> cs(2);
+  cs[0].pod = a.get();
+  cs[1].pod = b.get();
+  std::vector<ServiceRates::Rates> out(2);
+  WaitSettings settings;
+  ModelRates pooled;
+  // Four streams each on two pods: 3,000 prefill tokens/s (a CPU engine), as their pool learns it.
+  for (int i = 0; i < 4; ++i)
+    for (auto& pod : {a, b}) {
+      const double own = 500 + 300 * i;
+      pod->signals().rates().add(own, 0, 0, 0.05 + own / 3000);
+      pooled.add("m", own, 0, 0, 0.05 + own / 3000);
+    }
+  candidateRates(cs, settings, out, &pooled, "other");  // another model's: nothing pooled
+  EXPECT_DOUBLE_EQ(out[0].prefill_s_per_token, ServiceRates::kDefaults.prefill_s_per_token);
+  candidateRates(cs, settings, out, &pooled, "m");
+  for (const auto& r : out) EXPECT_NEAR(1 / r.prefill_s_per_token, 3000, 1500);  // (a weak prior: 8 streams)
+  EXPECT_EQ(out[0].samples, 0u);  // the fleet's
+  // Pod a reaches min_samples at twice the speed: the fleet's median (a's alone) now, not the pool.
+  for (int i = 0; i < 8; ++i) a->signals().rates().add(500 + 300 * i, 0, 0, 0.05 + (500 + 300 * i) / 6000.0);
+  candidateRates(cs, settings, out, &pooled, "m");
+  EXPECT_DOUBLE_EQ(out[1].prefill_s_per_token, out[0].prefill_s_per_token);
+  EXPECT_GT(1 / out[1].prefill_s_per_token, 4000);
+}
+
 // Ensures pods whose learned speeds differ by less than speed_tolerance are scored alike (the fleet's median
 // rates: their difference is noise; the slow pod does not drag that median), and a pod beyond it keeps its own.
 TEST(WaitScores, PodsWithinTheToleranceShareTheFleetsRates) {

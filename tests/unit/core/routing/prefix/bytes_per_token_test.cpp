@@ -263,7 +263,8 @@ TEST_F(CapacityTest, APrefixInABusySlotIsWaitedFor) {
 // Ensures a slot's wait follows the times its requests were expected to take when they were recorded: the served
 // one's less how long it has run, then each queued one's own (the time it takes once it has the slot), the next
 // one's counted from its turn; and that a request's expected time is its pod's learned base and prefill rate for
-// its uncached tokens plus its mean decode, unknown (-1) until both were measured.
+// its uncached tokens plus its mean decode (the model's rates pooled over its pods for a pod with too few streams
+// of its own), unknown (-1) until both were measured.
 TEST_F(CapacityTest, ASlotWaitFollowsItsRequestsExpectedTimes) {
   services_.setSlotWait(std::chrono::milliseconds(2000));
   const PromptBlocks blocks = eightBlocks();
@@ -295,15 +296,29 @@ TEST_F(CapacityTest, ASlotWaitFollowsItsRequestsExpectedTimes) {
   clock_.advance(std::chrono::milliseconds(200));
   EXPECT_NEAR(wait0(), 0.3, 1e-9);
 
-  EXPECT_EQ(PrefixServices::expectedServiceSeconds(*pod, 100), -1);  // nothing learned yet
+  EXPECT_EQ(services_.expectedServiceSeconds(*pod, "m", 100), -1);  // nothing learned yet
   pod->signals().decode().add(0.25, 0);
-  EXPECT_EQ(PrefixServices::expectedServiceSeconds(*pod, 100), -1);  // no prefill rate learned yet
+  EXPECT_EQ(services_.expectedServiceSeconds(*pod, "m", 100), -1);  // no prefill rate learned yet
   for (int i = 0; i < 20; ++i) pod->signals().rates().add(100.0 * (i % 5), 0, 0, 0.02 + 0.001 * (i % 5));
   const ServiceRates::Rates rates = pod->signals().rates().read();
-  ASSERT_GT(rates.samples, 0u);
-  EXPECT_DOUBLE_EQ(PrefixServices::expectedServiceSeconds(*pod, 300),
+  ASSERT_GE(rates.samples, PrefixServices::kOwnRatesSamples);
+  EXPECT_DOUBLE_EQ(services_.expectedServiceSeconds(*pod, "m", 300),
                    rates.base_s + 300 * rates.prefill_s_per_token + 0.25);
-  EXPECT_DOUBLE_EQ(PrefixServices::expectedServiceSeconds(*pod, -5), rates.base_s + 0.25);
+  EXPECT_DOUBLE_EQ(services_.expectedServiceSeconds(*pod, "m", -5), rates.base_s + 0.25);
+  // A pod with fewer streams of its own takes the model's rates pooled over its pods, once they have as many.
+  auto fresh = slotPod(5);
+  fresh->signals().decode().add(0.5, 0);
+  for (int i = 0; i < 3; ++i) fresh->signals().rates().add(1000, 0, 0, 9.0);  // its own: too few to count
+  for (uint64_t i = 0; i + 1 < PrefixServices::kOwnRatesSamples; ++i)
+    services_.modelRates().add("m", 1000.0 * (i % 3), 0, 0, 0.1 + 0.4 * (i % 3));
+  EXPECT_EQ(services_.expectedServiceSeconds(*fresh, "m", 1000), -1);  // the pool is one stream short
+  services_.modelRates().add("m", 2000, 0, 0, 0.9);
+  const ServiceRates::Rates pooled = services_.modelRates().read("m");
+  EXPECT_EQ(pooled.samples, PrefixServices::kOwnRatesSamples);
+  EXPECT_GT(pooled.prefill_s_per_token, 1e-4);  // ~0.4 ms a token, not kDefaults' 0.04
+  EXPECT_DOUBLE_EQ(services_.expectedServiceSeconds(*fresh, "m", 1000),
+                   pooled.base_s + 1000 * pooled.prefill_s_per_token + 0.5);
+  EXPECT_EQ(services_.modelRates().read("other").samples, 0u);  // per model
 }
 
 }  // namespace
