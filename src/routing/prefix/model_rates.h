@@ -17,6 +17,11 @@ namespace prefixgate::routing {
 
 class ModelRates {
  public:
+  // The pool counts once it has this many streams (not WaitSettings::min_samples: a pod's own rates wait for
+  // eight to keep one pod's noise from moving requests; the pool stands in only for the fleet's first responses,
+  // and ServiceRates' prior keeps a fit of three sane).
+  static constexpr uint64_t kMinSamples = 3;
+
   ModelRates();
   ~ModelRates();
 

@@ -180,8 +180,10 @@ double PrefixServices::expectedServiceSeconds(const discovery::PodState& pod, st
   const LatencyEstimate::Sample decode = pod.signals().decode().read();
   if (decode.samples == 0) return -1;
   ServiceRates::Rates rates = pod.signals().rates().read();
-  if (rates.samples < kOwnRatesSamples) rates = model_rates_.read(model);
-  if (rates.samples < kOwnRatesSamples) return -1;
+  if (rates.samples < kOwnRatesSamples) {
+    rates = model_rates_.read(model);
+    if (rates.samples < ModelRates::kMinSamples) return -1;
+  }
   return rates.base_s + std::max(0.0, uncached_tokens) * rates.prefill_s_per_token + decode.seconds;
 }
 

@@ -203,7 +203,8 @@ class PrefixServices {
   static constexpr double kMinSlotWaitS = 0.001;
   // How long `pod` is expected to serve a request of `model` with `uncached_tokens` to prefill: its learned base
   // and prefill rate (its own ServiceRates once it answered kOwnRatesSamples streams, else the model's pooled over
-  // its pods), then its mean decode (PodSignals::decode); -1 until both were measured.
+  // its pods once the pool has ModelRates::kMinSamples), then its mean decode (PodSignals::decode); -1 until both
+  // were measured.
   double expectedServiceSeconds(const discovery::PodState& pod, std::string_view model, double uncached_tokens) const;
   static constexpr uint64_t kOwnRatesSamples = 8;  // WaitSettings::min_samples' default
   // Each model's service rates pooled over its pods (the wait scorer's, for pods without enough of their own;

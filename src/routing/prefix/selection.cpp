@@ -186,7 +186,7 @@ void candidateRates(std::span<const Candidate> candidates, const WaitSettings& s
     fleet = {median(base), median(prefill), median(queue), median(decode), 0};
   } else if (pooled) {
     const Rates model_rates = pooled->read(model);
-    if (learned(model_rates)) fleet = {model_rates.base_s, model_rates.prefill_s_per_token, model_rates.queue_s_per_token,
+    if (model_rates.samples >= ModelRates::kMinSamples) fleet = {model_rates.base_s, model_rates.prefill_s_per_token, model_rates.queue_s_per_token,
                                        model_rates.decode_s_per_request, 0};
   }
   // A pod keeps its own rates only when it is measurably faster or slower than the fleet: its predicted time to

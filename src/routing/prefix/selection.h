@@ -92,7 +92,7 @@ struct WaitSettings {
   static constexpr std::string_view kStrategyName = "prefix-cache-wait";  // whose settings these are
   // Responses a pod must have answered before its own rates count; until then it is scored with the fleet's rates
   // (each rate's median over the candidates that have that many), or when none has, the model's rates pooled over
-  // its pods (ModelRates) once they have that many, else ServiceRates::kDefaults.
+  // its pods (ModelRates) once the pool has ModelRates::kMinSamples, else ServiceRates::kDefaults.
   uint32_t min_samples = 8;
   // Pods are scored with the fleet's rates unless a pod's own predict a time to first token for a reference request
   // (kWaitReferenceTokens uncached tokens) more than this fraction away from the fleet's (slower than 1 + x times,
@@ -113,8 +113,8 @@ inline constexpr double kWaitReferenceTokens = 1000;
 inline constexpr ExplanationKeys kWaitExplanation{
     "wait", {"total_ms", "base_ms", "prefill_ms", "queue_ms", "decode_ms", "fleet_work_ms"}, 6};
 // Each candidate's rates (candidates[i].pod's, with the fleet's as above) into `out`. With `pooled`, a fleet
-// where no candidate has min_samples of its own takes `model`'s rates pooled over its pods once they have that many
-// (before kDefaults).
+// where no candidate has min_samples of its own takes `model`'s rates pooled over its pods once the pool has
+// ModelRates::kMinSamples (before kDefaults).
 void candidateRates(std::span<const Candidate> candidates, const WaitSettings& settings,
                     std::span<ServiceRates::Rates> out, const ModelRates* pooled = nullptr,
                     std::string_view model = {});

@@ -225,12 +225,17 @@ TEST(WaitScores, AFleetWithoutItsOwnRatesTakesTheModelsPooledOnes) {
   WaitSettings settings;
   ModelRates pooled;
   // Four streams each on two pods: 3,000 prefill tokens/s (a CPU engine), as their pool learns it.
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 4; ++i) {
     for (auto& pod : {a, b}) {
       const double own = 500 + 300 * i;
       pod->signals().rates().add(own, 0, 0, 0.05 + own / 3000);
       pooled.add("m", own, 0, 0, 0.05 + own / 3000);
     }
+    if (i == 0) {  // two streams pooled: too few yet
+      candidateRates(cs, settings, out, &pooled, "m");
+      EXPECT_DOUBLE_EQ(out[0].prefill_s_per_token, ServiceRates::kDefaults.prefill_s_per_token);
+    }
+  }
   candidateRates(cs, settings, out, &pooled, "other");  // another model's: nothing pooled
   EXPECT_DOUBLE_EQ(out[0].prefill_s_per_token, ServiceRates::kDefaults.prefill_s_per_token);
   candidateRates(cs, settings, out, &pooled, "m");

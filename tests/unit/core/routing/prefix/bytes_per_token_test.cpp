@@ -309,12 +309,12 @@ TEST_F(CapacityTest, ASlotWaitFollowsItsRequestsExpectedTimes) {
   auto fresh = slotPod(5);
   fresh->signals().decode().add(0.5, 0);
   for (int i = 0; i < 3; ++i) fresh->signals().rates().add(1000, 0, 0, 9.0);  // its own: too few to count
-  for (uint64_t i = 0; i + 1 < PrefixServices::kOwnRatesSamples; ++i)
-    services_.modelRates().add("m", 1000.0 * (i % 3), 0, 0, 0.1 + 0.4 * (i % 3));
+  for (uint64_t i = 0; i + 1 < ModelRates::kMinSamples; ++i)
+    services_.modelRates().add("m", 500.0 + 1000.0 * i, 0, 0, 0.1 + 0.4 * i);
   EXPECT_EQ(services_.expectedServiceSeconds(*fresh, "m", 1000), -1);  // the pool is one stream short
-  services_.modelRates().add("m", 2000, 0, 0, 0.9);
+  services_.modelRates().add("m", 3000, 0, 0, 1.3);
   const ServiceRates::Rates pooled = services_.modelRates().read("m");
-  EXPECT_EQ(pooled.samples, PrefixServices::kOwnRatesSamples);
+  EXPECT_EQ(pooled.samples, ModelRates::kMinSamples);
   EXPECT_GT(pooled.prefill_s_per_token, 1e-4);  // ~0.4 ms a token, not kDefaults' 0.04
   EXPECT_DOUBLE_EQ(services_.expectedServiceSeconds(*fresh, "m", 1000),
                    pooled.base_s + 1000 * pooled.prefill_s_per_token + 0.5);
