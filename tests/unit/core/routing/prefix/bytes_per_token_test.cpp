@@ -75,6 +75,18 @@ class CapacityTest : public ::testing::Test {
     pod->engine().publishSlots(2, 4096);
     return pod;
   }
+  // `pod`'s expected slot wait for `blocks` as the only candidate of a request that may wait (`may_wait`), 0 when
+  // its match counts on no busy slot; its match into matched[0].
+  double slotWait(discovery::PodState& pod, const PromptBlocks& blocks, std::vector<uint32_t>& matched,
+                  bool may_wait = true) {
+    std::vector<Candidate> candidates(1);
+    candidates[0].pod = &pod;
+    candidates[0].pod_id = pod.id();
+    std::vector<PodId> scratch;
+    std::vector<double> waits;
+    services_.match("m", blocks.hashes, candidates, scratch, matched, may_wait ? &waits : nullptr);
+    return waits.empty() ? 0.0 : waits[0];
+  }
   PromptBlocks eightBlocks() {
     services_.setCapacityAware(true);  // the default (routing.prefix_cache.capacity_aware)
     openai::RequestView request;
@@ -211,20 +223,11 @@ TEST_F(CapacityTest, APrefixInABusySlotIsWaitedFor) {
     EXPECT_EQ(services_.trackedSlots(*pod), 2u);
     std::unique_ptr<PendingRequest> busy;
     ASSERT_TRUE(services_.recordRouted("m", blocks.hashes, *pod, true, &busy));
-    std::vector<Candidate> candidates(1);
-    candidates[0].pod = pod.get();
-    candidates[0].pod_id = pod->id();
-    std::vector<PodId> scratch;
     std::vector<uint32_t> matched(1);
-    std::vector<double> waits;
-    // Candidate 0's expected wait (an empty list: no candidate waits).
-    auto wait0 = [&] {
-      services_.match("m", blocks.hashes, candidates, scratch, matched, &waits);
-      return waits.empty() ? 0.0 : waits[0];
-    };
+    auto wait0 = [&] { return slotWait(*pod, blocks, matched); };
     EXPECT_DOUBLE_EQ(wait0(), PrefixServices::kMinSlotWaitS);  // no service time measured yet: still a wait
     EXPECT_EQ(matched[0], 8u) << host_cache;
-    services_.match("m", blocks.hashes, candidates, scratch, matched);  // a caller that cannot wait
+    slotWait(*pod, blocks, matched, false);  // a caller that cannot wait
     EXPECT_EQ(matched[0], host_cache ? 8u : 0u);  // (a host-cache pod's match follows routing history, as before)
     // A request recorded with a turn is queued for the busy slot and told when it frees.
     auto turn = std::make_shared<NotedTurn>();
@@ -270,16 +273,8 @@ TEST_F(CapacityTest, ASlotWaitFollowsItsRequestsExpectedTimes) {
   const PromptBlocks blocks = eightBlocks();
   auto pod = slotPod(4);
   pod->signals().service().add(5.0, 0);  // the pod's mean: beyond the limit, used for no request here
-  std::vector<Candidate> candidates(1);
-  candidates[0].pod = pod.get();
-  candidates[0].pod_id = pod->id();
-  std::vector<PodId> scratch;
   std::vector<uint32_t> matched(1);
-  std::vector<double> waits;
-  auto wait0 = [&] {
-    services_.match("m", blocks.hashes, candidates, scratch, matched, &waits);
-    return waits.empty() ? 0.0 : waits[0];
-  };
+  auto wait0 = [&] { return slotWait(*pod, blocks, matched); };
   std::unique_ptr<PendingRequest> served, queued_hold;
   ASSERT_TRUE(services_.recordRouted("m", blocks.hashes, *pod, true, &served, nullptr, nullptr, 1.0));
   EXPECT_DOUBLE_EQ(wait0(), 1.0);
