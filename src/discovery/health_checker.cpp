@@ -15,6 +15,8 @@ HealthChecker::HealthChecker(asio::io_context& io, PodRegistry& registry, config
 
 void HealthChecker::start() {
   registry_.onAdded([this](const PodPtr& pod) { asio::post(io_, [this, pod] { check(pod); }); });
+  // A pod that leaves has its connection closed.
+  registry_.onRemoved([this](PodId pod) { asio::post(io_, [this, pod] { connections_.forget(pod.value); }); });
   asio::post(io_, [this] {
     for (const PodPtr& pod : registry_.snapshot()->pods()) check(pod);
     tick();
@@ -33,30 +35,16 @@ void HealthChecker::tick() {
   timer_.expires_after(std::chrono::milliseconds(config_.interval_ms));
   timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || stopped_) return;
-    const auto snapshot = registry_.snapshot();
-    for (const PodPtr& pod : snapshot->pods()) check(pod);
-    // The connections of pods that left are closed (more of them than pods means some left).
-    if (connections_.size() > snapshot->pods().size()) {
-      std::unordered_map<uint32_t, std::shared_ptr<net::KeptConnection>> live;
-      for (const PodPtr& pod : snapshot->pods())
-        if (auto it = connections_.find(pod->id().value); it != connections_.end()) live.insert(*it);
-      connections_.swap(live);
-    }
+    for (const PodPtr& pod : registry_.snapshot()->pods()) check(pod);
     tick();
   });
-}
-
-std::shared_ptr<net::KeptConnection> HealthChecker::keptConnection(PodId pod) {
-  std::shared_ptr<net::KeptConnection>& connection = connections_[pod.value];
-  if (!connection) connection = std::make_shared<net::KeptConnection>();
-  return connection;
 }
 
 void HealthChecker::check(PodPtr pod) {
   if (stopped_ || pod->removed() || !checking_.insert(pod->id().value).second) return;
   asio::co_spawn(
       io_,
-      [this, pod, connection = keptConnection(pod->id())]() -> asio::awaitable<void> {
+      [this, pod, connection = connections_.of(pod->id().value)]() -> asio::awaitable<void> {
         auto result = co_await connection->get(pod->spec().host, pod->spec().port, "/health",
                                                std::chrono::milliseconds(config_.timeout_ms), 64 * 1024);
         bool ok = result.status == 200;

@@ -10,11 +10,8 @@
 #include <unordered_set>
 
 #include "config/config.h"
+#include "net/http_get.h"
 #include "discovery/pod_set.h"
-
-namespace prefixgate::net {
-class KeptConnection;
-}
 
 namespace prefixgate::discovery {
 
@@ -28,15 +25,12 @@ class HealthChecker {
  private:
   void tick();
   void check(PodPtr pod);
-  // The pod's kept-alive connection, made on first use.
-  std::shared_ptr<net::KeptConnection> keptConnection(PodId pod);
   boost::asio::io_context& io_;
   PodRegistry& registry_;
   config::HealthCheckConfig config_;
   boost::asio::steady_timer timer_;
   std::unordered_set<uint32_t> checking_;  // pod ids with a check in flight (io thread only)
-  // Each pod's connection (io thread; a check in flight holds its own reference).
-  std::unordered_map<uint32_t, std::shared_ptr<net::KeptConnection>> connections_;
+  net::KeptConnections connections_;  // each pod's, kept alive between rounds (io thread); a round holds its own
   bool stopped_ = false;
 };
 

@@ -38,6 +38,8 @@ MetricsScraper::MetricsScraper(asio::io_context& io, discovery::PodRegistry& reg
     : io_(io), registry_(registry), config_(config), now_ms_(std::move(now_ms)), timer_(io) {}
 
 void MetricsScraper::start() {
+  // A pod that leaves has its connection closed.
+  registry_.onRemoved([this](PodId pod) { asio::post(io_, [this, pod] { connections_.forget(pod.value); }); });
   asio::post(io_, [this] { tick(); });
 }
 
@@ -61,13 +63,6 @@ void MetricsScraper::tick() {
       if (auto it = slots_read_ms_.find(pod->id().value); it != slots_read_ms_.end()) live.insert(*it);
     slots_read_ms_.swap(live);
   }
-  // The connections of pods that left are closed (only ready pods have one: more of them than pods means some left).
-  if (connections_.size() > snapshot->pods().size()) {
-    std::unordered_map<uint32_t, std::shared_ptr<net::KeptConnection>> live;
-    for (const discovery::PodPtr& pod : snapshot->pods())
-      if (auto it = connections_.find(pod->id().value); it != connections_.end()) live.insert(*it);
-    connections_.swap(live);
-  }
   timer_.expires_after(std::chrono::milliseconds(config_.scrape_interval_ms));
   timer_.async_wait([this](boost::system::error_code ec) {
     if (!ec) tick();
@@ -78,7 +73,7 @@ void MetricsScraper::scrape(discovery::PodPtr pod) {
   if (stopped_ || pod->removed() || !scraping_.insert(pod->id().value).second) return;
   asio::co_spawn(
       io_,
-      [this, pod, connection = keptConnection(pod->id())]() -> asio::awaitable<void> {
+      [this, pod, connection = connections_.of(pod->id().value)]() -> asio::awaitable<void> {
         auto result = co_await connection->get(pod->spec().host, pod->spec().port, "/metrics",
                                                std::chrono::milliseconds(config_.scrape_timeout_ms), kMaxMetricsBytes);
         EngineLoad& load = pod->engine();
@@ -115,12 +110,6 @@ void MetricsScraper::scrape(discovery::PodPtr pod) {
         scraping_.erase(pod->id().value);
       },
       asio::detached);
-}
-
-std::shared_ptr<net::KeptConnection> MetricsScraper::keptConnection(PodId pod) {
-  std::shared_ptr<net::KeptConnection>& connection = connections_[pod.value];
-  if (!connection) connection = std::make_shared<net::KeptConnection>();
-  return connection;
 }
 
 asio::awaitable<void> MetricsScraper::readSlots(const discovery::PodPtr& pod, net::KeptConnection& connection) {

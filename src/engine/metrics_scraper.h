@@ -14,11 +14,8 @@
 #include <unordered_set>
 
 #include "config/config.h"
+#include "net/http_get.h"
 #include "discovery/pod_set.h"
-
-namespace prefixgate::net {
-class KeptConnection;
-}
 
 namespace prefixgate::engine {
 
@@ -35,8 +32,6 @@ class MetricsScraper {
  private:
   void tick();
   void scrape(discovery::PodPtr pod);
-  // The pod's kept-alive connection, made on first use.
-  std::shared_ptr<net::KeptConnection> keptConnection(PodId pod);
   // llama.cpp: the pod's slots and their context from GET /props (its KV capacity), when due.
   boost::asio::awaitable<void> readSlots(const discovery::PodPtr& pod, net::KeptConnection& connection);
   boost::asio::io_context& io_;
@@ -46,8 +41,7 @@ class MetricsScraper {
   boost::asio::steady_timer timer_;
   std::unordered_set<uint32_t> scraping_;  // pod ids with a scrape in flight (io thread only)
   std::unordered_map<uint32_t, int64_t> slots_read_ms_;  // when each llama.cpp pod's /props was last asked (io thread)
-  // Each pod's connection, kept alive between scrapes (io thread; a scrape in flight holds its own reference).
-  std::unordered_map<uint32_t, std::shared_ptr<net::KeptConnection>> connections_;
+  net::KeptConnections connections_;  // each pod's, kept alive between rounds (io thread); a round holds its own
   bool stopped_ = false;
 };
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace prefixgate::net {
 
@@ -58,6 +59,22 @@ class KeptConnection {
   std::unique_ptr<State> state_;
   uint64_t connects_ = 0;
   uint64_t reuses_ = 0;
+};
+
+// Per pod (by id), a background task's KeptConnection, made on first use. Not thread-safe: the task's io thread.
+class KeptConnections {
+ public:
+  std::shared_ptr<KeptConnection> of(uint32_t pod) {
+    std::shared_ptr<KeptConnection>& connection = by_pod_[pod];
+    if (!connection) connection = std::make_shared<KeptConnection>();
+    return connection;
+  }
+  // The pod left: its connection closes (at once, or when an exchange in flight that holds it ends).
+  void forget(uint32_t pod) { by_pod_.erase(pod); }
+  size_t size() const { return by_pod_.size(); }
+
+ private:
+  std::unordered_map<uint32_t, std::shared_ptr<KeptConnection>> by_pod_;
 };
 
 }  // namespace prefixgate::net

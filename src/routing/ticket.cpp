@@ -71,8 +71,11 @@ std::optional<PredictionAudit> Ticket::completed(const Completion& c) {
       double own = facts_.sent.own_tokens;
       if (c.prompt_tokens && c.cached_tokens && *c.cached_tokens <= *c.prompt_tokens)
         own = static_cast<double>(*c.prompt_tokens - *c.cached_tokens);
+      // The model's pooled rates stand in for pods without enough of their own: only those pods' streams feed it,
+      // so a fleet that has learned takes no per-model lock per response.
+      const bool learning = signals.rates().read().samples < PrefixServices::kOwnRatesSamples;
       signals.rates().add(own, facts_.sent.prefill_ahead_tokens, facts_.sent.decoding, c.first_body_seconds);
-      if (prefix_)
+      if (prefix_ && learning)
         prefix_->modelRates().add(facts_.model, own, facts_.sent.prefill_ahead_tokens, facts_.sent.decoding,
                                   c.first_body_seconds);
     }

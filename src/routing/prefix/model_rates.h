@@ -25,7 +25,8 @@ class ModelRates {
   ModelRates();
   ~ModelRates();
 
-  // One stream of `model` (ServiceRates::add's arguments). Thread-safe.
+  // One stream of `model` (ServiceRates::add's arguments), from a pod still learning its own rates
+  // (Ticket::completed feeds only those). Thread-safe.
   void add(std::string_view model, double own_tokens, double queued_tokens, double decoding_requests, double ttft_s);
   // The model's pooled rates; ServiceRates::kDefaults (samples 0) before any of its streams. Lock-free.
   ServiceRates::Rates read(std::string_view model) const;
