@@ -3,7 +3,8 @@ as prefixgate-engine-sim flags (real.py runs both fleets; docs/benchmarks.md, "R
 
 The probe (`probe`, I/O) sends requests straight to ONE llama-server started alone (`-t 1 --parallel 2`, nothing
 else of the benchmark running), and reads llama-server's own `timings` of each answer and the client's TTFT:
-- prefill: fresh prompts of 150 to 3,000 tokens (cold), and a cached ~1,500-token prefix with 16 to 400 new tokens;
+- prefill: fresh prompts of 150 to 3,000 tokens (cold), and a cached ~1,500-token prefix with 16 to 400 new tokens
+  (after one unmeasured request on the prefix: the first reuse of a slot's cold prefill is cheaper than the rest);
 - decode: 64 tokens after a short and after a ~3,000-token prompt (one sequence), and two sequences at once (the
   two slots decoding together);
 - the client overhead: TTFT minus prompt_ms (HTTP, chat template, tokenization, the first sampling);
@@ -169,6 +170,25 @@ def sim_flags(cal, params, block_size=4, prompt_tokens=None):
             "--max-model-len", str(max(1, round(params.ctx / params.parallel / r)) + 64)]
 
 
+def fit_contention(prefill_ms_by_busy):
+    """{k: [prompt_ms of a cold prompt while k pods prefilled at once]} -> the slowdown table [1.0, s2, ..., sN]:
+    the median at k over the median alone, never below the previous entry (a busier machine is not faster; a
+    ratio under 1 is noise). The simulator's --shared-cpu-slowdown."""
+    alone = statistics.median(prefill_ms_by_busy[1])
+    table = [1.0]
+    for k in sorted(prefill_ms_by_busy):
+        if k > 1:
+            table.append(max(table[-1], statistics.median(prefill_ms_by_busy[k]) / alone))
+    return table
+
+
+def shared_cpu_flags(cal):
+    """The flags that add the measured contention to a simulated fleet (each pod also needs `--shared-cpu FILE`,
+    one file per fleet: fleet.Fleet adds it); [] when the calibration has no contention probe."""
+    table = (cal.get("contention_probe") or {}).get("prefill")
+    return ["--shared-cpu-slowdown", ",".join(f"{x:.4g}" for x in table)] if table else []
+
+
 def busy_seconds(records):
     """{pod: seconds during which it had at least one request in flight} (the union of its ok requests' send ..
     last byte intervals, as the client saw them)."""
@@ -265,6 +285,7 @@ def scaled(cal, factors):
 # --- the probe (I/O) --------------------------------------------------------------------------------------------
 PREFILL_WORDS = (110, 220, 440, 750, 1100, 1500, 2200)   # about 150 to 3,000 Llama tokens of english()
 SUFFIX_WORDS = (12, 50, 150, 300)                        # new tokens after a cached prefix: about 16 to 400
+STEADY_WORDS, STEADY_REPEATS = 40, 4                     # then warm requests of a question's size, one after another
 REPEATS = 3
 
 
@@ -324,8 +345,12 @@ def probe(pod, tokenizer_port=None, seed=7, repeats=REPEATS, log=print):
             samples["overhead"].append((t["prompt_n"] + t["cache_n"], ttft - t["prompt_ms"]))
         prefix = english(("calibrate-prefix", seed, rep), 1100)
         stream([{"role": "user", "content": prefix}], 1)
-        for words in SUFFIX_WORDS:
-            suffix = english(("calibrate-suffix", seed, rep, words), words)
+        # The first request after a slot's cold prefill reuses it at about half the cost of the later ones (measured
+        # on this llama-server: 22-29 ms against 55-80 ms for ~60 new tokens after ~1,250 cached); a workload's warm
+        # requests are mostly the later kind: one goes unmeasured first, and a run of question-sized ones is measured.
+        stream([{"role": "user", "content": prefix + " " + english(("calibrate-settle", seed, rep), 12)}], 1)
+        for i, words in enumerate(SUFFIX_WORDS + (STEADY_WORDS,) * STEADY_REPEATS):
+            suffix = english(("calibrate-suffix", seed, rep, words, i), words)
             ttft, t, _ = stream([{"role": "user", "content": prefix + " " + suffix}], 1)
             samples["prefill"].append((t["prompt_n"], t["cache_n"], t["prompt_ms"]))
             samples["overhead"].append((t["prompt_n"] + t["cache_n"], ttft - t["prompt_ms"]))
@@ -379,6 +404,38 @@ def probe(pod, tokenizer_port=None, seed=7, repeats=REPEATS, log=print):
         f"({cal['bytes_per_llama_token']:.2f} bytes per llama token); busy {busy:.2f} s on {cpu:.2f} CPU s "
         f"(slowdown alone {cal['isolated_slowdown'] or float('nan'):.2f})")
     return cal
+
+
+CONTENTION_WORDS = 1100   # about 1,500 Llama tokens: a shared-prefix group's cold prompt
+CONTENTION_DECODE_TOKENS = 64
+
+
+def probe_contention(pods, seed=7, repeats=REPEATS, log=print):
+    """Measures how the pods of one machine slow each other down (`pods`: idle harness.LlamaServers, the fleet the
+    benchmark runs, each -t 1): for k = 1 .. len(pods), k of them at once each prefill a fresh ~1,500-token prompt
+    (`max_tokens` 1), and k of them at once each decode 64 tokens after a short one, `repeats` times. Returns
+    {"prefill": the slowdown table (fit_contention of the prompt_ms), "decode": the same of the decode step's ms,
+    "samples": {"prefill": {k: [ms]}, "decode": {k: [ms]}}}. The simulator's --shared-cpu-slowdown is "prefill":
+    what sets TTFT (a decode step's slowdown is reported beside it)."""
+    samples = {"prefill": {}, "decode": {}}
+    with concurrent.futures.ThreadPoolExecutor(len(pods)) as pool:
+        list(pool.map(lambda pod: _stream(pod, [{"role": "user", "content": "warm up"}], 4), pods))
+        for rep in range(repeats):
+            for k in range(1, len(pods) + 1):
+                texts = [english(("contention-cold", seed, rep, k, i), CONTENTION_WORDS) for i in range(k)]
+                got = list(pool.map(lambda a: _stream(a[0], [{"role": "user", "content": a[1]}], 1),
+                                    zip(pods[:k], texts)))
+                samples["prefill"].setdefault(k, []).extend(t["prompt_ms"] for _, t, _ in got)
+                texts = [english(("contention-decode", seed, rep, k, i), 40) for i in range(k)]
+                got = list(pool.map(lambda a: _stream(a[0], [{"role": "user", "content": a[1]}],
+                                                      CONTENTION_DECODE_TOKENS), zip(pods[:k], texts)))
+                samples["decode"].setdefault(k, []).extend(t["predicted_ms"] / max(1, t["predicted_n"] - 1)
+                                                           for _, t, _ in got)
+    out = {"prefill": fit_contention(samples["prefill"]), "decode": fit_contention(samples["decode"]),
+           "samples": samples}
+    log("contention: " + ", ".join(f"{k} busy: prefill x{p:.2f}, decode x{d:.2f}"
+                                   for k, (p, d) in enumerate(zip(out["prefill"], out["decode"]), start=1)))
+    return out
 
 
 class _Span:

@@ -40,8 +40,13 @@ class Fleet:
                 return LlamaServer(tmp, name=name, model=model, model_path=model_path, parallel=params.parallel,
                                    ctx=params.ctx, threads=1, extra=llama_flags(params))
         else:
+            # The measured contention (calibrate.shared_cpu_flags): the fleet's pods share one file, as the real
+            # pods share the machine's cores.
+            shared = (["--shared-cpu", str(Path(tmp) / f"{label}.cpu")] if "--shared-cpu-slowdown" in sim_flags
+                      else [])
+
             def start(name):
-                return Sim(tmp, name, "--engine-dialect", "llamacpp", "--log-level", "warn", *sim_flags,
+                return Sim(tmp, name, "--engine-dialect", "llamacpp", "--log-level", "warn", *sim_flags, *shared,
                            model=model, time_scale="1")
         self.pods = []
         with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:

@@ -58,7 +58,7 @@ REAL_STRATEGIES = {
 }
 DEFAULT_STRATEGIES = ("random,least-request,prefix-cache,prefix-cache-blend,prefix-cache-remote,"
                       "prefix-cache-blend-remote")
-SIM_CALIBRATIONS = ("isolated", "in-situ")
+SIM_CALIBRATIONS = ("isolated", "in-situ", "shared-cpu", "burn-cpu")
 MIN_VALID_SEEDS = 5
 LAG_LIMIT_MS = 10.0
 REQUEST_TIMEOUT_S = 120.0
@@ -89,8 +89,11 @@ def parse_args(argv):
     ap.add_argument("--fleets", default="llama,sim",
                     help="llama (real llama-servers), sim (simulated pods, calibrated) or both (default)")
     ap.add_argument("--sim-calibrations", default=",".join(SIM_CALIBRATIONS),
-                    help="isolated (one pod measured alone), in-situ (slowed by the contention the real runs showed; "
-                         "needs the llama fleet in the same run) or both (default)")
+                    help="comma-separated, of: isolated (one pod measured alone), in-situ (slowed by the average "
+                         "contention the real runs showed; needs the llama fleet in the same run), shared-cpu (the "
+                         "isolated constants, the pods sharing CPU as the real fleet's probe measured: "
+                         "--shared-cpu-slowdown), burn-cpu (the isolated constants, each step's time spent computing "
+                         "on a thread of the pod: --burn-cpu) (default: all four)")
     ap.add_argument("--in-situ", choices=["strategy", "workload"], default="strategy",
                     help="the in-situ factors from the real runs of the same strategy and workload (default), or of "
                          "the whole workload")
@@ -296,6 +299,10 @@ def sim_setup(which, cal, rows, kept, fparams, strategy=None):
     prompt = sum(r["prompt_tokens_mean"] for r in real_rows) / len(real_rows) if real_rows else None
     if which == "isolated":
         return calibrate.sim_flags(cal, fparams, prompt_tokens=prompt), None
+    if which == "burn-cpu":
+        return calibrate.sim_flags(cal, fparams, prompt_tokens=prompt) + ["--burn-cpu"], None
+    if which == "shared-cpu":
+        return calibrate.sim_flags(cal, fparams, prompt_tokens=prompt) + calibrate.shared_cpu_flags(cal), None
     real = [rec for (fleet, s, _), recs in kept.items() if fleet == LLAMA and strategy in (None, s) for rec in recs]
     factors = calibrate.contention(cal, real)
     return calibrate.sim_flags(calibrate.scaled(cal, factors), fparams, prompt_tokens=prompt), factors
@@ -327,15 +334,30 @@ def run_fleet(log, name, workload_of, strategies, fleet_name, flags_of, cal, arg
 
 
 def calibration(args, tmp, log):
-    """The calibration: --calibration FILE, or a probe of one llama-server started alone."""
+    """The calibration: --calibration FILE, or a probe of one llama-server started alone; and, for the shared-cpu
+    simulated fleet, the contention probe of a fleet of --pods llama-servers (unless the file has one)."""
     if args.calibration:
-        return json.loads(Path(args.calibration).read_text())
-    log("calibration: one llama-server alone (-t 1 --parallel 2 -c 8192), probed directly")
-    pod = LlamaServer(tmp, name="calibration", parallel=2, ctx=8192, threads=1)
-    try:
-        return calibrate.probe(pod, repeats=args.calibration_repeats, log=lambda s: log("calibration: " + s))
-    finally:
-        pod.stop()
+        cal = json.loads(Path(args.calibration).read_text())
+    else:
+        log("calibration: one llama-server alone (-t 1 --parallel 2 -c 8192), probed directly")
+        pod = LlamaServer(tmp, name="calibration", parallel=2, ctx=8192, threads=1)
+        try:
+            cal = calibrate.probe(pod, repeats=args.calibration_repeats, log=lambda s: log("calibration: " + s))
+        finally:
+            pod.stop()
+    if SIM in args.fleets and "shared-cpu" in args.sim_calibrations and not cal.get("contention_probe"):
+        log(f"calibration: {args.pods} llama-servers (-t 1 --parallel 2 -c 8192), 1 to {args.pods} prefilling "
+            "(and decoding) at once")
+        pods = []
+        try:
+            for i in range(args.pods):
+                pods.append(LlamaServer(tmp, name=f"contention-{i}", parallel=2, ctx=8192, threads=1))
+            cal["contention_probe"] = calibrate.probe_contention(pods, repeats=args.calibration_repeats,
+                                                                 log=lambda s: log("calibration: " + s))
+        finally:
+            for pod in pods:
+                pod.stop()
+    return cal
 
 
 def main(argv=None):

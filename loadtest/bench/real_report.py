@@ -202,6 +202,13 @@ def calibration_lines(summary):
         f"| tokens: llama's per simulator token on this text (r) | {cal['llama_per_sim_token']:.3f} "
         f"({cal.get('bytes_per_llama_token') or float('nan'):.2f} bytes per llama token; the simulator's 4) | "
         "prefill rate, attention, KV capacity and token budget scaled by it |"]
+    probe = cal.get("contention_probe") or {}
+    if probe.get("prefill"):
+        shown = ", ".join(f"{k}: x{x:.2f}" for k, x in enumerate(probe["prefill"], start=1))
+        decode = ", ".join(f"x{x:.2f}" for x in probe.get("decode") or [])
+        lines.append(f"| contention: a prefill's time with 1 to {len(probe['prefill'])} pods of the fleet prefilling "
+                     f"at once, over its time alone (a decode step's: {decode}) | {shown} | "
+                     "`--shared-cpu-slowdown` (sim-shared-cpu; its pods share one `--shared-cpu` file) |")
     return lines
 
 

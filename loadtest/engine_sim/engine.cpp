@@ -37,7 +37,11 @@ Engine::Engine(const SimConfig& config)
     : config_(config),
       timing_(config.timingConfig()),
       scheduler_(makeStepScheduler(config)),
-      histograms_(engineHistograms(config.dialect())) {}
+      histograms_(engineHistograms(config.dialect())) {
+  if (!config.shared_cpu_file.empty())
+    shared_cpu_ = std::make_unique<SharedCpu>(config.shared_cpu_file, config.shared_cpu_slowdown);
+  if (config.burn_cpu) burner_ = std::make_unique<CpuBurner>();
+}
 
 Engine::StartResult Engine::start(asio::any_io_executor executor, std::span<const uint32_t> prompt_tokens,
                                   uint32_t max_output_tokens, KvTransfer kv_transfer, std::string cache_salt) {
@@ -71,11 +75,13 @@ asio::awaitable<bool> Engine::waitProgress(Sequence& sequence, uint32_t seen) {
 asio::awaitable<void> Engine::run() {
   auto executor = co_await asio::this_coro::executor;
   idle_.emplace(executor);
+  burn_done_.emplace(executor);
   asio::steady_timer step_timer(executor);
   SteadyTime anchor = now();
   boost::system::error_code ec;
   while (!stopped_) {
     if (!scheduler_->hasWork()) {
+      if (shared_cpu_) shared_cpu_->setBusy(false);
       idle_->expires_at(SteadyTime::max());
       co_await idle_->async_wait(asio::redirect_error(asio::use_awaitable, ec));
       anchor = now();
@@ -97,7 +103,14 @@ asio::awaitable<void> Engine::run() {
     }
     StepWork work = stepWork(plan);
     auto duration = stepDuration(timing_, work);
-    if (duration.count() > 0) {
+    double step_ms = stepMilliseconds(timing_, work);
+    if (duration.count() > 0 && burner_) {
+      step_ms = co_await burnStep(step_ms);
+      anchor = now();
+    } else if (duration.count() > 0 && shared_cpu_) {
+      anchor = std::max(anchor, started - kMaxCatchUp);
+      step_ms = co_await sharedStep(step_timer, anchor, step_ms);
+    } else if (duration.count() > 0) {
       // Steps follow each other on a simulated clock, so the loop's own work does not stretch them.
       SteadyTime deadline = std::max(anchor, started - kMaxCatchUp) + duration;
       anchor = deadline;
@@ -108,10 +121,42 @@ asio::awaitable<void> Engine::run() {
       co_await asio::post(executor, asio::use_awaitable);
     }
     if (stopped_) break;
-    recordStep(plan, work, stepMilliseconds(timing_, work));
+    recordStep(plan, work, step_ms);
     deliver(scheduler_->complete(plan));
     publishEvents();
   }
+}
+
+asio::awaitable<double> Engine::sharedStep(asio::steady_timer& timer, SteadyTime& start, double step_ms) {
+  shared_cpu_->setBusy(true);
+  double left = step_ms, taken = 0;
+  boost::system::error_code ec;
+  while (left > 0 && !stopped_) {
+    double slowdown = shared_cpu_->slowdown();
+    double slice = std::min(left * slowdown, SharedCpu::kSliceMs);
+    taken += slice;
+    left -= slice / slowdown;
+    start += scaledDuration(timing_, slice);
+    timer.expires_at(start);
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return taken;
+}
+
+asio::awaitable<double> Engine::burnStep(double step_ms) {
+  auto executor = co_await asio::this_coro::executor;
+  const SteadyTime begin = now();
+  burn_done_->expires_at(SteadyTime::max());
+  // The callback runs on the compute thread: it only posts the wake-up to this loop, which is waiting by then (the
+  // post cannot run before this coroutine suspends on the timer, on this same thread).
+  burner_->burn(step_ms * timing_.time_scale, [this, executor] {
+    asio::post(executor, [this] {
+      if (!stopped_ && burn_done_) burn_done_->cancel();
+    });
+  });
+  boost::system::error_code ec;
+  co_await burn_done_->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  co_return std::chrono::duration<double, std::milli>(now() - begin).count() / timing_.time_scale;
 }
 
 void Engine::startPulls(const StepPlan& plan, const asio::any_io_executor& executor) {
@@ -206,7 +251,9 @@ void Engine::stop() {
   stopped_ = true;
   // The timers go now, while their io_context still exists (the engine outlives the server's io_context); a wait
   // on one ends with operation_aborted and nothing touches it again.
+  burner_.reset();  // joins the compute thread: no wake-up is posted after this
   idle_.reset();
+  burn_done_.reset();
   pulls_.clear();
 }
 

@@ -18,7 +18,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine_sim/cpu_burner.h"
 #include "engine_sim/metrics_text.h"
+#include "engine_sim/shared_cpu.h"
 #include "engine_sim/step_scheduler.h"
 #include "engine_sim/sim_config.h"
 #include "engine_sim/timing_model.h"
@@ -129,10 +131,19 @@ class Engine {
   void publishEvents();
   // Adds what one step did to the activity totals and the window.
   void recordStep(const StepPlan& plan, const StepWork& work, double step_ms);
+  // Waits out a step of `step_ms` simulated milliseconds that began at `start`, in slices at the speed the shared
+  // CPU allows while each runs (shared_cpu.h); returns the simulated milliseconds it took, slowdowns included.
+  boost::asio::awaitable<double> sharedStep(boost::asio::steady_timer& timer, SteadyTime& start, double step_ms);
+  // Spends a step of `step_ms` simulated milliseconds as CPU time on the compute thread (cpu_burner.h); returns the
+  // simulated milliseconds it took on the wall clock (longer when the machine's cores were busy).
+  boost::asio::awaitable<double> burnStep(double step_ms);
 
   SimConfig config_;
   TimingConfig timing_;
   std::unique_ptr<StepScheduler> scheduler_;
+  std::unique_ptr<SharedCpu> shared_cpu_;  // --shared-cpu; null when off
+  std::unique_ptr<CpuBurner> burner_;      // --burn-cpu; null when off
+  std::optional<boost::asio::steady_timer> burn_done_;  // run() waits on it while a step burns
   EngineHistograms histograms_;
   double sim_ms_ = 0;  // simulated time of every step so far (before --time-scale)
   EngineActivity activity_;

@@ -145,6 +145,18 @@ void addFlags(CLI::App& app, prefixgate::sim::SimConfig& config) {
   app.add_flag("--close-after-stream", config.close_after_stream,
                "Close the connection after every streamed response, without saying so in its head (default: on "
                "with --engine-dialect llamacpp, as llama-server does; --close-after-stream=false turns it off)");
+  app.add_option("--shared-cpu", config.shared_cpu_file,
+                 "Share CPU with every pod started with the same FILE (created if missing), as engines on one "
+                 "machine's cores do: a step runs slower while others are busy, by --shared-cpu-slowdown")
+      ->capture_default_str();
+  app.add_option("--shared-cpu-slowdown", config.shared_cpu_slowdown,
+                 "With --shared-cpu: how many times slower a busy pod computes while 1, 2, ... pods are busy "
+                 "(comma-separated; beyond the list, the last value grows in proportion, as processor sharing)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_flag("--burn-cpu", config.burn_cpu,
+               "Spend each step's time (x --time-scale) computing on a thread of its own instead of waiting, as an "
+               "engine on CPUs does: pods, gateway and clients on one machine then slow each other down for real");
   app.add_option("--log-level", config.log_level, "debug, info, warn, error or off (info logs one line per request)")
       ->capture_default_str();
 }

@@ -93,6 +93,12 @@ std::string validateConfig(const SimConfig& config) {
   if (!parseEngineDialect(config.engine_dialect))
     return fmt::format("--engine-dialect: '{}' is not vllm, sglang or llamacpp", config.engine_dialect);
   if (std::string error = validateKvCacheModel(config); !error.empty()) return error;
+  if (config.shared_cpu_slowdown.empty()) return "--shared-cpu-slowdown: needs at least one value";
+  for (double slowdown : config.shared_cpu_slowdown)
+    if (!(slowdown > 0 && slowdown < 1e6)) return fmt::format("--shared-cpu-slowdown: {} is not a positive factor", slowdown);
+  if (config.burn_cpu && !config.shared_cpu_file.empty())
+    return "--burn-cpu: the pods share the machine's CPU for real; leave out --shared-cpu";
+  if (config.burn_cpu && !(config.time_scale > 0)) return "--burn-cpu: needs a --time-scale above 0";
   return validateRole(config);
 }
 

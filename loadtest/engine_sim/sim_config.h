@@ -80,6 +80,13 @@ struct SimConfig {
   // NixlConnector's engine_id, returned as remote_engine_id by prefill legs ("" = the pod's name).
   std::string engine_id;
 
+  // Processor sharing with the other pods mapping the same file (shared_cpu.h): "" = off (independent pods).
+  std::string shared_cpu_file;
+  // Slowdown while k pods of the file are busy, k = 1, 2, ... (the last entry extends by processor sharing).
+  std::vector<double> shared_cpu_slowdown = {1.0};
+  // Spend each step's time as CPU time on a compute thread instead of waiting it out (cpu_burner.h).
+  bool burn_cpu = false;
+
   std::string log_level = "info";
 
   uint64_t capacityBlocks() const { return block_size == 0 ? 0 : kv_capacity_tokens / block_size; }

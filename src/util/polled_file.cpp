@@ -1,5 +1,7 @@
 #include "util/polled_file.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -28,17 +30,41 @@ void PolledFile::stop() {
   timer_.cancel();
 }
 
+bool PolledFile::stampOf(const std::string& path, Stamp& out) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  out.device = st.st_dev;
+  out.inode = st.st_ino;
+  out.size = static_cast<uint64_t>(st.st_size);
+  out.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  out.ctime_ns = int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec;
+  return true;
+}
+
+void PolledFile::poll() {
+  // An unreadable file (mid-rename, removed) keeps what is in force; it is looked at again at the next poll.
+  ++polls_;
+  Stamp stamp;
+  if (!stampOf(path_, stamp)) return;
+  // Stamped before it is read: a rewrite between the two is read again at the next poll, never missed.
+  if (last_stamp_ == stamp && ++polls_since_read_ < kPollsPerFullRead) return;
+  std::string text;
+  ++reads_;
+  if (!readFileText(path_, text)) return;
+  last_stamp_ = stamp;
+  polls_since_read_ = 0;
+  if (text != last_text_) {
+    last_text_ = text;  // a rejected version is reported once, not at every poll
+    on_change_(text);
+  }
+}
+
 void PolledFile::schedule() {
   if (stopped_) return;
   timer_.expires_after(interval_);
   timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || stopped_) return;
-    std::string text;
-    // An unreadable file (mid-rename, removed) keeps what is in force; it is read again at the next poll.
-    if (readFileText(path_, text) && text != last_text_) {
-      last_text_ = text;  // a rejected version is reported once, not at every poll
-      on_change_(text);
-    }
+    poll();
     schedule();
   });
 }

@@ -1,7 +1,9 @@
 // PolledFile: a rewrite calls back once with the new text; an unchanged or unreadable file does not.
 #include "util/polled_file.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -43,6 +45,35 @@ TEST(PolledFile, CallsBackOnceForEachNewContent) {
   writeFile(path, "third");  // stopped: no more polls
   runUntil(io, std::chrono::milliseconds(60), [] { return false; });
   EXPECT_EQ(seen.size(), 1u);
+  std::filesystem::remove(path);
+}
+
+// Ensures an unchanged file costs a stat() per poll and is read only every kPollsPerFullRead polls, and that a
+// rewrite of the same size whose mtime is put back is still seen (its ctime moved).
+TEST(PolledFile, ReadsAnUnchangedFileOnlyNowAndThen) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("prefixgate_polled_file_stat_" + std::to_string(getpid()))).string();
+  writeFile(path, "aaaa");
+  boost::asio::io_context io;
+  std::vector<std::string> seen;
+  PolledFile file(io, path, std::chrono::milliseconds(1), [&](const std::string& text) { seen.push_back(text); });
+  file.start("aaaa");
+  runUntil(io, std::chrono::milliseconds(5000), [&] { return file.polls() >= 5 * PolledFile::kPollsPerFullRead; });
+  ASSERT_GE(file.polls(), 5u * PolledFile::kPollsPerFullRead);
+  EXPECT_LE(file.reads(), file.polls() / PolledFile::kPollsPerFullRead + 1);
+  EXPECT_GE(file.reads(), 1u);  // the first poll reads: nothing was stamped yet
+  EXPECT_TRUE(seen.empty());
+
+  struct stat before {};
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  writeFile(path, "bbbb");  // the same size; then its mtime as it was
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  const uint64_t reads = file.reads();
+  runUntil(io, std::chrono::milliseconds(2000), [&] { return !seen.empty(); });
+  ASSERT_EQ(seen, std::vector<std::string>{"bbbb"});
+  EXPECT_LE(file.reads() - reads, 2u);
+  file.stop();
   std::filesystem::remove(path);
 }
 

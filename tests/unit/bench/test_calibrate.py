@@ -178,3 +178,19 @@ def test_client_overhead_is_taken_at_the_workloads_prompt_size():
     assert float(flag(flags, "--step-overhead-ms")) == pytest.approx(5.0 + 8.0 - 0.5 - 2.0)
     slowed = calibrate.scaled(cal, {"prefill": 2.0, "decode": 1.0})
     assert calibrate.client_overhead_ms(slowed, 1500) == pytest.approx(16.0)
+
+
+def test_contention_table_is_the_median_slowdown_and_never_falls():
+    """Ensures the shared-CPU table is each k's median prompt time over the median alone, starts at 1 and never
+    falls below the previous entry (a faster busier machine is noise)."""
+    samples = {1: [100.0, 110.0, 90.0], 2: [120.0, 100.0, 140.0], 3: [115.0, 110.0, 118.0], 4: [210.0, 190.0, 200.0]}
+    assert calibrate.fit_contention(samples) == pytest.approx([1.0, 1.2, 1.2, 2.0])
+    assert calibrate.fit_contention({1: [50.0]}) == [1.0]
+
+
+def test_shared_cpu_flags_come_from_the_contention_probe():
+    """Ensures the simulator gets --shared-cpu-slowdown only from a calibration that probed the fleet's contention,
+    the table in order."""
+    assert calibrate.shared_cpu_flags({"prefill": {}}) == []
+    flags = calibrate.shared_cpu_flags({"contention_probe": {"prefill": [1.0, 1.05, 1.6, 2.25], "decode": [1.0]}})
+    assert flags == ["--shared-cpu-slowdown", "1,1.05,1.6,2.25"]
