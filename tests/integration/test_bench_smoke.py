@@ -208,8 +208,8 @@ def test_overhead_benchmark_gives_every_proxy_the_same_number_of_event_loops(tmp
 def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator(tmp_path):
     """Ensures the real-engine runner (loadtest/bench/real.py --tiny: two llama-servers, one seed) calibrates the
     simulator against a llama-server, streams the tiny shared-prefix and multi-turn workloads through a gateway in
-    front of real pods and of simulated ones (the three calibrations: the shared-CPU one from a probe of the
-    fleet's contention), and reports per run the cached share within the
+    front of real pods and of simulated ones (every calibration: the shared-CPU one from a probe of the fleet's
+    contention; the burn-CPU one computing its steps), and reports per run the cached share within the
     engine-token bound, usage agreeing with the engines' counters and with the prompts' engine tokenization, the
     gateway's figures, and the comparison table."""
     from harness import LLAMA_SERVER_BIN, llama_available
@@ -219,12 +219,13 @@ def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator
                     "runs it), or set PREFIXGATE_LLAMA_SERVER_BIN")
     run(["loadtest/bench/real.py", "--tiny", "--strategies", "random,prefix-cache-remote", "--workloads",
          "shared-prefix,multi-turn", "--calibration-repeats", "1", "--progress", "never", "--min-valid-seeds", "0",
-         "--out", str(tmp_path)])
+         "--sim-calibrations", "isolated,in-situ,shared-cpu,burn-cpu", "--out", str(tmp_path)])
     summary = json.loads((tmp_path / "summary.json").read_text())
     report = (tmp_path / "REPORT.md").read_text()
     cal = json.loads((tmp_path / "calibration.json").read_text())
     assert cal["prefill"]["tokens_per_s"] > 0 and cal["decode"]["per_seq_ms"] > 0 and cal["llama_per_sim_token"] > 0
-    assert summary["fleets"] == ["llama", "sim-isolated", "sim-in-situ", "sim-shared-cpu"] and summary["pods"] == 2
+    assert summary["fleets"] == ["llama", "sim-isolated", "sim-in-situ", "sim-shared-cpu", "sim-burn-cpu"]
+    assert summary["pods"] == 2
     probe = cal["contention_probe"]   # the two pods of the fleet, one then both prefilling at once
     assert probe["prefill"][0] == 1.0 and len(probe["prefill"]) == 2 and probe["prefill"][1] >= 1.0
     assert sorted(probe["samples"]["prefill"]) == ["1", "2"]
@@ -232,6 +233,7 @@ def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator
         flags = workload["fleets"]["sim-shared-cpu"]["flags"]["random"]
         assert flags[flags.index("--shared-cpu-slowdown") + 1] == ",".join(f"{x:.4g}" for x in probe["prefill"])
         assert "--shared-cpu-slowdown" not in workload["fleets"]["sim-isolated"]["flags"]["random"]
+        assert "--burn-cpu" in workload["fleets"]["sim-burn-cpu"]["flags"]["random"]
     for name, workload in summary["workloads"].items():
         assert (tmp_path / workload["plot"]).stat().st_size > 1000
         runs = workload["runs"]
