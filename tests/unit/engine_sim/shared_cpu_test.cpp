@@ -195,12 +195,14 @@ TEST(Engine, BurnCpuSpendsTheStepsTimeComputing) {
     io.poll();
     return std::pair{cpu_ms, prompt_ms};
   };
+  // The step costs at least its 40 ms overhead. Burning, that much CPU is spent (the wall time, reported, can be
+  // longer on a busy machine); waiting, much less (the loop, the tokenizer, a busy machine's noise).
   auto [burn_cpu_ms, burn_prompt_ms] = run(true);
   EXPECT_GE(burn_prompt_ms, 40.0);
-  EXPECT_GE(burn_cpu_ms, 0.95 * burn_prompt_ms - 1.0);  // the step's time was CPU time (less a clock tick)
+  EXPECT_GE(burn_cpu_ms, 0.95 * 40.0);
   auto [wait_cpu_ms, wait_prompt_ms] = run(false);
   EXPECT_GE(wait_prompt_ms, 40.0);
-  EXPECT_LT(wait_cpu_ms, 0.5 * wait_prompt_ms);
+  EXPECT_LT(wait_cpu_ms, 0.95 * 40.0);
 }
 
 }  // namespace
