@@ -117,7 +117,13 @@ def test_quality_runner_spreads_requests_over_replicas_and_reports_their_sync(tm
         else:
             assert row["sync_records_sent"] is None and row["redis_used_memory"] is None, name
     assert report.count("### Replicas") == 2 and "2 prefixgate replicas per run" in report
-    assert "round-robin" in report and ("[6, 6]" in report and "[8, 8]" in report)
+    assert "round-robin" in report
+    # The report shows each workload's spread from its valid run: a run a loaded sanitizer build made late
+    # (invalid) shows "-" instead.
+    for name, workload in summary["workloads"].items():
+        (row,) = workload["runs"]
+        if row["valid"]:
+            assert f"| {row['replica_requests']} |" in report, name
 
 
 @pytest.mark.skipif(bool(missing_tools()),
