@@ -11,8 +11,15 @@ else of the benchmark running), and reads llama-server's own `timings` of each a
 - tokens: llama's tokens per simulator token on the benchmark's own text (the simulator cuts 4-byte pieces).
 
 The fit (pure, unit-tested) follows the simulator's step model (loadtest/engine_sim/timing_model.h):
-  prompt_ms = O + 1000 x new / R + A x pairs / 1e6,   pairs = new x (cached + (new + 1) / 2)
-by least squares with non-negative terms (a negative one is dropped and the rest refitted); per decode step
+  prompt_ms = O + 1000 x new / R + A x new (new + 1) / 2 / 1e6 + C x new x cached / 1e6
+O, R, A by least squares with non-negative terms (a negative one is dropped and the rest refitted) over the cold
+prompts; C (the simulator's --context-attention-ms-per-m-pairs: new tokens against a cached prefix) is the median,
+over warm prompts, of what the cold fit leaves unexplained per million (new, cached) pairs. llama.cpp on this CPU
+computes a short prompt after a long cached prefix in a thin batch, several times less efficiently per pair than a
+long prompt's own attention, and unevenly with the prompt's size (measured here, ~1,240 cached: 30 new tokens 38 ms,
+61 new 55-78 ms, 72 new 34-40 ms, 182 new 73-79 ms). So C is also measured per workload (`probe_workload`): the
+workload's own requests (another seed), one at a time on one llama-server with the workload's flags, and their warm
+prompts give that workload's C. Per decode step
   step_ms = D + S x sequences + C x context / 1000
 from the three decode probes (D, S, C: the simulator's --decode-ms-per-token, --decode-ms-per-running-seq,
 --attention-ms-per-1k-context). The simulator's prefill step also pays D + S, and the client overhead H (TTFT -
@@ -111,9 +118,46 @@ def fit_prefill(samples):
 
 
 def prefill_ms(fit, new, cached):
-    """What a prefill fit predicts for `new` tokens after `cached` ones."""
+    """What a prefill fit predicts for `new` tokens after `cached` ones (the (new, cached) pairs at the fit's
+    context_attention_ms_per_m_pairs when it has one, as the simulator does)."""
     per_token = 1000.0 / fit["tokens_per_s"] if fit["tokens_per_s"] > 0 else 0.0
-    return fit["overhead_ms"] + per_token * new + fit["attention_ms_per_m_pairs"] * pairs(new, cached) / 1e6
+    context = fit.get("context_attention_ms_per_m_pairs")
+    if context is None:
+        return fit["overhead_ms"] + per_token * new + fit["attention_ms_per_m_pairs"] * pairs(new, cached) / 1e6
+    return (fit["overhead_ms"] + per_token * new + fit["attention_ms_per_m_pairs"] * pairs(new, 0) / 1e6
+            + context * new * cached / 1e6)
+
+
+COLD_CACHED_MAX = 16   # a cold prompt reuses at most the chat template's first tokens (llama-server: ~10)
+
+
+def split_cold(samples):
+    """[(new, cached, prompt_ms)] -> (cold ones, warm ones): warm = more than the template's tokens cached."""
+    return ([s for s in samples if s[1] <= COLD_CACHED_MAX], [s for s in samples if s[1] > COLD_CACHED_MAX])
+
+
+def fit_context_attention(prefill, warm):
+    """prefill: a fit of cold prompts (fit_prefill); warm = [(new, cached, prompt_ms)] of prompts after a cached
+    prefix -> {"context_attention_ms_per_m_pairs": C, "n", "rms_ms", "median_error"}: per sample, the prompt time
+    the cold fit leaves unexplained per million (new, cached) pairs; C = their median, at least 0 (None without a
+    warm sample). rms_ms and median_error: the warm samples against the fit with C (median_error relative)."""
+    cold = {**prefill, "context_attention_ms_per_m_pairs": 0.0}
+    per_pair = [(ms - prefill_ms(cold, new, cached)) / (new * cached / 1e6)
+                for new, cached, ms in warm if new > 0 and cached > 0]
+    if not per_pair:
+        return {"context_attention_ms_per_m_pairs": None, "n": 0, "rms_ms": None, "median_error": None}
+    c = max(0.0, statistics.median(per_pair))
+    fit = {**prefill, "context_attention_ms_per_m_pairs": c}
+    errors = [prefill_ms(fit, new, cached) - ms for new, cached, ms in warm]
+    return {"context_attention_ms_per_m_pairs": c, "n": len(per_pair),
+            "rms_ms": (sum(e * e for e in errors) / len(errors)) ** 0.5,
+            "median_error": statistics.median(e / ms for e, (_, _, ms) in zip(errors, warm) if ms > 0)}
+
+
+def context_attention(cal, workload=None):
+    """The C for `workload`: its own (cal["warm"][workload], probe_workload) where measured, else the probe's."""
+    own = ((cal.get("warm") or {}).get(workload) or {}).get("context_attention_ms_per_m_pairs")
+    return own if own is not None else cal["prefill"].get("context_attention_ms_per_m_pairs")
 
 
 def fit_decode(single_short, single_long, double_short):
@@ -146,13 +190,16 @@ def client_overhead_ms(cal, prompt_tokens=None):
     return max(0.0, fixed + cal.get("client_overhead_per_1k_tokens_ms", 0.0) * prompt_tokens / 1000.0)
 
 
-def sim_flags(cal, params, block_size=4, prompt_tokens=None):
+def sim_flags(cal, params, block_size=4, prompt_tokens=None, workload=None):
     """prefixgate-engine-sim flags standing for llama-server with calibration `cal` ({"prefill", "decode",
     "client_overhead_ms", "llama_per_sim_token"}) and a workload's FleetParams (slots, total context, host cache);
     `prompt_tokens`: the workload's mean prompt (llama tokens), at which the client overhead is taken (the simulator
-    has one fixed step overhead, no cost per prompt token)."""
+    has one fixed step overhead, no cost per prompt token); `workload`: its name, for its own context attention
+    (context_attention; none measured: the simulator's default, the prefill coefficient)."""
     r = cal["llama_per_sim_token"]
     prefill, decode = cal["prefill"], cal["decode"]
+    context = context_attention(cal, workload)
+    extra = [] if context is None else ["--context-attention-ms-per-m-pairs", f"{context * r * r:.6g}"]
     # llama.cpp's cache: one prompt per slot (each ctx / parallel), and its host prompt cache unless --cache-ram 0
     # (the simulator's --kv-cache-model slots follows llama-server's slot and host-cache rules).
     kv = max(2 * params.parallel, round(params.ctx / r))
@@ -167,7 +214,7 @@ def sim_flags(cal, params, block_size=4, prompt_tokens=None):
             "--max-num-seqs", str(params.parallel),
             "--max-num-batched-tokens", str(max(1, round(SIM_BATCH_TOKENS_LLAMA / r))),
             "--kv-capacity-tokens", str(kv), "--block-size", str(block_size),
-            "--max-model-len", str(max(1, round(params.ctx / params.parallel / r)) + 64)]
+            "--max-model-len", str(max(1, round(params.ctx / params.parallel / r)) + 64)] + extra
 
 
 def fit_contention(prefill_ms_by_busy):
@@ -273,7 +320,12 @@ def scaled(cal, factors):
     fp, fd = factors["prefill"], factors["decode"]
     return {**cal,
             "prefill": {**p, "overhead_ms": p["overhead_ms"] * fp, "tokens_per_s": p["tokens_per_s"] / fp,
-                        "attention_ms_per_m_pairs": p["attention_ms_per_m_pairs"] * fp},
+                        "attention_ms_per_m_pairs": p["attention_ms_per_m_pairs"] * fp,
+                        **({"context_attention_ms_per_m_pairs": p["context_attention_ms_per_m_pairs"] * fp}
+                           if p.get("context_attention_ms_per_m_pairs") is not None else {})},
+            **({"warm": {name: {**w, "context_attention_ms_per_m_pairs": w["context_attention_ms_per_m_pairs"] * fp}
+                         for name, w in cal["warm"].items() if w.get("context_attention_ms_per_m_pairs") is not None}}
+               if cal.get("warm") else {}),
             "decode": {k: v * fd for k, v in d.items()},
             "client_overhead_ms": cal["client_overhead_ms"] * fp,
             "client_overhead_fixed_ms": (cal["client_overhead_fixed_ms"] * fp
@@ -354,10 +406,15 @@ def probe(pod, tokenizer_port=None, seed=7, repeats=REPEATS, log=print):
             ttft, t, _ = stream([{"role": "user", "content": prefix + " " + suffix}], 1)
             samples["prefill"].append((t["prompt_n"], t["cache_n"], t["prompt_ms"]))
             samples["overhead"].append((t["prompt_n"] + t["cache_n"], ttft - t["prompt_ms"]))
-    prefill = fit_prefill(samples["prefill"])
+    cold, warm = split_cold(samples["prefill"])
+    prefill = fit_prefill(cold)
+    context = fit_context_attention(prefill, warm)
+    prefill |= {"context_attention_ms_per_m_pairs": context["context_attention_ms_per_m_pairs"],
+                "warm_n": context["n"], "warm_rms_ms": context["rms_ms"]}
     log(f"prefill: {prefill['tokens_per_s']:.0f} tokens/s, {prefill['overhead_ms']:.2f} ms fixed, "
         f"{prefill['attention_ms_per_m_pairs']:.3f} ms per 1e6 pairs (rms {prefill['rms_ms']:.2f} ms, "
-        f"{prefill['n']} samples)")
+        f"{prefill['n']} cold samples); after a cached prefix {context['context_attention_ms_per_m_pairs'] or 0:.1f} ms "
+        f"per 1e6 (new, cached) pairs (median of {context['n']} warm samples, rms {context['rms_ms'] or 0:.1f} ms)")
 
     def step_ms(t):
         return t["predicted_ms"] / max(1, t["predicted_n"] - 1)
@@ -404,6 +461,33 @@ def probe(pod, tokenizer_port=None, seed=7, repeats=REPEATS, log=print):
         f"({cal['bytes_per_llama_token']:.2f} bytes per llama token); busy {busy:.2f} s on {cpu:.2f} CPU s "
         f"(slowdown alone {cal['isolated_slowdown'] or float('nan'):.2f})")
     return cal
+
+
+WORKLOAD_PROBE_SEED = 1000   # a workload's own requests for probe_workload: a seed no benchmark run draws
+WORKLOAD_PROBE_DEADLINE_S = 300.0
+
+
+def probe_workload(pod, workload, prefill, log=print):
+    """The context attention of one workload: its requests (as built, with its replies carried) one at a time
+    straight to `pod` (one llama-server alone, started with the workload's flags). Returns
+    {"samples": [(new, cached, prompt_ms)] of its warm prompts, "requests": sent, **fit_context_attention}."""
+    from dataclasses import replace
+
+    from bench.loadgen import run_workload
+    records, wall, _ = run_workload("127.0.0.1", pod.port, replace(workload, concurrency=1), 1.0,
+                                    WORKLOAD_PROBE_DEADLINE_S, progress="never", capture=True,
+                                    request_timeout_s=120.0)
+    failed = [r for r in records if not r.ok]
+    if failed:
+        raise RuntimeError(f"workload probe ({workload.name}): {len(failed)} of {len(records)} requests failed")
+    samples = [(t["prompt_n"], t["cache_n"], t["prompt_ms"]) for t in (r.timings or {} for r in records)
+               if t.get("prompt_n") and t.get("prompt_ms") is not None]
+    _, warm = split_cold(samples)
+    fit = fit_context_attention(prefill, warm)
+    log(f"{workload.name}: {len(records)} requests one at a time in {wall:.1f} s, {fit['n']} warm: "
+        f"{fit['context_attention_ms_per_m_pairs'] or 0:.1f} ms per 1e6 (new, cached) pairs "
+        f"(rms {fit['rms_ms'] or 0:.1f} ms, median error {100 * (fit['median_error'] or 0):+.0f} %)")
+    return {"samples": warm, "requests": len(records), **fit}
 
 
 CONTENTION_WORDS = 1100   # about 1,500 Llama tokens: a shared-prefix group's cold prompt

@@ -296,21 +296,24 @@ def _pct(x):
     return "-" if x is None else f"{x * 100:.1f} %"
 
 
-def sim_setup(which, cal, rows, kept, fparams, strategy=None):
+def sim_setup(which, cal, rows, kept, fparams, workload, strategy=None):
     """(simulator flags, in-situ factors or None) of a simulated fleet: `which` = isolated (the calibration as
     probed) or in-situ (slowed by the contention the real runs met: those of `strategy`, or all of the workload's
-    when None). The client overhead is taken at the real runs' mean prompt."""
+    when None). The client overhead is taken at the real runs' mean prompt; `workload` (its name) picks its own
+    context attention (calibrate.context_attention)."""
     real_rows = [r for r in rows if r["fleet"] == LLAMA and r["valid"] and r["ok"]]
     prompt = sum(r["prompt_tokens_mean"] for r in real_rows) / len(real_rows) if real_rows else None
+    base = calibrate.sim_flags(cal, fparams, prompt_tokens=prompt, workload=workload)
     if which == "isolated":
-        return calibrate.sim_flags(cal, fparams, prompt_tokens=prompt), None
+        return base, None
     if which == "burn-cpu":
-        return calibrate.sim_flags(cal, fparams, prompt_tokens=prompt) + ["--burn-cpu"], None
+        return base + ["--burn-cpu"], None
     if which == "shared-cpu":
-        return calibrate.sim_flags(cal, fparams, prompt_tokens=prompt) + calibrate.shared_cpu_flags(cal), None
+        return base + calibrate.shared_cpu_flags(cal), None
     real = [rec for (fleet, s, _), recs in kept.items() if fleet == LLAMA and strategy in (None, s) for rec in recs]
     factors = calibrate.contention(cal, real)
-    return calibrate.sim_flags(calibrate.scaled(cal, factors), fparams, prompt_tokens=prompt), factors
+    return calibrate.sim_flags(calibrate.scaled(cal, factors), fparams, prompt_tokens=prompt,
+                              workload=workload), factors
 
 
 def run_fleet(log, name, workload_of, strategies, fleet_name, flags_of, cal, args, tmp, tokenizer, rows, kept):
@@ -338,9 +341,11 @@ def run_fleet(log, name, workload_of, strategies, fleet_name, flags_of, cal, arg
             kept.setdefault((fleet_name, strategy, seed), records)
 
 
-def calibration(args, tmp, log):
+def calibration(args, tmp, log, workloads=()):
     """The calibration: --calibration FILE, or a probe of one llama-server started alone; and, for the shared-cpu
-    simulated fleet, the contention probe of a fleet of --pods llama-servers (unless the file has one)."""
+    simulated fleet, the contention probe of a fleet of --pods llama-servers (unless the file has one); and for the
+    simulated fleets, each of `workloads` ([(name, params)]) probed for its own context attention on one
+    llama-server with its flags (calibrate.probe_workload; unless the file has it)."""
     if args.calibration:
         cal = json.loads(Path(args.calibration).read_text())
     else:
@@ -361,6 +366,22 @@ def calibration(args, tmp, log):
                                                                  log=lambda s: log("calibration: " + s))
         finally:
             for pod in pods:
+                pod.stop()
+    if SIM in args.fleets:
+        for name, params in workloads:
+            if name in cal.setdefault("warm", {}):
+                continue
+            workload = real_workloads.build(name, params, calibrate.WORKLOAD_PROBE_SEED)
+            fp = fleet_params(workload)
+            log(f"calibration: {name}: its requests (seed {calibrate.WORKLOAD_PROBE_SEED}) one at a time on one "
+                f"llama-server (-t 1 --parallel {fp.parallel} -c {fp.ctx}"
+                f"{f' --cache-ram {fp.cache_ram_mib}' if fp.cache_ram_mib >= 0 else ''})")
+            pod = LlamaServer(tmp, name=f"calibration-{name}", parallel=fp.parallel, ctx=fp.ctx, threads=1,
+                              extra=["--cache-ram", str(fp.cache_ram_mib)] if fp.cache_ram_mib >= 0 else [])
+            try:
+                cal["warm"][name] = calibrate.probe_workload(pod, workload, cal["prefill"],
+                                                             log=lambda s: log("calibration: " + s))
+            finally:
                 pod.stop()
     return cal
 
@@ -403,12 +424,13 @@ def main(argv=None):
         if any(name == "oracle" for name, _ in strategies):
             raise SystemExit("the oracle needs /sim/cache/match, which llama-server lacks: leave it out")
         summary["strategies"] = [s for s, _ in strategies]
-        cal = calibration(args, tmp, log)
+        workload_params = [(name, {**(TINY.get(name, {}) if args.tiny else {}), **overrides.get(name, {})})
+                           for name in names]
+        cal = calibration(args, tmp, log, workload_params)
         (out / "calibration.json").write_text(real_report.dumps(cal))
         summary["calibration"] = {k: v for k, v in cal.items() if k != "samples"}
         tokenizer = Tokenizer()
-        for name in names:
-            params = {**(TINY.get(name, {}) if args.tiny else {}), **overrides.get(name, {})}
+        for name, params in workload_params:
 
             def workload_of(seed, name=name, params=params):
                 return real_workloads.build(name, params, seed)
@@ -424,7 +446,7 @@ def main(argv=None):
             if SIM in args.fleets:
                 for which in args.sim_calibrations:
                     fleet_name = f"sim-{which}"
-                    setups = {strategy: sim_setup(which, cal, rows, kept, fparams,
+                    setups = {strategy: sim_setup(which, cal, rows, kept, fparams, name,
                                                   strategy if args.in_situ == "strategy" else None)
                               for strategy, _ in strategies}
                     for strategy, (flags, factors) in setups.items():

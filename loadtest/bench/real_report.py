@@ -202,6 +202,18 @@ def calibration_lines(summary):
         f"| tokens: llama's per simulator token on this text (r) | {cal['llama_per_sim_token']:.3f} "
         f"({cal.get('bytes_per_llama_token') or float('nan'):.2f} bytes per llama token; the simulator's 4) | "
         "prefill rate, attention, KV capacity and token budget scaled by it |"]
+    if p.get("context_attention_ms_per_m_pairs") is not None:
+        lines.append(f"| prefill after a cached prefix, per 1e6 (new, cached) token pairs (median of "
+                     f"{p.get('warm_n', '?')} warm answers, rms {p.get('warm_rms_ms') or 0:.1f} ms) | "
+                     f"{p['context_attention_ms_per_m_pairs']:.1f} ms | `--context-attention-ms-per-m-pairs` = this x "
+                     "r² (where a workload has none of its own) |")
+    for name, w in (cal.get("warm") or {}).items():
+        if w.get("context_attention_ms_per_m_pairs") is None:
+            continue
+        lines.append(f"| {name}: its own requests one at a time on one pod with its flags, per 1e6 (new, cached) "
+                     f"pairs (median of {w['n']} warm answers; the fit's median error on them "
+                     f"{100 * (w.get('median_error') or 0):+.0f} %) | {w['context_attention_ms_per_m_pairs']:.1f} ms | "
+                     "`--context-attention-ms-per-m-pairs` = this x r² |")
     probe = cal.get("contention_probe") or {}
     if probe.get("prefill"):
         shown = ", ".join(f"{k}: x{x:.2f}" for k, x in enumerate(probe["prefill"], start=1))

@@ -106,6 +106,11 @@ void addFlags(CLI::App& app, prefixgate::sim::SimConfig& config) {
   app.add_option("--prefill-attention-ms-per-m-pairs", config.prefill_attention_ms_per_m_pairs,
                  "Time added to a step per million (new token, context token) pairs it prefills")
       ->capture_default_str();
+  app.add_option("--context-attention-ms-per-m-pairs", config.context_attention_ms_per_m_pairs,
+                 "The same for the pairs of new tokens with tokens computed before the step (a cached prefix, "
+                 "earlier chunks), when they cost otherwise (llama.cpp on CPU: a short prompt after a long cached "
+                 "prefix); -1: as --prefill-attention-ms-per-m-pairs")
+      ->capture_default_str();
   app.add_option("--max-num-batched-tokens", config.max_num_batched_tokens,
                  "Token budget of one step (decodes first, then prefill chunks)")
       ->capture_default_str();

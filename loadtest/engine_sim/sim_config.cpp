@@ -25,7 +25,8 @@ TimingConfig SimConfig::timingConfig() const {
                       decode_ms_per_token,         decode_ms_per_running_seq,
                       attention_ms_per_1k_context, prefill_attention_ms_per_m_pairs,
                       token_scale,                 time_scale,
-                      host_cache_restore_ms_per_1k_tokens, kv_transfer_ms_per_1k_tokens};
+                      host_cache_restore_ms_per_1k_tokens, kv_transfer_ms_per_1k_tokens,
+                      context_attention_ms_per_m_pairs};
 }
 
 namespace {
@@ -80,6 +81,8 @@ std::string validateConfig(const SimConfig& config) {
   if (!(config.attention_ms_per_1k_context >= 0)) return "--attention-ms-per-1k-context: must not be negative";
   if (!(config.prefill_attention_ms_per_m_pairs >= 0))
     return "--prefill-attention-ms-per-m-pairs: must not be negative";
+  if (!(config.context_attention_ms_per_m_pairs >= 0 || config.context_attention_ms_per_m_pairs == -1))
+    return "--context-attention-ms-per-m-pairs: must not be negative (or -1: as --prefill-attention-ms-per-m-pairs)";
   if (!(config.time_scale >= 0)) return "--time-scale: must not be negative";
   if (!(config.token_scale > 0 && config.token_scale <= 1)) return "--token-scale: must be in (0, 1]";
   if (config.max_num_batched_tokens == 0) return "--max-num-batched-tokens: must be at least 1";

@@ -19,6 +19,7 @@ StepWork stepWork(const StepPlan& plan) {
     work.prefill_tokens += entry.new_tokens;
     double fresh = entry.new_tokens;
     work.prefill_pairs += fresh * (static_cast<double>(entry.computed_before) + (fresh + 1) / 2);
+    work.context_pairs += fresh * static_cast<double>(entry.computed_before);
   }
   return work;
 }
@@ -32,7 +33,13 @@ double stepMilliseconds(const TimingConfig& config, const StepWork& work) {
       ms += 1000.0 * static_cast<double>(work.prefill_tokens) / (config.prefill_tokens_per_s * k);
   }
   ms += config.attention_ms_per_1k_context * static_cast<double>(work.decode_context) / 1000.0 / (k * k);
-  ms += config.prefill_attention_ms_per_m_pairs * work.prefill_pairs / 1e6 / (k * k);
+  if (config.context_attention_ms_per_m_pairs >= 0) {
+    ms += (config.prefill_attention_ms_per_m_pairs * (work.prefill_pairs - work.context_pairs) +
+           config.context_attention_ms_per_m_pairs * work.context_pairs) /
+          1e6 / (k * k);
+  } else {
+    ms += config.prefill_attention_ms_per_m_pairs * work.prefill_pairs / 1e6 / (k * k);
+  }
   // A restored token stands for 1/k real ones too.
   if (work.restored_tokens > 0)
     ms += config.host_cache_restore_ms_per_1k_tokens * static_cast<double>(work.restored_tokens) / 1000.0 / k;

@@ -9,7 +9,11 @@
 //   attention_ms_per_1k_context x decode context / 1000
 //                                            decoding sequences read the KV of their whole context
 //   prefill_attention_ms_per_m_pairs x (new x context) pairs / 1e6
-//                                            prefill chunks attend every new token to everything before it
+//                                            prefill chunks attend every new token to everything before it;
+//   context_attention_ms_per_m_pairs         when set (>= 0), the pairs of new tokens with tokens computed before
+//                                            the step (a cached prefix, earlier chunks) cost this instead: a short
+//                                            prompt after a long cached prefix computes them in a thin batch,
+//                                            less efficiently per pair than a long prompt's own (llama.cpp on CPU)
 //   host_cache_restore_ms_per_1k_tokens x restored tokens / 1000
 //                                            slots model: KV copied back from the host prompt cache first
 // The constants and their sources are in docs/simulator.md.
@@ -39,6 +43,8 @@ struct TimingConfig {
   double host_cache_restore_ms_per_1k_tokens = 0.5;
   // Decode legs (prefill/decode hand-off): pulling prompt KV from the prefill pod, while the sequence waits.
   double kv_transfer_ms_per_1k_tokens = 2.0;
+  // Pairs of new tokens with the context computed before the step; negative: as prefill_attention_ms_per_m_pairs.
+  double context_attention_ms_per_m_pairs = -1;
 };
 
 // What a step computes, as far as its time is concerned.
@@ -48,6 +54,7 @@ struct StepWork {
   uint64_t decode_context = 0;   // sum over decode entries of their context (computed tokens + the new one)
   double prefill_pairs = 0;      // sum over prefill entries of new x (computed before + (new + 1) / 2)
   uint64_t restored_tokens = 0;  // restored from the host prompt cache before the step (slots model)
+  double context_pairs = 0;      // the part of prefill_pairs with tokens computed before: new x computed before
 };
 
 StepWork stepWork(const StepPlan& plan);

@@ -194,3 +194,44 @@ def test_shared_cpu_flags_come_from_the_contention_probe():
     assert calibrate.shared_cpu_flags({"prefill": {}}) == []
     flags = calibrate.shared_cpu_flags({"contention_probe": {"prefill": [1.0, 1.05, 1.6, 2.25], "decode": [1.0]}})
     assert flags == ["--shared-cpu-slowdown", "1,1.05,1.6,2.25"]
+
+
+def test_context_attention_is_the_median_cost_per_cached_pair_beyond_the_cold_fit():
+    """Ensures warm prompts (more than the template's tokens cached) are told from cold ones, that the context
+    coefficient C is what the cold fit leaves unexplained per million (new, cached) pairs (the median: one odd
+    sample does not move it), and that prefill_ms then charges new x cached pairs at C, the rest at A."""
+    cold_fit = {"overhead_ms": 5.0, "tokens_per_s": 10000.0, "attention_ms_per_m_pairs": 100.0}
+    true = {**cold_fit, "context_attention_ms_per_m_pairs": 400.0}
+    warm = [(new, 1200, calibrate.prefill_ms(true, new, 1200)) for new in (30, 60, 60, 90, 180)]
+    warm.append((60, 1200, 1000.0))                                   # one outlier
+    cold, got_warm = calibrate.split_cold([(500, 10, 60.0), (60, 16, 20.0)] + warm)
+    assert [s[0] for s in cold] == [500, 60] and got_warm == warm
+    got = calibrate.fit_context_attention(cold_fit, warm)
+    assert got["context_attention_ms_per_m_pairs"] == pytest.approx(400.0) and got["n"] == 6
+    assert got["median_error"] == pytest.approx(0.0, abs=1e-9)
+    # prefill_ms with C: the cached pairs at C, the new tokens' own pairs at A.
+    assert calibrate.prefill_ms(true, 60, 1200) == pytest.approx(
+        5.0 + 6.0 + 100.0 * calibrate.pairs(60, 0) / 1e6 + 400.0 * 60 * 1200 / 1e6)
+    # Without C, as before: every pair at A.
+    assert calibrate.prefill_ms(cold_fit, 60, 1200) == pytest.approx(5.0 + 6.0 + 100.0 * calibrate.pairs(60, 1200) / 1e6)
+    # Warm prompts cheaper than the cold fit: C is 0, never negative; no warm prompt: None.
+    cheap = [(60, 1200, 1.0)] * 3
+    assert calibrate.fit_context_attention(cold_fit, cheap)["context_attention_ms_per_m_pairs"] == 0.0
+    assert calibrate.fit_context_attention(cold_fit, [])["context_attention_ms_per_m_pairs"] is None
+
+
+def test_sim_flags_take_the_workloads_own_context_attention():
+    """Ensures --context-attention-ms-per-m-pairs is the workload's own C (x r^2, pairs of tokens) where it was
+    probed, the probe's C otherwise, and absent (the simulator's default) when neither was measured; and that the
+    in-situ scaling slows both."""
+    r = 0.8
+    cal = calibration(r)
+    assert "--context-attention-ms-per-m-pairs" not in calibrate.sim_flags(cal, FleetParams(), workload="w")
+    cal["prefill"]["context_attention_ms_per_m_pairs"] = 300.0
+    cal["warm"] = {"w": {"context_attention_ms_per_m_pairs": 500.0, "n": 40}}
+    own = calibrate.sim_flags(cal, FleetParams(), workload="w")
+    other = calibrate.sim_flags(cal, FleetParams(), workload="other")
+    assert float(flag(own, "--context-attention-ms-per-m-pairs")) == pytest.approx(500.0 * r * r)
+    assert float(flag(other, "--context-attention-ms-per-m-pairs")) == pytest.approx(300.0 * r * r)
+    slowed = calibrate.scaled(cal, {"prefill": 2.0, "decode": 1.0})
+    assert calibrate.context_attention(slowed, "w") == 1000.0 and calibrate.context_attention(slowed) == 600.0

@@ -1,6 +1,8 @@
 // The step time model: what each part of a batch costs, the token scale, and the time scale.
 #include "engine_sim/timing_model.h"
 
+#include "engine_sim/sim_config.h"
+
 #include <gtest/gtest.h>
 
 namespace prefixgate::sim {
@@ -41,6 +43,44 @@ TEST(TimingModel, StepWorkOfPlan) {
   EXPECT_EQ(work.prefill_tokens, 10u);
   EXPECT_EQ(work.decode_context, 100u);
   EXPECT_DOUBLE_EQ(work.prefill_pairs, 10 * (20 + 5.5));
+}
+
+// Ensures the pairs of new tokens with tokens computed before the step are counted apart, and cost
+// --context-attention-ms-per-m-pairs when it is set (llama.cpp's short prompt after a long cached prefix) and the
+// prefill coefficient when it is not (-1, the default: a step costs what it always did).
+TEST(TimingModel, ContextPairsCostTheirOwnCoefficientWhenSet) {
+  StepPlan plan;
+  plan.entries.push_back(StepEntry{1, 60, 1500, false});  // 60 new tokens after a cached 1,500
+  plan.entries.push_back(StepEntry{2, 1000, 0, false});   // a cold prompt: no context pairs
+  StepWork work = stepWork(plan);
+  EXPECT_DOUBLE_EQ(work.context_pairs, 60.0 * 1500);
+  EXPECT_DOUBLE_EQ(work.prefill_pairs, 60 * (1500 + 30.5) + 1000 * 500.5);
+  TimingConfig base = config();
+  const double unset = stepMilliseconds(base, work);
+  EXPECT_DOUBLE_EQ(unset, 4.5 + 2 * 0.046 + 15 + 1000.0 * 1060 / 25000 + 1.3 * work.prefill_pairs / 1e6);
+  TimingConfig split = base;
+  split.context_attention_ms_per_m_pairs = 500;
+  EXPECT_NEAR(stepMilliseconds(split, work) - unset, (500 - 1.3) * 60 * 1500 / 1e6, 1e-9);
+  split.context_attention_ms_per_m_pairs = 0;  // set to 0: the context pairs are free
+  EXPECT_NEAR(unset - stepMilliseconds(split, work), 1.3 * 60 * 1500 / 1e6, 1e-9);
+  // The token scale applies as to every pair: k^2.
+  split.context_attention_ms_per_m_pairs = 500;
+  split.prefill_attention_ms_per_m_pairs = 0;
+  split.prefill_tokens_per_s = 1e300;
+  split.token_scale = 0.5;
+  EXPECT_NEAR(stepMilliseconds(split, work), (4.5 + 2 * 0.046) / 0.5 + 15 + 500 * 60 * 1500 / 1e6 / 0.25, 1e-9);
+}
+
+// Ensures the flag reaches the timing config, and that only -1 (unset) or a coefficient >= 0 is accepted.
+TEST(TimingModel, ContextAttentionFlagIsValidated) {
+  SimConfig sim;
+  EXPECT_EQ(validateConfig(sim), "");
+  EXPECT_EQ(sim.timingConfig().context_attention_ms_per_m_pairs, -1);
+  sim.context_attention_ms_per_m_pairs = 250;
+  EXPECT_EQ(validateConfig(sim), "");
+  EXPECT_EQ(sim.timingConfig().context_attention_ms_per_m_pairs, 250);
+  sim.context_attention_ms_per_m_pairs = -2;
+  EXPECT_NE(validateConfig(sim).find("--context-attention-ms-per-m-pairs"), std::string::npos);
 }
 
 // Ensures an entry that computes a single prompt token (a decode leg's last prompt token once its KV was pulled)
