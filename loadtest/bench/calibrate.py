@@ -160,6 +160,16 @@ def context_attention(cal, workload=None):
     return own if own is not None else cal["prefill"].get("context_attention_ms_per_m_pairs")
 
 
+def sim_context_attention(cal, workload=None):
+    """The simulator's coefficient for `workload`, in simulator tokens: the one fitted on a simulated pod
+    (fit_sim_context_attention) where measured, else context_attention x r^2; None when nothing was measured."""
+    own = ((cal.get("warm") or {}).get(workload) or {}).get("sim_context_attention_ms_per_m_pairs")
+    if own is not None:
+        return own
+    c = context_attention(cal, workload)
+    return None if c is None else c * cal["llama_per_sim_token"] ** 2
+
+
 def fit_decode(single_short, single_long, double_short):
     """Per-step decode model from three probes, each (step ms, context tokens): one sequence at a short and at a
     long context, two sequences at a short context (context per sequence). Returns {"floor_ms": D,
@@ -198,8 +208,8 @@ def sim_flags(cal, params, block_size=4, prompt_tokens=None, workload=None):
     (context_attention; none measured: the simulator's default, the prefill coefficient)."""
     r = cal["llama_per_sim_token"]
     prefill, decode = cal["prefill"], cal["decode"]
-    context = context_attention(cal, workload)
-    extra = [] if context is None else ["--context-attention-ms-per-m-pairs", f"{context * r * r:.6g}"]
+    context = sim_context_attention(cal, workload)
+    extra = [] if context is None else ["--context-attention-ms-per-m-pairs", f"{context:.6g}"]
     # llama.cpp's cache: one prompt per slot (each ctx / parallel), and its host prompt cache unless --cache-ram 0
     # (the simulator's --kv-cache-model slots follows llama-server's slot and host-cache rules).
     kv = max(2 * params.parallel, round(params.ctx / r))
@@ -323,8 +333,10 @@ def scaled(cal, factors):
                         "attention_ms_per_m_pairs": p["attention_ms_per_m_pairs"] * fp,
                         **({"context_attention_ms_per_m_pairs": p["context_attention_ms_per_m_pairs"] * fp}
                            if p.get("context_attention_ms_per_m_pairs") is not None else {})},
-            **({"warm": {name: {**w, "context_attention_ms_per_m_pairs": w["context_attention_ms_per_m_pairs"] * fp}
-                         for name, w in cal["warm"].items() if w.get("context_attention_ms_per_m_pairs") is not None}}
+            **({"warm": {name: {**w, **{k: w[k] * fp for k in ("context_attention_ms_per_m_pairs",
+                                                               "sim_context_attention_ms_per_m_pairs")
+                                        if w.get(k) is not None}}
+                         for name, w in cal["warm"].items()}}
                if cal.get("warm") else {}),
             "decode": {k: v * fd for k, v in d.items()},
             "client_overhead_ms": cal["client_overhead_ms"] * fp,
@@ -467,27 +479,63 @@ WORKLOAD_PROBE_SEED = 1000   # a workload's own requests for probe_workload: a s
 WORKLOAD_PROBE_DEADLINE_S = 300.0
 
 
-def probe_workload(pod, workload, prefill, log=print):
-    """The context attention of one workload: its requests (as built, with its replies carried) one at a time
-    straight to `pod` (one llama-server alone, started with the workload's flags). Returns
-    {"samples": [(new, cached, prompt_ms)] of its warm prompts, "requests": sent, **fit_context_attention}."""
+def _one_at_a_time(port, workload):
+    """The workload's requests one at a time straight to a pod: {rid: (new, cached, prompt_ms)} of the answers with
+    timings, and the wall seconds."""
     from dataclasses import replace
 
     from bench.loadgen import run_workload
-    records, wall, _ = run_workload("127.0.0.1", pod.port, replace(workload, concurrency=1), 1.0,
-                                    WORKLOAD_PROBE_DEADLINE_S, progress="never", capture=True,
+    records, wall, _ = run_workload("127.0.0.1", port, replace(workload, concurrency=1), 1.0,
+                                    WORKLOAD_PROBE_DEADLINE_S, progress=False, capture=True,
                                     request_timeout_s=120.0)
     failed = [r for r in records if not r.ok]
     if failed:
         raise RuntimeError(f"workload probe ({workload.name}): {len(failed)} of {len(records)} requests failed")
-    samples = [(t["prompt_n"], t["cache_n"], t["prompt_ms"]) for t in (r.timings or {} for r in records)
-               if t.get("prompt_n") and t.get("prompt_ms") is not None]
-    _, warm = split_cold(samples)
+    return {r.rid: (r.timings["prompt_n"], r.timings["cache_n"], r.timings["prompt_ms"]) for r in records
+            if (r.timings or {}).get("prompt_n") and r.timings.get("prompt_ms") is not None}, wall
+
+
+def probe_workload(pod, workload, prefill, log=print):
+    """The context attention of one workload: its requests (as built, with its replies carried) one at a time
+    straight to `pod` (one llama-server alone, started with the workload's flags). Returns
+    {"samples": [(new, cached, prompt_ms)] of its warm prompts, "by_rid": {rid: sample} of every answer,
+    "requests": sent, **fit_context_attention}."""
+    by_rid, wall = _one_at_a_time(pod.port, workload)
+    _, warm = split_cold(list(by_rid.values()))
     fit = fit_context_attention(prefill, warm)
-    log(f"{workload.name}: {len(records)} requests one at a time in {wall:.1f} s, {fit['n']} warm: "
+    log(f"{workload.name}: {len(by_rid)} requests one at a time in {wall:.1f} s, {fit['n']} warm: "
         f"{fit['context_attention_ms_per_m_pairs'] or 0:.1f} ms per 1e6 (new, cached) pairs "
         f"(rms {fit['rms_ms'] or 0:.1f} ms, median error {100 * (fit['median_error'] or 0):+.0f} %)")
-    return {"samples": warm, "requests": len(records), **fit}
+    return {"samples": warm, "by_rid": by_rid, "requests": len(by_rid), **fit}
+
+
+def fit_sim_context_attention(llama_by_rid, sim_by_rid, overhead_ms):
+    """The simulator's own --context-attention-ms-per-m-pairs for a workload, in its tokens: {rid: (new, cached,
+    prompt_ms)} of the same requests one at a time on llama-server and on a simulated pod with the coefficient 0
+    -> {"sim_context_attention_ms_per_m_pairs": C, "sim_n": pairs used}. The simulator's step pays the client
+    overhead (`overhead_ms`, H in --step-overhead-ms) that llama-server's prompt_ms leaves out, so per request
+    warm on both C_i = (llama prompt_ms + H - simulated prompt_ms) / (the simulator's new x cached / 1e6); C = their
+    median, at least 0 (None without a pair). This carries what r^2 cannot: the simulator's template and its
+    tokens of a short question are not r times llama's (a 40-word question: ~59 simulator tokens, ~62 llama)."""
+    per_pair = []
+    for rid, (new, cached, ms) in llama_by_rid.items():
+        sim = sim_by_rid.get(rid)
+        if cached <= COLD_CACHED_MAX or sim is None or sim[0] <= 0 or sim[1] <= 0:
+            continue
+        per_pair.append((ms + overhead_ms - sim[2]) / (sim[0] * sim[1] / 1e6))
+    if not per_pair:
+        return {"sim_context_attention_ms_per_m_pairs": None, "sim_n": 0}
+    return {"sim_context_attention_ms_per_m_pairs": max(0.0, statistics.median(per_pair)), "sim_n": len(per_pair)}
+
+
+def probe_workload_sim(port, workload, llama_by_rid, overhead_ms, log=print):
+    """The workload's requests one at a time on one simulated pod (port) whose flags have
+    --context-attention-ms-per-m-pairs 0: fit_sim_context_attention against the llama probe's answers."""
+    sim_by_rid, wall = _one_at_a_time(port, workload)
+    fit = fit_sim_context_attention(llama_by_rid, sim_by_rid, overhead_ms)
+    log(f"{workload.name}: the same on one simulated pod in {wall:.1f} s: {fit['sim_n']} warm on both, "
+        f"{fit['sim_context_attention_ms_per_m_pairs'] or 0:.1f} ms per 1e6 (new, cached) simulator-token pairs")
+    return fit
 
 
 CONTENTION_WORDS = 1100   # about 1,500 Llama tokens: a shared-prefix group's cold prompt

@@ -41,7 +41,7 @@ from bench.aggregate import aggregate, short_of_seeds  # noqa: E402
 from bench.decisions import decision_stats  # noqa: E402
 from bench.engine_bound import classify_misses, run_bound  # noqa: E402
 from bench.fleet import (LLAMA, SIM, Fleet, QueueSampler, Tokenizer, engine_counters, engine_hit_ratio,  # noqa: E402
-                         gateway_view, start_gateway)
+                         gateway_view, llama_flags, start_gateway)
 from bench.loadgen import run_workload  # noqa: E402
 from bench.quality import parse_seeds  # noqa: E402
 from bench.runner import gateway_strategies, metrics_texts, prediction_accuracy, resolve_strategies, rotated  # noqa
@@ -377,12 +377,24 @@ def calibration(args, tmp, log, workloads=()):
                 f"llama-server (-t 1 --parallel {fp.parallel} -c {fp.ctx}"
                 f"{f' --cache-ram {fp.cache_ram_mib}' if fp.cache_ram_mib >= 0 else ''})")
             pod = LlamaServer(tmp, name=f"calibration-{name}", parallel=fp.parallel, ctx=fp.ctx, threads=1,
-                              extra=["--cache-ram", str(fp.cache_ram_mib)] if fp.cache_ram_mib >= 0 else [])
+                              extra=llama_flags(fp))
             try:
-                cal["warm"][name] = calibrate.probe_workload(pod, workload, cal["prefill"],
-                                                             log=lambda s: log("calibration: " + s))
+                warm = calibrate.probe_workload(pod, workload, cal["prefill"], log=lambda s: log("calibration: " + s))
             finally:
                 pod.stop()
+            # The same requests on one simulated pod without the context term: the coefficient in its own tokens.
+            by_rid = warm.pop("by_rid")
+            prompt = sum(new + cached for new, cached, _ in by_rid.values()) / max(1, len(by_rid))
+            bare = {**cal, "warm": {}, "prefill": {**cal["prefill"], "context_attention_ms_per_m_pairs": 0.0}}
+            flags = calibrate.sim_flags(bare, fp, prompt_tokens=prompt)
+            sim = Fleet(SIM, tmp, f"calibration-{name}-sim", 1, fp, sim_flags=flags)
+            try:
+                warm |= calibrate.probe_workload_sim(sim.ports()[0], workload, by_rid,
+                                                     calibrate.client_overhead_ms(cal, prompt),
+                                                     log=lambda s: log("calibration: " + s))
+            finally:
+                sim.stop()
+            cal["warm"][name] = warm
     return cal
 
 

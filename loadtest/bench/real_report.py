@@ -210,10 +210,12 @@ def calibration_lines(summary):
     for name, w in (cal.get("warm") or {}).items():
         if w.get("context_attention_ms_per_m_pairs") is None:
             continue
+        sim = w.get("sim_context_attention_ms_per_m_pairs")
         lines.append(f"| {name}: its own requests one at a time on one pod with its flags, per 1e6 (new, cached) "
-                     f"pairs (median of {w['n']} warm answers; the fit's median error on them "
-                     f"{100 * (w.get('median_error') or 0):+.0f} %) | {w['context_attention_ms_per_m_pairs']:.1f} ms | "
-                     "`--context-attention-ms-per-m-pairs` = this x r² |")
+                     f"pairs (median of {w['n']} warm answers) | {w['context_attention_ms_per_m_pairs']:.1f} ms | "
+                     + (f"`--context-attention-ms-per-m-pairs` {sim:.1f}: the same requests on one simulated pod "
+                        f"without it, per 1e6 simulator-token pairs ({w.get('sim_n', 0)} warm on both) |"
+                        if sim is not None else "`--context-attention-ms-per-m-pairs` = this x r² |"))
     probe = cal.get("contention_probe") or {}
     if probe.get("prefill"):
         shown = ", ".join(f"{k}: x{x:.2f}" for k, x in enumerate(probe["prefill"], start=1))

@@ -215,7 +215,8 @@ def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator
     """Ensures the real-engine runner (loadtest/bench/real.py --tiny: two llama-servers, one seed) calibrates the
     simulator against a llama-server, streams the tiny shared-prefix and multi-turn workloads through a gateway in
     front of real pods and of simulated ones (every calibration: the shared-CPU one from a probe of the fleet's
-    contention; the burn-CPU one computing its steps), and reports per run the cached share within the
+    contention; the burn-CPU one computing its steps; each workload's context attention from its own requests on one
+    llama-server and one simulated pod), and reports per run the cached share within the
     engine-token bound, usage agreeing with the engines' counters and with the prompts' engine tokenization, the
     gateway's figures, and the comparison table."""
     from harness import LLAMA_SERVER_BIN, llama_available
@@ -240,6 +241,15 @@ def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator
         assert flags[flags.index("--shared-cpu-slowdown") + 1] == ",".join(f"{x:.4g}" for x in probe["prefill"])
         assert "--shared-cpu-slowdown" not in workload["fleets"]["sim-isolated"]["flags"]["random"]
         assert "--burn-cpu" in workload["fleets"]["sim-burn-cpu"]["flags"]["random"]
+    for name, workload in summary["workloads"].items():
+        # The workload's own requests one at a time on one llama-server, then on one simulated pod: the context
+        # attention in the simulator's tokens, which its flags carry.
+        warm = cal["warm"][name]
+        assert warm["requests"] > 0 and warm["n"] > 0 and warm["context_attention_ms_per_m_pairs"] >= 0, warm
+        assert warm["sim_n"] > 0, warm
+        flags = workload["fleets"]["sim-isolated"]["flags"]["random"]
+        assert float(flags[flags.index("--context-attention-ms-per-m-pairs") + 1]) == pytest.approx(
+            warm["sim_context_attention_ms_per_m_pairs"], rel=1e-5)
     for name, workload in summary["workloads"].items():
         assert (tmp_path / workload["plot"]).stat().st_size > 1000
         runs = workload["runs"]

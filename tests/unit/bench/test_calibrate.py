@@ -235,3 +235,28 @@ def test_sim_flags_take_the_workloads_own_context_attention():
     assert float(flag(other, "--context-attention-ms-per-m-pairs")) == pytest.approx(300.0 * r * r)
     slowed = calibrate.scaled(cal, {"prefill": 2.0, "decode": 1.0})
     assert calibrate.context_attention(slowed, "w") == 1000.0 and calibrate.context_attention(slowed) == 600.0
+
+
+def test_sim_context_attention_is_fitted_in_the_simulators_tokens():
+    """Ensures the simulator's own coefficient is, per request warm on both engines, llama's prompt time plus the
+    client overhead the simulated step includes, less the simulated prompt time without the term, per million of
+    the SIMULATOR's (new, cached) pairs (median, never negative; cold requests and unpaired ones skipped), and that
+    sim_flags takes it as it is, before the r^2-scaled llama coefficient."""
+    llama = {0: (1600, 10, 400.0),                      # cold: skipped
+             1: (62, 1572, 100.0), 2: (62, 1572, 104.0), 3: (62, 1572, 96.0), 4: (62, 1572, 100.0),
+             5: (60, 1500, 90.0)}                       # no simulated twin: skipped
+    # the simulator: 59 new after 2,000 cached; 40 ms without the term; H = 18 ms
+    sim = {0: (2060, 0, 300.0), 1: (59, 2000, 40.0), 2: (59, 2000, 40.0), 3: (59, 2000, 40.0), 4: (59, 0, 500.0)}
+    got = calibrate.fit_sim_context_attention(llama, sim, overhead_ms=18.0)
+    assert got["sim_n"] == 3
+    assert got["sim_context_attention_ms_per_m_pairs"] == pytest.approx((100.0 + 18.0 - 40.0) / (59 * 2000 / 1e6))
+    assert calibrate.fit_sim_context_attention(llama, {}, 18.0) == {"sim_context_attention_ms_per_m_pairs": None,
+                                                                   "sim_n": 0}
+    cheap = calibrate.fit_sim_context_attention({1: (62, 1572, 1.0)}, {1: (59, 2000, 400.0)}, 0.0)
+    assert cheap["sim_context_attention_ms_per_m_pairs"] == 0.0
+    r = 0.8
+    cal = calibration(r) | {"warm": {"w": {"context_attention_ms_per_m_pairs": 500.0,
+                                           "sim_context_attention_ms_per_m_pairs": 123.0}}}
+    assert float(flag(calibrate.sim_flags(cal, FleetParams(), workload="w"),
+                      "--context-attention-ms-per-m-pairs")) == pytest.approx(123.0)
+    assert calibrate.sim_context_attention(calibrate.scaled(cal, {"prefill": 2.0, "decode": 1.0}), "w") == 246.0
