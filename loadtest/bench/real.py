@@ -4,7 +4,9 @@ real prefixgate in front of N llama.cpp llama-servers (default 4, each `-t 1 --p
 model of tools/llama/make_model.py), and the same requests on simulated pods calibrated against llama-server on this
 machine, so the simulator's figures stand beside the real engine's (same seeds, same prompt texts, seconds).
 
-Phases: (1) calibration: one llama-server alone, probed (calibrate.py), unless --calibration FILE gives one;
+Phases: (1) calibration: one llama-server alone, probed (calibrate.py), unless --calibration FILE gives one; with
+simulated fleets, each workload's own requests (seed 1000) one at a time on one llama-server and on one simulated
+pod with its flags, for the cost of new tokens after a cached prefix (calibrate.probe_workload, probe_workload_sim);
 (2) per workload, every seed, every strategy (order rotated by the seed): a fresh fleet of llama-servers (cold
 caches) and a fresh gateway, the workload streamed through closed loop; (3) the same on simulated pods
 (`--engine-dialect llamacpp`, time scale 1) with the isolated calibration ("sim-isolated"), and with the pods sharing
