@@ -16,10 +16,13 @@ O, R, A by least squares with non-negative terms (a negative one is dropped and 
 prompts; C (the simulator's --context-attention-ms-per-m-pairs: new tokens against a cached prefix) is the median,
 over warm prompts, of what the cold fit leaves unexplained per million (new, cached) pairs. llama.cpp on this CPU
 computes a short prompt after a long cached prefix in a thin batch, several times less efficiently per pair than a
-long prompt's own attention, and unevenly with the prompt's size (measured here, ~1,240 cached: 30 new tokens 38 ms,
-61 new 55-78 ms, 72 new 34-40 ms, 182 new 73-79 ms). So C is also measured per workload (`probe_workload`): the
-workload's own requests (another seed), one at a time on one llama-server with the workload's flags, and their warm
-prompts give that workload's C. Per decode step
+long prompt's own attention, and unevenly with the prompt's size (the probe's samples in
+docs/benchmarks/real-engine-contention/calibration.json, ~1,240 cached: 30 new tokens 38 ms, 61 new 55-78 ms, 72 new
+34-40 ms, 182 new 73-79 ms; loadtest/bench/warm_cost.py measures the series). So C is also measured per workload
+(`probe_workload`): the workload's own requests (another seed) one at a time on one llama-server with the workload's
+flags; and since a short question is not r times as many simulator tokens as llama tokens, the simulator's flag is
+fitted on the same requests sent to one simulated pod without the term (`probe_workload_sim`,
+`fit_sim_context_attention`), in the simulator's own tokens. Per decode step
   step_ms = D + S x sequences + C x context / 1000
 from the three decode probes (D, S, C: the simulator's --decode-ms-per-token, --decode-ms-per-running-seq,
 --attention-ms-per-1k-context). The simulator's prefill step also pays D + S, and the client overhead H (TTFT -
@@ -299,20 +302,22 @@ def alone_on_pod(records):
     return out
 
 
-def contention(cal, records):
-    """In-situ slowdown of a fleet's pods in real runs: {"prefill": the prompt time of requests alone on their pod /
+def contention(cal, records, workload=None):
+    """In-situ slowdown of a fleet's pods in real runs of `workload` (its name: its own context attention, as
+    context_attention picks it): {"prefill": the prompt time of requests alone on their pod /
     what the isolated fit predicts for the same (new, cached) tokens, "decode": their decode time / (tokens - 1) x
     the isolated step at their context, "n_prefill", "n_decode": requests used} (ratios of sums: time-weighted;
     1.0 where none was alone). What the simulator models itself (batch mates, slot queues) is left out by taking
     only requests alone on their pod."""
     pre_actual = pre_model = dec_actual = dec_model = 0.0
     n_pre = n_dec = 0
+    fit = {**cal["prefill"], "context_attention_ms_per_m_pairs": context_attention(cal, workload)}
     for rec, prompt_alone, decode_alone in alone_on_pod(records):
         t = rec.timings
         new, cached = t.get("prompt_n", 0), t.get("cache_n", 0)
         if prompt_alone and t.get("prompt_ms") and new > 0:
             pre_actual += t["prompt_ms"]
-            pre_model += prefill_ms(cal["prefill"], new, cached)
+            pre_model += prefill_ms(fit, new, cached)
             n_pre += 1
         steps = t.get("predicted_n", 0) - 1
         if decode_alone and t.get("predicted_ms") and steps >= 2:
@@ -512,7 +517,8 @@ def probe_workload(pod, workload, prefill, log=print):
 def fit_sim_context_attention(llama_by_rid, sim_by_rid, overhead_ms):
     """The simulator's own --context-attention-ms-per-m-pairs for a workload, in its tokens: {rid: (new, cached,
     prompt_ms)} of the same requests one at a time on llama-server and on a simulated pod with the coefficient 0
-    -> {"sim_context_attention_ms_per_m_pairs": C, "sim_n": pairs used}. The simulator's step pays the client
+    -> {"sim_context_attention_ms_per_m_pairs": C, "sim_n": pairs used} (warm on both: more than the template's
+    tokens cached). The simulator's step pays the client
     overhead (`overhead_ms`, H in --step-overhead-ms) that llama-server's prompt_ms leaves out, so per request
     warm on both C_i = (llama prompt_ms + H - simulated prompt_ms) / (the simulator's new x cached / 1e6); C = their
     median, at least 0 (None without a pair). This carries what r^2 cannot: the simulator's template and its
@@ -520,7 +526,7 @@ def fit_sim_context_attention(llama_by_rid, sim_by_rid, overhead_ms):
     per_pair = []
     for rid, (new, cached, ms) in llama_by_rid.items():
         sim = sim_by_rid.get(rid)
-        if cached <= COLD_CACHED_MAX or sim is None or sim[0] <= 0 or sim[1] <= 0:
+        if cached <= COLD_CACHED_MAX or sim is None or sim[0] <= 0 or sim[1] <= COLD_CACHED_MAX:
             continue
         per_pair.append((ms + overhead_ms - sim[2]) / (sim[0] * sim[1] / 1e6))
     if not per_pair:

@@ -246,7 +246,7 @@ def run_one(workload, strategy, routing, seed, fleet_name, sim_flags, cal, args,
         notes["pod_cpu_s"] = {pod.rsplit("-", 1)[-1]: round(v, 3) for pod, v in cpu.items()}
         notes["slowdown"] = calibrate.slowdown(list(busy.values()), list(cpu.values())) if kind == LLAMA else None
         if kind == LLAMA:   # the simulator's timings count its own tokens: no comparison with llama's fit
-            factors = calibrate.contention(cal, records)
+            factors = calibrate.contention(cal, records, workload.name)
             notes["contention_prefill"], notes["contention_decode"] = factors["prefill"], factors["decode"]
             notes["alone_prefill"], notes["alone_decode"] = factors["n_prefill"], factors["n_decode"]
         notes["crashed"] = fleet.dead() + ([f"gateway exited with {gateway.proc.returncode}"]
@@ -313,7 +313,7 @@ def sim_setup(which, cal, rows, kept, fparams, workload, strategy=None):
     if which == "shared-cpu":
         return base + calibrate.shared_cpu_flags(cal), None
     real = [rec for (fleet, s, _), recs in kept.items() if fleet == LLAMA and strategy in (None, s) for rec in recs]
-    factors = calibrate.contention(cal, real)
+    factors = calibrate.contention(cal, real, workload)
     return calibrate.sim_flags(calibrate.scaled(cal, factors), fparams, prompt_tokens=prompt,
                               workload=workload), factors
 

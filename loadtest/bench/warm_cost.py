@@ -32,10 +32,12 @@ def ask(pod, system, question, max_tokens=16):
     return t["prompt_n"], t["cache_n"], t["prompt_ms"]
 
 
-def series(pod, prefix_words, question_words, count, seed):
-    system = english(("warm-cost-system", seed, prefix_words), prefix_words)
+def series(pod, tag, prefix_words, question_words, count, seed):
+    # A system prompt of the series' own (no earlier series left it in llama-server's host prompt cache): cold first.
+    system = english(("warm-cost-system", seed, tag, prefix_words, question_words), prefix_words)
     cold = ask(pod, system, "hello")
-    rows = [ask(pod, system, english(("warm-cost-q", seed, prefix_words, question_words, i), question_words))
+    rows = [ask(pod, system, english(("warm-cost-q", seed, tag, prefix_words, question_words, i),
+                                         question_words))
             for i in range(count)]
     return {"prefix_words": prefix_words, "question_words": question_words, "cold": cold, "warm": rows,
             "new": statistics.median(r[0] for r in rows), "cached": statistics.median(r[1] for r in rows),
@@ -51,8 +53,9 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="warm-cost-") as tmp:
         pod = LlamaServer(tmp, name="warm-cost", parallel=2, ctx=8192, threads=1)
         try:
-            by_prefix = [series(pod, words, 40, 6, args.seed) for words in PREFIX_WORDS]
-            by_question = [series(pod, words, q, 5, args.seed) for words in (600, 2000) for q in QUESTION_WORDS]
+            by_prefix = [series(pod, "prefix", words, 40, 6, args.seed) for words in PREFIX_WORDS]
+            by_question = [series(pod, "question", words, q, 5, args.seed)
+                           for words in (600, 2000) for q in QUESTION_WORDS]
         finally:
             pod.stop()
     print("| system words | question words | new tokens | cached tokens | prompt_ms median (min-max) |")

@@ -271,6 +271,31 @@ def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator
     assert "**Provenance**: commit" in report
 
 
+def test_warm_cost_measures_questions_after_a_cached_system_prompt(tmp_path):
+    """Ensures loadtest/bench/warm_cost.py (the measurement behind the simulator's context attention) runs against a
+    real llama-server: every series sends its system prompt cold once, then questions that find it cached (llama's
+    cache_n covers the system prompt, prompt_n only the question), and prints the table of what it measured."""
+    from harness import LLAMA_SERVER_BIN, llama_available
+
+    if not llama_available():
+        pytest.fail(f"llama-server not found at {LLAMA_SERVER_BIN}: run scripts/fetch_llama.sh")
+    out = run(["loadtest/bench/warm_cost.py", "--out", str(tmp_path / "warm.json")])
+    got = json.loads((tmp_path / "warm.json").read_text())
+    series = got["by_prefix"] + got["by_question"]
+    assert len(got["by_prefix"]) == 4 and len(got["by_question"]) == 8
+    for row in series:
+        cold_new, cold_cached, _ = row["cold"]
+        assert cold_cached <= 16 < cold_new, row["cold"]          # the system prompt computed
+        for new, cached, ms in row["warm"]:
+            # cached: the cold prompt less its own user turn ("hello" and the template around it, ~20 tokens)
+            assert cold_new - 40 <= cached < cold_new + cold_cached and 0 < new and ms > 0, (row["prefix_words"], new,
+                                                                                          cached, row["cold"])
+    # Longer system prompts are more tokens cached; longer questions more new tokens.
+    assert [r["cached"] for r in got["by_prefix"]] == sorted(r["cached"] for r in got["by_prefix"])
+    assert [r["new"] for r in got["by_question"][:4]] == sorted(r["new"] for r in got["by_question"][:4])
+    assert out.stdout.count("\n| ") >= 12
+
+
 def test_quality_runner_reports_a_flow_workload_per_tenant_and_class_with_flow_control_on(tmp_path):
     """Ensures a flow-control workload (issue 27) runs with flow control on (`flow.enabled=true` + the workload's
     classes and max_in_flight_per_pod), and that its figures are complete: every tenant and class present, the

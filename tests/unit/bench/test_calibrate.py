@@ -249,6 +249,8 @@ def test_sim_context_attention_is_fitted_in_the_simulators_tokens():
     sim = {0: (2060, 0, 300.0), 1: (59, 2000, 40.0), 2: (59, 2000, 40.0), 3: (59, 2000, 40.0), 4: (59, 0, 500.0)}
     got = calibrate.fit_sim_context_attention(llama, sim, overhead_ms=18.0)
     assert got["sim_n"] == 3
+    # A simulated twin that reused only the template's few tokens is not warm: skipped, not a huge per-pair cost.
+    assert calibrate.fit_sim_context_attention(llama, {**sim, 4: (59, 8, 40.0)}, overhead_ms=18.0) == got
     assert got["sim_context_attention_ms_per_m_pairs"] == pytest.approx((100.0 + 18.0 - 40.0) / (59 * 2000 / 1e6))
     assert calibrate.fit_sim_context_attention(llama, {}, 18.0) == {"sim_context_attention_ms_per_m_pairs": None,
                                                                    "sim_n": 0}
@@ -260,3 +262,17 @@ def test_sim_context_attention_is_fitted_in_the_simulators_tokens():
     assert float(flag(calibrate.sim_flags(cal, FleetParams(), workload="w"),
                       "--context-attention-ms-per-m-pairs")) == pytest.approx(123.0)
     assert calibrate.sim_context_attention(calibrate.scaled(cal, {"prefill": 2.0, "decode": 1.0}), "w") == 246.0
+
+
+def test_contention_predicts_warm_prompts_with_the_workloads_own_context_attention():
+    """Ensures the in-situ prefill factor of a workload's runs compares a warm prompt alone on its pod with the
+    isolated model at that workload's context coefficient (not the probe's, not A for every pair)."""
+    cal = calibration() | {"warm": {"w": {"context_attention_ms_per_m_pairs": 500.0}}}
+    cal["prefill"]["context_attention_ms_per_m_pairs"] = 300.0
+    own = {**cal["prefill"], "context_attention_ms_per_m_pairs": 500.0}
+    warm = rec("a", 0.0, 0.5, 1.0, {"prompt_n": 60, "cache_n": 1500,
+                                    "prompt_ms": 2 * calibrate.prefill_ms(own, 60, 1500)})
+    assert calibrate.contention(cal, [warm], "w")["prefill"] == pytest.approx(2.0)
+    probe = {**cal["prefill"]}
+    assert calibrate.contention(cal, [warm])["prefill"] == pytest.approx(
+        2 * calibrate.prefill_ms(own, 60, 1500) / calibrate.prefill_ms(probe, 60, 1500))
