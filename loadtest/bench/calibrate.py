@@ -20,9 +20,11 @@ long prompt's own attention, and unevenly with the prompt's size (the probe's sa
 docs/benchmarks/real-engine-contention/calibration.json, ~1,240 cached: 30 new tokens 38 ms, 61 new 55-78 ms, 72 new
 34-40 ms, 182 new 73-79 ms; loadtest/bench/warm_cost.py measures the series). So C is also measured per workload
 (`probe_workload`): the workload's own requests (another seed) one at a time on one llama-server with the workload's
-flags; and since a short question is not r times as many simulator tokens as llama tokens, the simulator's flag is
-fitted on the same requests sent to one simulated pod without the term (`probe_workload_sim`,
-`fit_sim_context_attention`), in the simulator's own tokens. Per decode step
+flags; and since a short question is not r times as many simulator tokens as llama tokens, the simulator's own
+model is fitted on the same requests sent to one simulated pod (`probe_workload_sim`, `fit_sim_context_min_rows`),
+in its own tokens: a prompt chunk thinner than --context-min-rows attends to its cached prefix at the cost of that
+many rows (flat in its new tokens below it, per pair above it: a long turn after a cached system prompt is not
+charged a short question's per-pair cost). Per decode step
   step_ms = D + S x sequences + C x context / 1000
 from the three decode probes (D, S, C: the simulator's --decode-ms-per-token, --decode-ms-per-running-seq,
 --attention-ms-per-1k-context). The simulator's prefill step also pays D + S, and the client overhead H (TTFT -
@@ -47,6 +49,7 @@ per pod from /proc, is reported beside it as a cross-check: how much of a core a
 import concurrent.futures
 import http.client
 import json
+import math
 import statistics
 import time
 
@@ -164,8 +167,9 @@ def context_attention(cal, workload=None):
 
 
 def sim_context_attention(cal, workload=None):
-    """The simulator's coefficient for `workload`, in simulator tokens: the one fitted on a simulated pod
-    (fit_sim_context_attention) where measured, else context_attention x r^2; None when nothing was measured."""
+    """The simulator's coefficient for `workload`, in simulator tokens: one fitted on a simulated pod where a
+    calibration file has it (sim_context_attention_ms_per_m_pairs, written before fit_sim_context_min_rows
+    replaced it), else context_attention x r^2; None when nothing was measured."""
     own = ((cal.get("warm") or {}).get(workload) or {}).get("sim_context_attention_ms_per_m_pairs")
     if own is not None:
         return own
@@ -203,22 +207,30 @@ def client_overhead_ms(cal, prompt_tokens=None):
     return max(0.0, fixed + cal.get("client_overhead_per_1k_tokens_ms", 0.0) * prompt_tokens / 1000.0)
 
 
+def sim_pair_ms(cal):
+    """The simulator's --prefill-attention-ms-per-m-pairs: the cold fit's A in simulator-token pairs (x r^2)."""
+    return cal["prefill"]["attention_ms_per_m_pairs"] * cal["llama_per_sim_token"] ** 2
+
+
 def sim_flags(cal, params, block_size=4, prompt_tokens=None, workload=None):
     """prefixgate-engine-sim flags standing for llama-server with calibration `cal` ({"prefill", "decode",
     "client_overhead_ms", "llama_per_sim_token"}) and a workload's FleetParams (slots, total context, host cache);
     `prompt_tokens`: the workload's mean prompt (llama tokens), at which the client overhead is taken (the simulator
-    has one fixed step overhead, no cost per prompt token); `workload`: its name, for its own context attention
-    (context_attention; none measured: the simulator's default, the prefill coefficient)."""
+    has one fixed step overhead, no cost per prompt token); `workload`: its name, for its own cost of new tokens
+    after a cached prefix: its --context-min-rows where probed on a simulated pod (fit_sim_context_min_rows), else
+    a coefficient per pair (sim_context_attention; none measured: the simulator's default, the prefill one)."""
     r = cal["llama_per_sim_token"]
     prefill, decode = cal["prefill"], cal["decode"]
-    context = sim_context_attention(cal, workload)
-    extra = [] if context is None else ["--context-attention-ms-per-m-pairs", f"{context:.6g}"]
+    rows = ((cal.get("warm") or {}).get(workload) or {}).get("sim_context_min_rows")
+    context = None if rows is not None else sim_context_attention(cal, workload)
+    extra = (["--context-min-rows", str(rows)] if rows is not None else
+             [] if context is None else ["--context-attention-ms-per-m-pairs", f"{context:.6g}"])
     # llama.cpp's cache: one prompt per slot (each ctx / parallel), and its host prompt cache unless --cache-ram 0
     # (the simulator's --kv-cache-model slots follows llama-server's slot and host-cache rules).
     kv = max(2 * params.parallel, round(params.ctx / r))
     host = 0 if params.cache_ram_mib == 0 else SIM_HOST_CACHE_TOKENS
     return ["--kv-cache-model", "slots", "--host-cache-tokens", str(host), "--prefill-tokens-per-s", f"{prefill['tokens_per_s'] / r:.6g}",
-            "--prefill-attention-ms-per-m-pairs", f"{prefill['attention_ms_per_m_pairs'] * r * r:.6g}",
+            "--prefill-attention-ms-per-m-pairs", f"{sim_pair_ms(cal):.6g}",
             "--step-overhead-ms",
             f"{step_overhead_ms(prefill, decode, client_overhead_ms(cal, prompt_tokens)):.6g}",
             "--decode-ms-per-token", f"{decode['floor_ms']:.6g}",
@@ -514,33 +526,43 @@ def probe_workload(pod, workload, prefill, log=print):
     return {"samples": warm, "by_rid": by_rid, "requests": len(by_rid), **fit}
 
 
-def fit_sim_context_attention(llama_by_rid, sim_by_rid, overhead_ms):
-    """The simulator's own --context-attention-ms-per-m-pairs for a workload, in its tokens: {rid: (new, cached,
-    prompt_ms)} of the same requests one at a time on llama-server and on a simulated pod with the coefficient 0
-    -> {"sim_context_attention_ms_per_m_pairs": C, "sim_n": pairs used} (warm on both: more than the template's
-    tokens cached). The simulator's step pays the client
-    overhead (`overhead_ms`, H in --step-overhead-ms) that llama-server's prompt_ms leaves out, so per request
-    warm on both C_i = (llama prompt_ms + H - simulated prompt_ms) / (the simulator's new x cached / 1e6); C = their
-    median, at least 0 (None without a pair). This carries what r^2 cannot: the simulator's template and its
-    tokens of a short question are not r times llama's (a 40-word question: ~59 simulator tokens, ~62 llama)."""
-    per_pair = []
+def fit_sim_context_min_rows(llama_by_rid, sim_by_rid, overhead_ms, pair_ms, max_rows=4096):
+    """The simulator's own --context-min-rows for a workload, in its tokens: {rid: (new, cached, prompt_ms)} of the
+    same requests one at a time on llama-server and on a simulated pod without the option (its context pairs at
+    the prefill coefficient `pair_ms`, ms per 1e6 simulator-token pairs) -> {"sim_context_min_rows": N, "sim_n":
+    requests used, "sim_rms_ms": the fit's rms} (warm on both: more than the template's tokens cached).
+    The simulator's step pays the client overhead (`overhead_ms`, H in --step-overhead-ms) that llama-server's
+    prompt_ms leaves out, so a request's time still unexplained is U = llama prompt_ms + H - simulated prompt_ms,
+    and with the option a thin request (new < N) pays cached x (N - new) pairs more. N minimises the sum of |U -
+    that padding| over the requests (integers 0 .. max_rows; the smallest of equals): the short questions after a
+    long cached prefix set it, a long turn after a short cached system prompt (new > N) pays only its own pairs,
+    as llama.cpp's wide batches do, which one coefficient per pair for every request could not (it charged such a
+    turn 2-3x llama's time). None without a pair."""
+    pairs = []
     for rid, (new, cached, ms) in llama_by_rid.items():
         sim = sim_by_rid.get(rid)
         if cached <= COLD_CACHED_MAX or sim is None or sim[0] <= 0 or sim[1] <= COLD_CACHED_MAX:
             continue
-        per_pair.append((ms + overhead_ms - sim[2]) / (sim[0] * sim[1] / 1e6))
-    if not per_pair:
-        return {"sim_context_attention_ms_per_m_pairs": None, "sim_n": 0}
-    return {"sim_context_attention_ms_per_m_pairs": max(0.0, statistics.median(per_pair)), "sim_n": len(per_pair)}
+        pairs.append((sim[0], sim[1], ms + overhead_ms - sim[2]))
+    if not pairs or pair_ms <= 0:
+        return {"sim_context_min_rows": None, "sim_n": len(pairs), "sim_rms_ms": None}
+
+    def residuals(rows):
+        return [u - pair_ms * cached * max(0, rows - new) / 1e6 for new, cached, u in pairs]
+
+    best = min(range(max_rows + 1), key=lambda rows: (sum(abs(e) for e in residuals(rows)), rows))
+    rms = math.sqrt(sum(e * e for e in residuals(best)) / len(pairs))
+    return {"sim_context_min_rows": best, "sim_n": len(pairs), "sim_rms_ms": rms}
 
 
-def probe_workload_sim(port, workload, llama_by_rid, overhead_ms, log=print):
-    """The workload's requests one at a time on one simulated pod (port) whose flags have
-    --context-attention-ms-per-m-pairs 0: fit_sim_context_attention against the llama probe's answers."""
+def probe_workload_sim(port, workload, llama_by_rid, overhead_ms, pair_ms, log=print):
+    """The workload's requests one at a time on one simulated pod (port) without --context-min-rows (its context
+    pairs at `pair_ms`, its --prefill-attention-ms-per-m-pairs): fit_sim_context_min_rows against the llama
+    probe's answers."""
     sim_by_rid, wall = _one_at_a_time(port, workload)
-    fit = fit_sim_context_attention(llama_by_rid, sim_by_rid, overhead_ms)
+    fit = fit_sim_context_min_rows(llama_by_rid, sim_by_rid, overhead_ms, pair_ms)
     log(f"{workload.name}: the same on one simulated pod in {wall:.1f} s: {fit['sim_n']} warm on both, "
-        f"{fit['sim_context_attention_ms_per_m_pairs'] or 0:.1f} ms per 1e6 (new, cached) simulator-token pairs")
+        f"--context-min-rows {fit['sim_context_min_rows']} (rms {fit['sim_rms_ms'] or 0:.1f} ms)")
     return fit
 
 

@@ -4,11 +4,11 @@ real prefixgate in front of N llama.cpp llama-servers (default 4, each `-t 1 --p
 model of tools/llama/make_model.py), and the same requests on simulated pods calibrated against llama-server on this
 machine, so the simulator's figures stand beside the real engine's (same seeds, same prompt texts, seconds).
 
-Phases: (1) calibration: one llama-server alone, probed (calibrate.py), unless --calibration FILE gives one; with
-simulated fleets, each workload's own requests (seed 1000) one at a time on one llama-server and on one simulated
-pod with its flags, for the cost of new tokens after a cached prefix (calibrate.probe_workload, probe_workload_sim);
-(2) per workload, every seed, every strategy (order rotated by the seed): a fresh fleet of llama-servers (cold
-caches) and a fresh gateway, the workload streamed through closed loop; (3) the same on simulated pods
+Phases: (1) calibration: one llama-server alone, probed (calibrate.py), unless --calibration FILE gives one;
+(2) per workload: with simulated fleets, first its own requests (seed 1000) one at a time on one llama-server and on
+one simulated pod with its flags, for the cost of new tokens after a cached prefix (calibrate.probe_workload,
+probe_workload_sim; right before its runs, so the machine drifts least), then every seed, every strategy (order
+rotated by the seed): a fresh fleet of llama-servers (cold caches) and a fresh gateway, the workload streamed through closed loop; (3) the same on simulated pods
 (`--engine-dialect llamacpp`, time scale 1) with the isolated calibration ("sim-isolated"), and with the pods sharing
 the machine's CPU as a probe of the real fleet measured ("sim-shared-cpu": --shared-cpu-slowdown), or burning their
 steps' time as CPU ("sim-burn-cpu"), or slowed by the average contention the real pods' own timings showed in phase 2
@@ -343,11 +343,10 @@ def run_fleet(log, name, workload_of, strategies, fleet_name, flags_of, cal, arg
             kept.setdefault((fleet_name, strategy, seed), records)
 
 
-def calibration(args, tmp, log, workloads=()):
+def calibration(args, tmp, log):
     """The calibration: --calibration FILE, or a probe of one llama-server started alone; and, for the shared-cpu
-    simulated fleet, the contention probe of a fleet of --pods llama-servers (unless the file has one); and for the
-    simulated fleets, each of `workloads` ([(name, params)]) probed for its own context attention on one
-    llama-server with its flags (calibrate.probe_workload; unless the file has it)."""
+    simulated fleet, the contention probe of a fleet of --pods llama-servers (unless the file has one). Each
+    workload's own probe (calibrate_workload) runs right before its runs."""
     if args.calibration:
         cal = json.loads(Path(args.calibration).read_text())
     else:
@@ -369,35 +368,42 @@ def calibration(args, tmp, log, workloads=()):
         finally:
             for pod in pods:
                 pod.stop()
-    if SIM in args.fleets:
-        for name, params in workloads:
-            if name in cal.setdefault("warm", {}):
-                continue
-            workload = real_workloads.build(name, params, calibrate.WORKLOAD_PROBE_SEED)
-            fp = fleet_params(workload)
-            log(f"calibration: {name}: its requests (seed {calibrate.WORKLOAD_PROBE_SEED}) one at a time on one "
-                f"llama-server (-t 1 --parallel {fp.parallel} -c {fp.ctx}"
-                f"{f' --cache-ram {fp.cache_ram_mib}' if fp.cache_ram_mib >= 0 else ''})")
-            pod = LlamaServer(tmp, name=f"calibration-{name}", parallel=fp.parallel, ctx=fp.ctx, threads=1,
-                              extra=llama_flags(fp))
-            try:
-                warm = calibrate.probe_workload(pod, workload, cal["prefill"], log=lambda s: log("calibration: " + s))
-            finally:
-                pod.stop()
-            # The same requests on one simulated pod without the context term: the coefficient in its own tokens.
-            by_rid = warm.pop("by_rid")
-            prompt = sum(new + cached for new, cached, _ in by_rid.values()) / max(1, len(by_rid))
-            bare = {**cal, "warm": {}, "prefill": {**cal["prefill"], "context_attention_ms_per_m_pairs": 0.0}}
-            flags = calibrate.sim_flags(bare, fp, prompt_tokens=prompt)
-            sim = Fleet(SIM, tmp, f"calibration-{name}-sim", 1, fp, sim_flags=flags)
-            try:
-                warm |= calibrate.probe_workload_sim(sim.ports()[0], workload, by_rid,
-                                                     calibrate.client_overhead_ms(cal, prompt),
-                                                     log=lambda s: log("calibration: " + s))
-            finally:
-                sim.stop()
-            cal["warm"][name] = warm
     return cal
+
+
+def calibrate_workload(args, tmp, log, cal, name, params):
+    """For the simulated fleets: workload `name` probed for its own cost of new tokens after a cached prefix
+    (cal["warm"][name]; kept when a --calibration file has it): its requests (calibrate.WORKLOAD_PROBE_SEED, which
+    no run draws) one at a time on one llama-server with its flags (calibrate.probe_workload), then on one
+    simulated pod without --context-min-rows (calibrate.probe_workload_sim). Run right before the workload's own
+    runs, so that the machine's speed drifts as little as possible in between (cold prefill measured at 7,400 to
+    9,900 tokens/s in one day's calibrations)."""
+    if SIM not in args.fleets or name in cal.setdefault("warm", {}):
+        return
+    workload = real_workloads.build(name, params, calibrate.WORKLOAD_PROBE_SEED)
+    fp = fleet_params(workload)
+    log(f"calibration: {name}: its requests (seed {calibrate.WORKLOAD_PROBE_SEED}) one at a time on one "
+        f"llama-server (-t 1 --parallel {fp.parallel} -c {fp.ctx}"
+        f"{f' --cache-ram {fp.cache_ram_mib}' if fp.cache_ram_mib >= 0 else ''})")
+    pod = LlamaServer(tmp, name=f"calibration-{name}", parallel=fp.parallel, ctx=fp.ctx, threads=1,
+                      extra=llama_flags(fp))
+    try:
+        warm = calibrate.probe_workload(pod, workload, cal["prefill"], log=lambda s: log("calibration: " + s))
+    finally:
+        pod.stop()
+    # The same requests on one simulated pod whose context pairs cost as its own: the thin-batch width in its tokens.
+    by_rid = warm.pop("by_rid")
+    prompt = sum(new + cached for new, cached, _ in by_rid.values()) / max(1, len(by_rid))
+    bare = {**cal, "warm": {}, "prefill": {**cal["prefill"], "context_attention_ms_per_m_pairs": None}}
+    flags = calibrate.sim_flags(bare, fp, prompt_tokens=prompt)
+    sim = Fleet(SIM, tmp, f"calibration-{name}-sim", 1, fp, sim_flags=flags)
+    try:
+        warm |= calibrate.probe_workload_sim(sim.ports()[0], workload, by_rid,
+                                             calibrate.client_overhead_ms(cal, prompt), calibrate.sim_pair_ms(cal),
+                                             log=lambda s: log("calibration: " + s))
+    finally:
+        sim.stop()
+    cal["warm"][name] = warm
 
 
 def main(argv=None):
@@ -440,11 +446,12 @@ def main(argv=None):
         summary["strategies"] = [s for s, _ in strategies]
         workload_params = [(name, {**(TINY.get(name, {}) if args.tiny else {}), **overrides.get(name, {})})
                            for name in names]
-        cal = calibration(args, tmp, log, workload_params)
-        (out / "calibration.json").write_text(real_report.dumps(cal))
-        summary["calibration"] = {k: v for k, v in cal.items() if k != "samples"}
+        cal = calibration(args, tmp, log)
         tokenizer = Tokenizer()
         for name, params in workload_params:
+            calibrate_workload(args, tmp, log, cal, name, params)
+            (out / "calibration.json").write_text(real_report.dumps(cal))
+            summary["calibration"] = {k: v for k, v in cal.items() if k != "samples"}
 
             def workload_of(seed, name=name, params=params):
                 return real_workloads.build(name, params, seed)

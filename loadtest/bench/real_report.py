@@ -211,9 +211,14 @@ def calibration_lines(summary):
         if w.get("context_attention_ms_per_m_pairs") is None:
             continue
         sim = w.get("sim_context_attention_ms_per_m_pairs")
+        rows = w.get("sim_context_min_rows")
         lines.append(f"| {name}: its own requests one at a time on one pod with its flags, per 1e6 (new, cached) "
                      f"pairs (median of {w['n']} warm answers) | {w['context_attention_ms_per_m_pairs']:.1f} ms | "
-                     + (f"`--context-attention-ms-per-m-pairs` {sim:.1f}: the same requests on one simulated pod "
+                     + (f"`--context-min-rows` {rows}: the same requests on one simulated pod without it, the "
+                        f"width at which a thin prompt attends to its cached prefix, in simulator tokens "
+                        f"({w.get('sim_n', 0)} warm on both, rms {w.get('sim_rms_ms') or 0:.1f} ms) |"
+                        if rows is not None else
+                        f"`--context-attention-ms-per-m-pairs` {sim:.1f}: the same requests on one simulated pod "
                         f"without it, per 1e6 simulator-token pairs ({w.get('sim_n', 0)} warm on both) |"
                         if sim is not None else "`--context-attention-ms-per-m-pairs` = this x r² |"))
     probe = cal.get("contention_probe") or {}

@@ -101,7 +101,7 @@ asio::awaitable<void> Engine::run() {
       if (auto status = scheduler_->status(id))
         it->second->cached_tokens_ = static_cast<uint32_t>(std::max<int64_t>(0, status->cached_tokens));
     }
-    StepWork work = stepWork(plan);
+    StepWork work = stepWork(plan, timing_.context_min_rows);
     auto duration = stepDuration(timing_, work);
     double step_ms = stepMilliseconds(timing_, work);
     if (duration.count() > 0 && burner_) {

@@ -111,6 +111,11 @@ void addFlags(CLI::App& app, prefixgate::sim::SimConfig& config) {
                  "earlier chunks), when they cost otherwise (llama.cpp on CPU: a short prompt after a long cached "
                  "prefix); -1: as --prefill-attention-ms-per-m-pairs")
       ->capture_default_str();
+  app.add_option("--context-min-rows", config.context_min_rows,
+                 "A prompt chunk with fewer new tokens than this attends to its cached context at the cost of this "
+                 "many (llama.cpp on CPU: a thin batch reads the cached keys and values as a wider one would; the "
+                 "padding pairs cost as context pairs); 0: off")
+      ->capture_default_str();
   app.add_option("--max-num-batched-tokens", config.max_num_batched_tokens,
                  "Token budget of one step (decodes first, then prefill chunks)")
       ->capture_default_str();

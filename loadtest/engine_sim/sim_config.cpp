@@ -26,7 +26,7 @@ TimingConfig SimConfig::timingConfig() const {
                       attention_ms_per_1k_context, prefill_attention_ms_per_m_pairs,
                       token_scale,                 time_scale,
                       host_cache_restore_ms_per_1k_tokens, kv_transfer_ms_per_1k_tokens,
-                      context_attention_ms_per_m_pairs};
+                      context_attention_ms_per_m_pairs, context_min_rows};
 }
 
 namespace {
@@ -83,6 +83,8 @@ std::string validateConfig(const SimConfig& config) {
     return "--prefill-attention-ms-per-m-pairs: must not be negative";
   if (!(config.context_attention_ms_per_m_pairs >= 0 || config.context_attention_ms_per_m_pairs == -1))
     return "--context-attention-ms-per-m-pairs: must not be negative (or -1: as --prefill-attention-ms-per-m-pairs)";
+  if (!(config.context_min_rows >= 0 && config.context_min_rows <= 1e6))
+    return "--context-min-rows: must be between 0 (off) and 1e6";
   if (!(config.time_scale >= 0)) return "--time-scale: must not be negative";
   if (!(config.token_scale > 0 && config.token_scale <= 1)) return "--token-scale: must be in (0, 1]";
   if (config.max_num_batched_tokens == 0) return "--max-num-batched-tokens: must be at least 1";

@@ -44,6 +44,7 @@ struct SimConfig {
   double attention_ms_per_1k_context = 0.05;
   double prefill_attention_ms_per_m_pairs = 1.3;
   double context_attention_ms_per_m_pairs = -1;  // -1: as prefill_attention_ms_per_m_pairs
+  double context_min_rows = 0;                    // 0: a thin prefill entry pays only its own pairs
   double time_scale = 1.0;
   // One token of the requests stands for 1/token_scale real tokens (rates, costs and the token budget follow).
   double token_scale = 1.0;

@@ -4,7 +4,7 @@
 
 namespace prefixgate::sim {
 
-StepWork stepWork(const StepPlan& plan) {
+StepWork stepWork(const StepPlan& plan, double context_min_rows) {
   StepWork work;
   work.sequences = static_cast<uint32_t>(plan.entries.size());
   work.restored_tokens = plan.restored_tokens;
@@ -20,6 +20,8 @@ StepWork stepWork(const StepPlan& plan) {
     double fresh = entry.new_tokens;
     work.prefill_pairs += fresh * (static_cast<double>(entry.computed_before) + (fresh + 1) / 2);
     work.context_pairs += fresh * static_cast<double>(entry.computed_before);
+    if (fresh < context_min_rows)
+      work.padding_pairs += (context_min_rows - fresh) * static_cast<double>(entry.computed_before);
   }
   return work;
 }
@@ -35,10 +37,10 @@ double stepMilliseconds(const TimingConfig& config, const StepWork& work) {
   ms += config.attention_ms_per_1k_context * static_cast<double>(work.decode_context) / 1000.0 / (k * k);
   if (config.context_attention_ms_per_m_pairs >= 0) {
     ms += (config.prefill_attention_ms_per_m_pairs * (work.prefill_pairs - work.context_pairs) +
-           config.context_attention_ms_per_m_pairs * work.context_pairs) /
+           config.context_attention_ms_per_m_pairs * (work.context_pairs + work.padding_pairs)) /
           1e6 / (k * k);
   } else {
-    ms += config.prefill_attention_ms_per_m_pairs * work.prefill_pairs / 1e6 / (k * k);
+    ms += config.prefill_attention_ms_per_m_pairs * (work.prefill_pairs + work.padding_pairs) / 1e6 / (k * k);
   }
   // A restored token stands for 1/k real ones too.
   if (work.restored_tokens > 0)

@@ -14,6 +14,11 @@
 //                                            the step (a cached prefix, earlier chunks) cost this instead: a short
 //                                            prompt after a long cached prefix computes them in a thin batch,
 //                                            less efficiently per pair than a long prompt's own (llama.cpp on CPU)
+//   context_min_rows                         when > 0, a prefill entry with fewer new tokens than this attends to
+//                                            its context as if it had this many (the padding pairs cost as context
+//                                            pairs): a thin batch reads the cached keys and values at the cost of a
+//                                            wider one, so its time is flat in its new tokens below the width and
+//                                            per pair above it (a long turn after a cached system prompt)
 //   host_cache_restore_ms_per_1k_tokens x restored tokens / 1000
 //                                            slots model: KV copied back from the host prompt cache first
 // The constants and their sources are in docs/simulator.md.
@@ -45,6 +50,8 @@ struct TimingConfig {
   double kv_transfer_ms_per_1k_tokens = 2.0;
   // Pairs of new tokens with the context computed before the step; negative: as prefill_attention_ms_per_m_pairs.
   double context_attention_ms_per_m_pairs = -1;
+  // A prefill entry attends to its context as if it computed at least this many new tokens; 0: off.
+  double context_min_rows = 0;
 };
 
 // What a step computes, as far as its time is concerned.
@@ -55,9 +62,11 @@ struct StepWork {
   double prefill_pairs = 0;      // sum over prefill entries of new x (computed before + (new + 1) / 2)
   uint64_t restored_tokens = 0;  // restored from the host prompt cache before the step (slots model)
   double context_pairs = 0;      // the part of prefill_pairs with tokens computed before: new x computed before
+  double padding_pairs = 0;      // computed before x (context_min_rows - new) of entries thinner than the minimum
 };
 
-StepWork stepWork(const StepPlan& plan);
+// `context_min_rows`: TimingConfig::context_min_rows (0: no padding pairs).
+StepWork stepWork(const StepPlan& plan, double context_min_rows = 0);
 
 // The simulated duration of a step, in milliseconds (before the time scale).
 double stepMilliseconds(const TimingConfig& config, const StepWork& work);

@@ -242,14 +242,14 @@ def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator
         assert "--shared-cpu-slowdown" not in workload["fleets"]["sim-isolated"]["flags"]["random"]
         assert "--burn-cpu" in workload["fleets"]["sim-burn-cpu"]["flags"]["random"]
     for name, workload in summary["workloads"].items():
-        # The workload's own requests one at a time on one llama-server, then on one simulated pod: the context
-        # attention in the simulator's tokens, which its flags carry.
+        # The workload's own requests one at a time on one llama-server, then on one simulated pod: the thin-batch
+        # width in the simulator's tokens, which its flags carry.
         warm = cal["warm"][name]
         assert warm["requests"] > 0 and warm["n"] > 0 and warm["context_attention_ms_per_m_pairs"] >= 0, warm
-        assert warm["sim_n"] > 0, warm
+        assert warm["sim_n"] > 0 and warm["sim_context_min_rows"] >= 0, warm
         flags = workload["fleets"]["sim-isolated"]["flags"]["random"]
-        assert float(flags[flags.index("--context-attention-ms-per-m-pairs") + 1]) == pytest.approx(
-            warm["sim_context_attention_ms_per_m_pairs"], rel=1e-5)
+        assert int(flags[flags.index("--context-min-rows") + 1]) == warm["sim_context_min_rows"]
+        assert "--context-attention-ms-per-m-pairs" not in flags
     for name, workload in summary["workloads"].items():
         assert (tmp_path / workload["plot"]).stat().st_size > 1000
         runs = workload["runs"]

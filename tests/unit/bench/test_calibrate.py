@@ -237,31 +237,45 @@ def test_sim_flags_take_the_workloads_own_context_attention():
     assert calibrate.context_attention(slowed, "w") == 1000.0 and calibrate.context_attention(slowed) == 600.0
 
 
-def test_sim_context_attention_is_fitted_in_the_simulators_tokens():
-    """Ensures the simulator's own coefficient is, per request warm on both engines, llama's prompt time plus the
-    client overhead the simulated step includes, less the simulated prompt time without the term, per million of
-    the SIMULATOR's (new, cached) pairs (median, never negative; cold requests and unpaired ones skipped), and that
-    sim_flags takes it as it is, before the r^2-scaled llama coefficient."""
+def test_sim_context_min_rows_is_fitted_in_the_simulators_tokens():
+    """Ensures the simulator's thin-batch width is fitted per request warm on both engines against llama's prompt
+    time plus the client overhead the simulated step includes, less the simulated time without the option (cold
+    requests and unpaired ones skipped): the short questions after a long cached prefix set it, a long turn after a
+    short cached prefix (wider than it) neither moves it nor pays for it; and that sim_flags takes it before any
+    per-pair coefficient."""
+    pair_ms = 100.0   # the simulator's context pairs without the option: 100 ms per 1e6
+    # 3 questions: 59 new after 2,000 cached; 40 ms simulated without the option; H = 18 ms, so 78 ms unexplained
+    # each = 2,000 x (N - 59) x 1e-4 ms: N = 59 + 390 = 449
     llama = {0: (1600, 10, 400.0),                      # cold: skipped
-             1: (62, 1572, 100.0), 2: (62, 1572, 104.0), 3: (62, 1572, 96.0), 4: (62, 1572, 100.0),
+             1: (62, 1572, 100.0), 2: (62, 1572, 100.0), 3: (62, 1572, 100.0),
+             4: (700, 450, 150.0),                      # a long turn: the simulator already right (+-0)
              5: (60, 1500, 90.0)}                       # no simulated twin: skipped
-    # the simulator: 59 new after 2,000 cached; 40 ms without the term; H = 18 ms
-    sim = {0: (2060, 0, 300.0), 1: (59, 2000, 40.0), 2: (59, 2000, 40.0), 3: (59, 2000, 40.0), 4: (59, 0, 500.0)}
-    got = calibrate.fit_sim_context_attention(llama, sim, overhead_ms=18.0)
-    assert got["sim_n"] == 3
-    # A simulated twin that reused only the template's few tokens is not warm: skipped, not a huge per-pair cost.
-    assert calibrate.fit_sim_context_attention(llama, {**sim, 4: (59, 8, 40.0)}, overhead_ms=18.0) == got
-    assert got["sim_context_attention_ms_per_m_pairs"] == pytest.approx((100.0 + 18.0 - 40.0) / (59 * 2000 / 1e6))
-    assert calibrate.fit_sim_context_attention(llama, {}, 18.0) == {"sim_context_attention_ms_per_m_pairs": None,
-                                                                   "sim_n": 0}
-    cheap = calibrate.fit_sim_context_attention({1: (62, 1572, 1.0)}, {1: (59, 2000, 400.0)}, 0.0)
-    assert cheap["sim_context_attention_ms_per_m_pairs"] == 0.0
+    sim = {0: (2060, 0, 300.0), 1: (59, 2000, 40.0), 2: (59, 2000, 40.0), 3: (59, 2000, 40.0), 4: (900, 600, 168.0)}
+    got = calibrate.fit_sim_context_min_rows(llama, sim, overhead_ms=18.0, pair_ms=pair_ms)
+    assert got["sim_n"] == 4
+    assert got["sim_context_min_rows"] == 449
+    assert got["sim_rms_ms"] == pytest.approx(0.0)
+    # A simulated twin that reused only the template's few tokens is not warm: skipped.
+    assert calibrate.fit_sim_context_min_rows(llama, {**sim, 5: (59, 8, 40.0)}, 18.0, pair_ms) == got
+    # One coefficient per pair for every request would have charged the long turn its 900 x 600 pairs at the
+    # questions' rate (78 / (59 x 2000) per pair: ~357 ms more); the width charges it nothing.
+    assert 600 * max(0, got["sim_context_min_rows"] - 900) == 0
+    assert calibrate.fit_sim_context_min_rows(llama, {}, 18.0, pair_ms) == {"sim_context_min_rows": None,
+                                                                           "sim_n": 0, "sim_rms_ms": None}
+    # The simulator already slower than llama: no width (0), not a negative one.
+    cheap = calibrate.fit_sim_context_min_rows({1: (62, 1572, 1.0)}, {1: (59, 2000, 400.0)}, 0.0, pair_ms)
+    assert cheap["sim_context_min_rows"] == 0
     r = 0.8
-    cal = calibration(r) | {"warm": {"w": {"context_attention_ms_per_m_pairs": 500.0,
+    cal = calibration(r) | {"warm": {"w": {"context_attention_ms_per_m_pairs": 500.0, "sim_context_min_rows": 449}}}
+    flags = calibrate.sim_flags(cal, FleetParams(), workload="w")
+    assert flag(flags, "--context-min-rows") == "449" and "--context-attention-ms-per-m-pairs" not in flags
+    assert float(flag(flags, "--prefill-attention-ms-per-m-pairs")) == pytest.approx(calibrate.sim_pair_ms(cal))
+    # A calibration file written before the width: its per-pair coefficient is still taken (and scaled in situ).
+    old = calibration(r) | {"warm": {"w": {"context_attention_ms_per_m_pairs": 500.0,
                                            "sim_context_attention_ms_per_m_pairs": 123.0}}}
-    assert float(flag(calibrate.sim_flags(cal, FleetParams(), workload="w"),
+    assert float(flag(calibrate.sim_flags(old, FleetParams(), workload="w"),
                       "--context-attention-ms-per-m-pairs")) == pytest.approx(123.0)
-    assert calibrate.sim_context_attention(calibrate.scaled(cal, {"prefill": 2.0, "decode": 1.0}), "w") == 246.0
+    assert calibrate.sim_context_attention(calibrate.scaled(old, {"prefill": 2.0, "decode": 1.0}), "w") == 246.0
 
 
 def test_contention_predicts_warm_prompts_with_the_workloads_own_context_attention():

@@ -83,6 +83,46 @@ TEST(TimingModel, ContextAttentionFlagIsValidated) {
   EXPECT_NE(validateConfig(sim).find("--context-attention-ms-per-m-pairs"), std::string::npos);
 }
 
+// Ensures --context-min-rows pads a thin prefill entry's context pairs up to the minimum width (flat in its new
+// tokens below it), leaves wider entries, cold prompts and decodes alone, and that the padding costs as context
+// pairs: the context coefficient when set, the prefill one when not.
+TEST(TimingModel, ThinEntriesAttendToTheirContextAtTheMinimumWidth) {
+  StepPlan plan;
+  plan.entries.push_back(StepEntry{1, 60, 1500, false});   // thin: padded to 200 rows
+  plan.entries.push_back(StepEntry{2, 700, 450, false});   // wider than the minimum: its own pairs only
+  plan.entries.push_back(StepEntry{3, 100, 0, false});     // cold: no context to pad
+  plan.entries.push_back(StepEntry{4, 1, 900, true});      // a decode
+  EXPECT_DOUBLE_EQ(stepWork(plan).padding_pairs, 0);       // off by default
+  StepWork work = stepWork(plan, 200);
+  EXPECT_DOUBLE_EQ(work.padding_pairs, (200.0 - 60) * 1500);
+  EXPECT_DOUBLE_EQ(work.context_pairs, 60.0 * 1500 + 700.0 * 450);
+  TimingConfig base = config();
+  base.context_min_rows = 200;
+  const double unpadded = stepMilliseconds(base, stepWork(plan));
+  EXPECT_NEAR(stepMilliseconds(base, work) - unpadded, 1.3 * 140 * 1500 / 1e6, 1e-9);
+  base.context_attention_ms_per_m_pairs = 400;
+  EXPECT_NEAR(stepMilliseconds(base, work) - stepMilliseconds(base, stepWork(plan)), 400.0 * 140 * 1500 / 1e6, 1e-9);
+  // Below the width the time does not grow with the new tokens' pairs: 20 or 60 new tokens attend as 200.
+  StepPlan thinner;
+  thinner.entries.push_back(StepEntry{1, 20, 1500, false});
+  StepPlan thin;
+  thin.entries.push_back(StepEntry{1, 60, 1500, false});
+  base.prefill_tokens_per_s = 1e300;
+  base.prefill_attention_ms_per_m_pairs = 0;
+  EXPECT_NEAR(stepMilliseconds(base, stepWork(thinner, 200)), stepMilliseconds(base, stepWork(thin, 200)), 1e-9);
+}
+
+// Ensures the flag reaches the timing config and is validated.
+TEST(TimingModel, ContextMinRowsFlagIsValidated) {
+  SimConfig sim;
+  EXPECT_EQ(sim.timingConfig().context_min_rows, 0);
+  sim.context_min_rows = 150;
+  EXPECT_EQ(validateConfig(sim), "");
+  EXPECT_EQ(sim.timingConfig().context_min_rows, 150);
+  sim.context_min_rows = -1;
+  EXPECT_NE(validateConfig(sim).find("--context-min-rows"), std::string::npos);
+}
+
 // Ensures an entry that computes a single prompt token (a decode leg's last prompt token once its KV was pulled)
 // costs as a decode: a step of such entries and decodes is a uniform decode batch, without the prefill overhead.
 TEST(TimingModel, OneTokenPrefillIsADecodeRow) {
