@@ -570,32 +570,70 @@ CONTENTION_WORDS = 1100   # about 1,500 Llama tokens: a shared-prefix group's co
 CONTENTION_DECODE_TOKENS = 64
 
 
+def contention_round(pool, pods, samples, seed, rep, cal=None):
+    """One round of the contention probe (`pool`: a thread pool of len(pods) workers): for k = 1 .. len(pods), k
+    pods at once each prefill a fresh ~1,500-token prompt (`max_tokens` 1), then k at once each decode 64 tokens
+    after a short one; appends the prompt_ms and the decode step's ms to samples["prefill"][k] and
+    samples["decode"][k]. With a calibration `cal`, the lone pod's (k = 1) times over what `cal` predicts for them
+    go to samples["alone"]["prefill"] and ["decode"]: how fast the machine is now against the calibration."""
+    for k in range(1, len(pods) + 1):
+        texts = [english(("contention-cold", seed, rep, k, i), CONTENTION_WORDS) for i in range(k)]
+        got = list(pool.map(lambda a: _stream(a[0], [{"role": "user", "content": a[1]}], 1), zip(pods[:k], texts)))
+        samples["prefill"].setdefault(k, []).extend(t["prompt_ms"] for _, t, _ in got)
+        if cal is not None and k == 1:
+            t = got[0][1]
+            samples.setdefault("alone", {}).setdefault("prefill", []).append(
+                t["prompt_ms"] / prefill_ms(cal["prefill"], t["prompt_n"], t.get("cache_n", 0)))
+        texts = [english(("contention-decode", seed, rep, k, i), 40) for i in range(k)]
+        got = list(pool.map(lambda a: _stream(a[0], [{"role": "user", "content": a[1]}], CONTENTION_DECODE_TOKENS),
+                            zip(pods[:k], texts)))
+        samples["decode"].setdefault(k, []).extend(t["predicted_ms"] / max(1, t["predicted_n"] - 1) for _, t, _ in got)
+        if cal is not None and k == 1:
+            t = got[0][1]
+            steps = max(1, t["predicted_n"] - 1)
+            context = t["prompt_n"] + t.get("cache_n", 0) + steps / 2
+            samples.setdefault("alone", {}).setdefault("decode", []).append(
+                t["predicted_ms"] / steps / decode_step_ms(cal["decode"], context))
+
+
 def probe_contention(pods, seed=7, repeats=REPEATS, log=print):
     """Measures how the pods of one machine slow each other down (`pods`: idle harness.LlamaServers, the fleet the
-    benchmark runs, each -t 1): for k = 1 .. len(pods), k of them at once each prefill a fresh ~1,500-token prompt
-    (`max_tokens` 1), and k of them at once each decode 64 tokens after a short one, `repeats` times. Returns
-    {"prefill": the slowdown table (fit_contention of the prompt_ms), "decode": the same of the decode step's ms,
-    "samples": {"prefill": {k: [ms]}, "decode": {k: [ms]}}}. The simulator's --shared-cpu-slowdown is "prefill":
-    what sets TTFT (a decode step's slowdown is reported beside it)."""
+    benchmark runs, each -t 1): `repeats` rounds of contention_round. Returns {"prefill": the slowdown table
+    (fit_contention of the prompt_ms), "decode": the same of the decode step's ms, "samples": {"prefill": {k:
+    [ms]}, "decode": {k: [ms]}}}. The simulator's --shared-cpu-slowdown is "prefill": what sets TTFT (a decode
+    step's slowdown is reported beside it)."""
     samples = {"prefill": {}, "decode": {}}
     with concurrent.futures.ThreadPoolExecutor(len(pods)) as pool:
         list(pool.map(lambda pod: _stream(pod, [{"role": "user", "content": "warm up"}], 4), pods))
         for rep in range(repeats):
-            for k in range(1, len(pods) + 1):
-                texts = [english(("contention-cold", seed, rep, k, i), CONTENTION_WORDS) for i in range(k)]
-                got = list(pool.map(lambda a: _stream(a[0], [{"role": "user", "content": a[1]}], 1),
-                                    zip(pods[:k], texts)))
-                samples["prefill"].setdefault(k, []).extend(t["prompt_ms"] for _, t, _ in got)
-                texts = [english(("contention-decode", seed, rep, k, i), 40) for i in range(k)]
-                got = list(pool.map(lambda a: _stream(a[0], [{"role": "user", "content": a[1]}],
-                                                      CONTENTION_DECODE_TOKENS), zip(pods[:k], texts)))
-                samples["decode"].setdefault(k, []).extend(t["predicted_ms"] / max(1, t["predicted_n"] - 1)
-                                                           for _, t, _ in got)
+            contention_round(pool, pods, samples, seed, rep)
     out = {"prefill": fit_contention(samples["prefill"]), "decode": fit_contention(samples["decode"]),
            "samples": samples}
     log("contention: " + ", ".join(f"{k} busy: prefill x{p:.2f}, decode x{d:.2f}"
                                    for k, (p, d) in enumerate(zip(out["prefill"], out["decode"]), start=1)))
     return out
+
+
+def fit_in_run(samples):
+    """The contention probe spread over a workload's real runs (a round after each: contention_round with the
+    calibration) -> {"prefill", "decode": the slowdown tables (fit_contention), "drift": {"prefill", "decode": the
+    median lone-pod time over the calibration's prediction}, "rounds": rounds, "samples": samples}. The machine's
+    speed and its pods' contention change by 10-20 % within minutes (cold prefill 7,400 to 10,600 tokens/s in one
+    day's calibrations; 4 pods prefilling at once x1.95 in one probe, x2.35 in another, while the runs' own cold
+    prompts slowed about alike in both), so the ones that stand for the runs are measured between them."""
+    alone = samples.get("alone") or {}
+    return {"prefill": fit_contention(samples["prefill"]), "decode": fit_contention(samples["decode"]),
+            "drift": {"prefill": statistics.median(alone["prefill"]) if alone.get("prefill") else 1.0,
+                      "decode": statistics.median(alone["decode"]) if alone.get("decode") else 1.0},
+            "rounds": len(samples["prefill"].get(1, [])), "samples": samples}
+
+
+def with_in_run(cal, in_run):
+    """The calibration as the machine was during a workload's real runs (`in_run`: fit_in_run): its prefill and
+    client overhead slowed by the drift's prefill factor and its decode by the decode one (scaled), and the in-run
+    slowdown table as its contention probe (what shared_cpu_flags gives)."""
+    return {**scaled(cal, in_run["drift"]),
+            "contention_probe": {"prefill": in_run["prefill"], "decode": in_run["decode"]}}
 
 
 class _Span:

@@ -10,7 +10,9 @@ one simulated pod with its flags, for the cost of new tokens after a cached pref
 probe_workload_sim; right before its runs, so the machine drifts least), then every seed, every strategy (order
 rotated by the seed): a fresh fleet of llama-servers (cold caches) and a fresh gateway, the workload streamed through closed loop; (3) the same on simulated pods
 (`--engine-dialect llamacpp`, time scale 1) with the isolated calibration ("sim-isolated"), and with the pods sharing
-the machine's CPU as a probe of the real fleet measured ("sim-shared-cpu": --shared-cpu-slowdown), or burning their
+the machine's CPU as a probe of the real fleet measured ("sim-shared-cpu": --shared-cpu-slowdown; with the llama fleet
+in the same run, the probe's rounds between the workload's real runs, and the calibration slowed as a lone pod was
+then: InRunProbe), or burning their
 steps' time as CPU ("sim-burn-cpu"), or slowed by the average contention the real pods' own timings showed in phase 2
 ("sim-in-situ"); (4) REPORT.md, summary.json,
 calibration.json, progress.log and one TTFT plot per workload, into --out.
@@ -27,6 +29,7 @@ Examples:
   scripts/bench_real.sh        (the full report, docs/benchmarks/real-engine/)
 """
 import argparse
+import concurrent.futures
 import gzip
 import json
 import shlex
@@ -99,7 +102,7 @@ def parse_args(argv):
                     help="comma-separated, of: isolated (one pod measured alone), in-situ (slowed by the average "
                          "contention the real runs showed; needs the llama fleet in the same run), shared-cpu (the "
                          "isolated constants, the pods sharing CPU as the real fleet's probe measured: "
-                         "--shared-cpu-slowdown), burn-cpu (the isolated constants, each step's time spent computing "
+                         "--shared-cpu-slowdown; between the workload's real runs when they run too), burn-cpu (the isolated constants, each step's time spent computing "
                          f"on a thread of the pod: --burn-cpu) (default: {','.join(DEFAULT_SIM_CALIBRATIONS)})")
     ap.add_argument("--in-situ", choices=["strategy", "workload"], default="strategy",
                     help="the in-situ factors from the real runs of the same strategy and workload (default), or of "
@@ -311,16 +314,21 @@ def sim_setup(which, cal, rows, kept, fparams, workload, strategy=None):
     if which == "burn-cpu":
         return base + ["--burn-cpu"], None
     if which == "shared-cpu":
-        return base + calibrate.shared_cpu_flags(cal), None
+        # The machine as the contention probe between the workload's real runs found it, where it ran.
+        in_run = (cal.get("in_run") or {}).get(workload)
+        c = calibrate.with_in_run(cal, in_run) if in_run else cal
+        return (calibrate.sim_flags(c, fparams, prompt_tokens=prompt, workload=workload)
+                + calibrate.shared_cpu_flags(c)), None
     real = [rec for (fleet, s, _), recs in kept.items() if fleet == LLAMA and strategy in (None, s) for rec in recs]
     factors = calibrate.contention(cal, real, workload)
     return calibrate.sim_flags(calibrate.scaled(cal, factors), fparams, prompt_tokens=prompt,
                               workload=workload), factors
 
 
-def run_fleet(log, name, workload_of, strategies, fleet_name, flags_of, cal, args, tmp, tokenizer, rows, kept):
+def run_fleet(log, name, workload_of, strategies, fleet_name, flags_of, cal, args, tmp, tokenizer, rows, kept,
+              after_run=None):
     """Every seed and strategy of one workload on one fleet (invalid runs rerun; flags_of(strategy): the simulator's
-    flags); appends rows, keeps records."""
+    flags; after_run(): called after each run, its fleet stopped); appends rows, keeps records."""
     for seed in args.seeds:
         workload = workload_of(seed)
         for position, (strategy, routing) in enumerate(rotated(strategies, seed)):
@@ -338,9 +346,55 @@ def run_fleet(log, name, workload_of, strategies, fleet_name, flags_of, cal, arg
                         f.write(json.dumps(record_line(rec, by_rid.get(rec.rid), **labels)) + "\n")
                         rec.body, rec.reply = b"", ""   # tokenized already: only the figures are kept
                 print_row(log, name, row)
+                if after_run:
+                    after_run()
                 if row["valid"]:
                     break
             kept.setdefault((fleet_name, strategy, seed), records)
+
+
+class InRunProbe:
+    """The contention probe spread over one workload's real runs: --pods idle llama-servers (-t 1 --parallel 2
+    -c 8192, as the calibration's), kept up through the runs, and one round of calibrate.contention_round after each
+    run (its fleet stopped, so only the probe computes); finish() -> calibrate.fit_in_run. What sim-shared-cpu
+    takes for the workload (calibrate.with_in_run): the machine's contention and speed while the runs ran, not
+    minutes before them."""
+
+    def __init__(self, args, tmp, log, cal, name):
+        self.log, self.cal, self.name = log, cal, name
+        self.samples = {"prefill": {}, "decode": {}}
+        self.pods = []
+        try:
+            for i in range(args.pods):
+                self.pods.append(LlamaServer(tmp, name=f"in-run-{name}-{i}", parallel=2, ctx=8192, threads=1))
+        except BaseException:
+            self.stop()
+            raise
+        self.pool = concurrent.futures.ThreadPoolExecutor(len(self.pods))
+        list(self.pool.map(lambda pod: calibrate._stream(pod, [{"role": "user", "content": "warm up"}], 4), self.pods))
+
+    def round(self):
+        rep = len(self.samples["prefill"].get(1, []))
+        calibrate.contention_round(self.pool, self.pods, self.samples, seed=11, rep=rep, cal=self.cal)
+
+    def stop(self):
+        if getattr(self, "pool", None):
+            self.pool.shutdown()
+        for pod in self.pods:
+            pod.stop()
+        self.pods = []
+
+    def finish(self):
+        """calibrate.fit_in_run of the rounds (None without one); the pods stopped."""
+        self.stop()
+        if not self.samples["prefill"].get(1):
+            return None
+        fit = calibrate.fit_in_run(self.samples)
+        self.log(f"calibration: {self.name}: contention between its {fit['rounds']} real runs: "
+                 + ", ".join(f"{k} busy: prefill x{p:.2f}" for k, p in enumerate(fit["prefill"], start=1))
+                 + f"; a lone pod x{fit['drift']['prefill']:.2f} prefill, x{fit['drift']['decode']:.2f} decode "
+                 "against the calibration")
+        return fit
 
 
 def calibration(args, tmp, log):
@@ -460,8 +514,16 @@ def main(argv=None):
             fparams = fleet_params(first)
             rows, kept, fleets = [], {}, {}
             if LLAMA in args.fleets:
-                run_fleet(log, name, workload_of, strategies, LLAMA, lambda s: [], cal, args, tmp, tokenizer, rows,
-                          kept)
+                probe = (InRunProbe(args, tmp, log, cal, name)
+                         if SIM in args.fleets and "shared-cpu" in args.sim_calibrations else None)
+                try:
+                    run_fleet(log, name, workload_of, strategies, LLAMA, lambda s: [], cal, args, tmp, tokenizer,
+                              rows, kept, after_run=probe.round if probe else None)
+                finally:
+                    if probe and (fit := probe.finish()):
+                        cal.setdefault("in_run", {})[name] = fit
+                        (out / "calibration.json").write_text(real_report.dumps(cal))
+                        summary["calibration"] = {k: v for k, v in cal.items() if k != "samples"}
                 fleets[LLAMA] = {"flags": ["-t", "1", "--parallel", str(fparams.parallel), "-c", str(fparams.ctx)]
                                  + (["--cache-ram", str(fparams.cache_ram_mib)] if fparams.cache_ram_mib >= 0 else [])}
             if SIM in args.fleets:

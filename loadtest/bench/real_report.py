@@ -228,6 +228,12 @@ def calibration_lines(summary):
         lines.append(f"| contention: a prefill's time with 1 to {len(probe['prefill'])} pods of the fleet prefilling "
                      f"at once, over its time alone (a decode step's: {decode}) | {shown} | "
                      "`--shared-cpu-slowdown` (sim-shared-cpu; its pods share one `--shared-cpu` file) |")
+    for name, r in (cal.get("in_run") or {}).items():
+        shown = ", ".join(f"{k}: x{x:.2f}" for k, x in enumerate(r["prefill"], start=1))
+        lines.append(f"| {name}: the same probe, a round after each of its {r['rounds']} real runs; a lone pod "
+                     f"against the calibration: prefill x{r['drift']['prefill']:.2f}, decode "
+                     f"x{r['drift']['decode']:.2f} | {shown} | sim-shared-cpu for this workload: "
+                     "`--shared-cpu-slowdown` this, the calibration slowed by the lone pod's factors |")
     return lines
 
 

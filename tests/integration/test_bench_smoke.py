@@ -215,7 +215,7 @@ def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator
     """Ensures the real-engine runner (loadtest/bench/real.py --tiny: two llama-servers, one seed) calibrates the
     simulator against a llama-server, streams the tiny shared-prefix and multi-turn workloads through a gateway in
     front of real pods and of simulated ones (every calibration: the shared-CPU one from a probe of the fleet's
-    contention; the burn-CPU one computing its steps; each workload's context attention from its own requests on one
+    contention, its rounds between each workload's real runs; the burn-CPU one computing its steps; each workload's context attention from its own requests on one
     llama-server and one simulated pod), and reports per run the cached share within the
     engine-token bound, usage agreeing with the engines' counters and with the prompts' engine tokenization, the
     gateway's figures, and the comparison table."""
@@ -236,10 +236,18 @@ def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator
     probe = cal["contention_probe"]   # the two pods of the fleet, one then both prefilling at once
     assert probe["prefill"][0] == 1.0 and len(probe["prefill"]) == 2 and probe["prefill"][1] >= 1.0
     assert sorted(probe["samples"]["prefill"]) == ["1", "2"]
-    for workload in summary["workloads"].values():
+    for name, workload in summary["workloads"].items():
+        # sim-shared-cpu takes the probe's rounds between the workload's real runs (one per run: 2 strategies x 1
+        # seed), and the calibration slowed as the lone pod was then.
+        in_run = cal["in_run"][name]
+        assert in_run["rounds"] == 2 and len(in_run["prefill"]) == 2 and in_run["drift"]["prefill"] > 0, in_run
         flags = workload["fleets"]["sim-shared-cpu"]["flags"]["random"]
-        assert flags[flags.index("--shared-cpu-slowdown") + 1] == ",".join(f"{x:.4g}" for x in probe["prefill"])
-        assert "--shared-cpu-slowdown" not in workload["fleets"]["sim-isolated"]["flags"]["random"]
+        assert flags[flags.index("--shared-cpu-slowdown") + 1] == ",".join(f"{x:.4g}" for x in in_run["prefill"])
+        isolated = workload["fleets"]["sim-isolated"]["flags"]["random"]
+        rate = float(flags[flags.index("--prefill-tokens-per-s") + 1])
+        assert rate == pytest.approx(float(isolated[isolated.index("--prefill-tokens-per-s") + 1])
+                                     / in_run["drift"]["prefill"], rel=1e-4)
+        assert "--shared-cpu-slowdown" not in isolated
         assert "--burn-cpu" in workload["fleets"]["sim-burn-cpu"]["flags"]["random"]
     for name, workload in summary["workloads"].items():
         # The workload's own requests one at a time on one llama-server, then on one simulated pod: the thin-batch

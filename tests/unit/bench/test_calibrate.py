@@ -290,3 +290,57 @@ def test_contention_predicts_warm_prompts_with_the_workloads_own_context_attenti
     probe = {**cal["prefill"]}
     assert calibrate.contention(cal, [warm])["prefill"] == pytest.approx(
         2 * calibrate.prefill_ms(own, 60, 1500) / calibrate.prefill_ms(probe, 60, 1500))
+
+
+def test_contention_round_records_each_busy_count_and_the_lone_pods_speed(monkeypatch):
+    """Ensures a round of the contention probe has k pods prefill (and decode) at once for k = 1 .. pods, each time
+    a sample per busy pod, and, given a calibration, records how much slower than it predicts the lone pod (k = 1)
+    prefilled and decoded: the machine's speed while the real runs ran."""
+    import concurrent.futures
+    cal = calibration()
+    calls = []
+
+    def fake_stream(pod, messages, max_tokens, spans=None):
+        calls.append((pod, max_tokens))
+        if max_tokens == 1:   # a cold prompt of 1,500 tokens, twice what the calibration predicts
+            return 1.0, {"prompt_n": 1500, "cache_n": 0,
+                         "prompt_ms": 2.0 * calibrate.prefill_ms(cal["prefill"], 1500, 0)}, ""
+        steps = max_tokens - 1   # decode steps 1.5x the calibration's at their context
+        step = calibrate.decode_step_ms(cal["decode"], 20 + steps / 2)
+        return 1.0, {"prompt_n": 20, "cache_n": 0, "prompt_ms": 3.0, "predicted_n": max_tokens,
+                     "predicted_ms": 1.5 * step * steps}, ""
+
+    monkeypatch.setattr(calibrate, "_stream", fake_stream)
+    samples = {"prefill": {}, "decode": {}}
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        calibrate.contention_round(pool, ["a", "b", "c"], samples, seed=1, rep=0, cal=cal)
+        calibrate.contention_round(pool, ["a", "b", "c"], samples, seed=1, rep=1)   # no calibration: no ratio
+    assert {k: len(v) for k, v in samples["prefill"].items()} == {1: 2, 2: 4, 3: 6}
+    assert {k: len(v) for k, v in samples["decode"].items()} == {1: 2, 2: 4, 3: 6}
+    assert len(calls) == 2 * 2 * (1 + 2 + 3)
+    assert samples["alone"]["prefill"] == [pytest.approx(2.0)]
+    assert samples["alone"]["decode"] == [pytest.approx(1.5)]
+
+
+def test_in_run_contention_replaces_the_probes_and_slows_the_calibration_as_the_lone_pod_was():
+    """Ensures the probe rounds between a workload's real runs give the slowdown table (medians over the lone
+    pod's) and the drift (the lone pod's median time over the calibration's), and that the calibration taken for
+    sim-shared-cpu then has that table as its contention and its prefill and decode slowed by the drift."""
+    samples = {"prefill": {1: [200.0, 220.0, 180.0], 2: [240.0, 260.0, 250.0, 230.0, 250.0, 260.0],
+                           3: [300.0] * 9, 4: [440.0] * 12},
+               "decode": {1: [2.0, 2.0, 2.0], 2: [2.0] * 6, 3: [3.0] * 9, 4: [4.0] * 12},
+               "alone": {"prefill": [1.2, 1.1, 1.3], "decode": [1.0, 0.9, 1.05]}}
+    fit = calibrate.fit_in_run(samples)
+    assert fit["prefill"] == pytest.approx([1.0, 1.25, 1.5, 2.2])
+    assert fit["decode"] == pytest.approx([1.0, 1.0, 1.5, 2.0])
+    assert fit["drift"] == pytest.approx({"prefill": 1.2, "decode": 1.0}) and fit["rounds"] == 3
+    cal = calibration() | {"contention_probe": {"prefill": [1.0, 1.1, 1.4, 1.9], "decode": [1.0]}}
+    taken = calibrate.with_in_run(cal, fit)
+    assert calibrate.shared_cpu_flags(taken) == ["--shared-cpu-slowdown", "1,1.25,1.5,2.2"]
+    flags = calibrate.sim_flags(taken, FleetParams())
+    assert float(flag(flags, "--prefill-tokens-per-s")) == pytest.approx(10000.0 / 1.2 / 0.8, rel=1e-5)
+    assert float(flag(flags, "--prefill-attention-ms-per-m-pairs")) == pytest.approx(100.0 * 1.2 * 0.64, rel=1e-5)
+    assert calibrate.shared_cpu_flags(cal) == ["--shared-cpu-slowdown", "1,1.1,1.4,1.9"]   # the original kept
+    # No lone-pod sample (a calibration file without a model to compare with): no drift.
+    assert calibrate.fit_in_run({k: v for k, v in samples.items() if k != "alone"})["drift"] == {"prefill": 1.0,
+                                                                                                "decode": 1.0}
