@@ -512,15 +512,31 @@ def _one_at_a_time(port, workload):
             if (r.timings or {}).get("prompt_n") and r.timings.get("prompt_ms") is not None}, wall
 
 
+def workload_slices(workload, parts):
+    """The workload cut into at most `parts` consecutive slices of its sessions (each a Workload; none empty), to
+    send one at a time between other work: one pod keeps its cache from slice to slice, so a session's turns find
+    the earlier ones cached as they would all at once."""
+    from dataclasses import replace
+    sessions = workload.sessions
+    parts = max(1, min(parts, len(sessions)))
+    bounds = [round(i * len(sessions) / parts) for i in range(parts + 1)]
+    return [replace(workload, sessions=sessions[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
 def probe_workload(pod, workload, prefill, log=print):
     """The context attention of one workload: its requests (as built, with its replies carried) one at a time
     straight to `pod` (one llama-server alone, started with the workload's flags). Returns
     {"samples": [(new, cached, prompt_ms)] of its warm prompts, "by_rid": {rid: sample} of every answer,
     "requests": sent, **fit_context_attention}."""
     by_rid, wall = _one_at_a_time(pod.port, workload)
+    return fit_workload_probe(workload.name, by_rid, wall, prefill, log)
+
+
+def fit_workload_probe(name, by_rid, wall, prefill, log=print):
+    """probe_workload's fit of the answers {rid: (new, cached, prompt_ms)} however they were sent."""
     _, warm = split_cold(list(by_rid.values()))
     fit = fit_context_attention(prefill, warm)
-    log(f"{workload.name}: {len(by_rid)} requests one at a time in {wall:.1f} s, {fit['n']} warm: "
+    log(f"{name}: {len(by_rid)} requests one at a time in {wall:.1f} s, {fit['n']} warm: "
         f"{fit['context_attention_ms_per_m_pairs'] or 0:.1f} ms per 1e6 (new, cached) pairs "
         f"(rms {fit['rms_ms'] or 0:.1f} ms, median error {100 * (fit['median_error'] or 0):+.0f} %)")
     return {"samples": warm, "by_rid": by_rid, "requests": len(by_rid), **fit}

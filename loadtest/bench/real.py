@@ -4,17 +4,17 @@ real prefixgate in front of N llama.cpp llama-servers (default 4, each `-t 1 --p
 model of tools/llama/make_model.py), and the same requests on simulated pods calibrated against llama-server on this
 machine, so the simulator's figures stand beside the real engine's (same seeds, same prompt texts, seconds).
 
-Phases: (1) calibration: one llama-server alone, probed (calibrate.py), unless --calibration FILE gives one;
-(2) per workload: with simulated fleets, first its own requests (seed 1000) one at a time on one llama-server and on
-one simulated pod with its flags, for the cost of new tokens after a cached prefix (calibrate.probe_workload,
-probe_workload_sim; right before its runs, so the machine drifts least), then every seed, every strategy (order
-rotated by the seed): a fresh fleet of llama-servers (cold caches) and a fresh gateway, the workload streamed through closed loop; (3) the same on simulated pods
-(`--engine-dialect llamacpp`, time scale 1) with the isolated calibration ("sim-isolated"), and with the pods sharing
-the machine's CPU as a probe of the real fleet measured ("sim-shared-cpu": --shared-cpu-slowdown; with the llama fleet
-in the same run, the probe's rounds between the workload's real runs, and the calibration slowed as a lone pod was
-then: InRunProbe), or burning their
-steps' time as CPU ("sim-burn-cpu"), or slowed by the average contention the real pods' own timings showed in phase 2
-("sim-in-situ"); (4) REPORT.md, summary.json,
+Phases: (1) calibration: one llama-server alone, probed (calibrate.py), unless --calibration FILE gives one, and the
+contention probe of --pods llama-servers; (2) per workload, every seed, every strategy (order rotated by the seed): a
+fresh fleet of llama-servers (cold caches) and a fresh gateway, the workload streamed through closed loop; with
+simulated fleets, after each run (its fleet stopped) a round of the contention probe and a slice of the workload's
+own requests (seed 1000) one at a time on one llama-server with its flags (InRunProbe: what the simulated fleets
+take is measured while the runs ran; without the real fleet, the workload's requests before its runs:
+calibrate_workload), and those requests on one simulated pod for the cost of new tokens after a cached prefix
+(calibrate.probe_workload_sim); (3) the same runs on simulated pods (`--engine-dialect llamacpp`, time scale 1) with
+the isolated calibration ("sim-isolated"), and with the pods sharing the machine's CPU as the probe between the runs
+measured it ("sim-shared-cpu": --shared-cpu-slowdown), or burning their steps' time as CPU ("sim-burn-cpu"), or slowed
+by the average contention the real pods' own timings showed in phase 2 ("sim-in-situ"); (4) REPORT.md, summary.json,
 calibration.json, progress.log and one TTFT plot per workload, into --out.
 
 Per run: TTFT p50/p90 (wall seconds), the engine-reported cached share (sum cached_tokens / sum prompt_tokens from
@@ -102,7 +102,8 @@ def parse_args(argv):
                     help="comma-separated, of: isolated (one pod measured alone), in-situ (slowed by the average "
                          "contention the real runs showed; needs the llama fleet in the same run), shared-cpu (the "
                          "isolated constants, the pods sharing CPU as the real fleet's probe measured: "
-                         "--shared-cpu-slowdown; between the workload's real runs when they run too), burn-cpu (the isolated constants, each step's time spent computing "
+                         "--shared-cpu-slowdown; between the workload's real runs when they run too), burn-cpu "
+                         "(the isolated constants, each step's time spent computing "
                          f"on a thread of the pod: --burn-cpu) (default: {','.join(DEFAULT_SIM_CALIBRATIONS)})")
     ap.add_argument("--in-situ", choices=["strategy", "workload"], default="strategy",
                     help="the in-situ factors from the real runs of the same strategy and workload (default), or of "
@@ -304,19 +305,20 @@ def _pct(x):
 def sim_setup(which, cal, rows, kept, fparams, workload, strategy=None):
     """(simulator flags, in-situ factors or None) of a simulated fleet: `which` = isolated (the calibration as
     probed) or in-situ (slowed by the contention the real runs met: those of `strategy`, or all of the workload's
-    when None). The client overhead is taken at the real runs' mean prompt; `workload` (its name) picks its own
-    context attention (calibrate.context_attention)."""
+    when None), shared-cpu or burn-cpu (the calibration as the probe between the workload's real runs found the
+    machine: calibrate.with_in_run, where InRunProbe ran). The client overhead is taken at the real runs' mean prompt;
+    `workload` (its name) picks its own cost after a cached prefix (calibrate.sim_flags)."""
     real_rows = [r for r in rows if r["fleet"] == LLAMA and r["valid"] and r["ok"]]
     prompt = sum(r["prompt_tokens_mean"] for r in real_rows) / len(real_rows) if real_rows else None
     base = calibrate.sim_flags(cal, fparams, prompt_tokens=prompt, workload=workload)
     if which == "isolated":
         return base, None
+    # The machine as the probe between the workload's real runs found it, where it ran (InRunProbe).
+    in_run = (cal.get("in_run") or {}).get(workload)
+    c = calibrate.with_in_run(cal, in_run) if in_run else cal
     if which == "burn-cpu":
-        return base + ["--burn-cpu"], None
+        return calibrate.sim_flags(c, fparams, prompt_tokens=prompt, workload=workload) + ["--burn-cpu"], None
     if which == "shared-cpu":
-        # The machine as the contention probe between the workload's real runs found it, where it ran.
-        in_run = (cal.get("in_run") or {}).get(workload)
-        c = calibrate.with_in_run(cal, in_run) if in_run else cal
         return (calibrate.sim_flags(c, fparams, prompt_tokens=prompt, workload=workload)
                 + calibrate.shared_cpu_flags(c)), None
     real = [rec for (fleet, s, _), recs in kept.items() if fleet == LLAMA and strategy in (None, s) for rec in recs]
@@ -354,19 +356,33 @@ def run_fleet(log, name, workload_of, strategies, fleet_name, flags_of, cal, arg
 
 
 class InRunProbe:
-    """The contention probe spread over one workload's real runs: --pods idle llama-servers (-t 1 --parallel 2
-    -c 8192, as the calibration's), kept up through the runs, and one round of calibrate.contention_round after each
-    run (its fleet stopped, so only the probe computes); finish() -> calibrate.fit_in_run. What sim-shared-cpu
-    takes for the workload (calibrate.with_in_run): the machine's contention and speed while the runs ran, not
-    minutes before them."""
+    """The calibration that stands for the machine while one workload's real runs ran, measured between them (each
+    run's fleet stopped, so only the probe computes): after each run, one round of calibrate.contention_round on
+    --pods idle llama-servers (-t 1 --parallel 2 -c 8192, kept up through the runs), and the next slice of the
+    workload's own probe requests (calibrate.WORKLOAD_PROBE_SEED, which no run draws) one at a time on one more
+    llama-server with the workload's flags (calibrate.workload_slices; unless cal["warm"] has the workload).
+    finish() fits them (calibrate.fit_in_run; the workload probe against the calibration slowed as the lone pod
+    was, and its simulated twin: sim_twin) into cal["in_run"][name] and cal["warm"][name]. The machine's speed,
+    its pods' contention and above all the cost of a short prompt after a cached prefix moved within minutes
+    (multi-turn's context coefficient measured 104 to 281 ms per 1e6 pairs on one day), so what the simulated
+    fleets take is measured while the runs ran, not before them."""
 
-    def __init__(self, args, tmp, log, cal, name):
-        self.log, self.cal, self.name = log, cal, name
+    def __init__(self, args, tmp, log, cal, name, params, runs):
+        self.args, self.tmp, self.log, self.cal, self.name = args, tmp, log, cal, name
         self.samples = {"prefill": {}, "decode": {}}
-        self.pods = []
+        self.pods, self.pool, self.wpod = [], None, None
+        self.slices, self.by_rid, self.wall, self.sent = [], {}, 0.0, 0
         try:
             for i in range(args.pods):
                 self.pods.append(LlamaServer(tmp, name=f"in-run-{name}-{i}", parallel=2, ctx=8192, threads=1))
+            if name not in cal.setdefault("warm", {}):
+                self.workload = real_workloads.build(name, params, calibrate.WORKLOAD_PROBE_SEED)
+                self.fp = fleet_params(self.workload)
+                self.slices = calibrate.workload_slices(self.workload, runs)
+                log(f"calibration: {name}: its requests (seed {calibrate.WORKLOAD_PROBE_SEED}) in {len(self.slices)} "
+                    f"slices between its runs, one at a time on one llama-server{llama_desc(self.fp)}")
+                self.wpod = LlamaServer(tmp, name=f"calibration-{name}", parallel=self.fp.parallel, ctx=self.fp.ctx,
+                                        threads=1, extra=llama_flags(self.fp))
         except BaseException:
             self.stop()
             raise
@@ -376,17 +392,31 @@ class InRunProbe:
     def round(self):
         rep = len(self.samples["prefill"].get(1, []))
         calibrate.contention_round(self.pool, self.pods, self.samples, seed=11, rep=rep, cal=self.cal)
+        self._next_slice()
+
+    def _next_slice(self):
+        if self.sent < len(self.slices):
+            by_rid, wall = calibrate._one_at_a_time(self.wpod.port, self.slices[self.sent])
+            self.by_rid |= by_rid
+            self.wall += wall
+            self.sent += 1
 
     def stop(self):
-        if getattr(self, "pool", None):
+        if self.pool:
             self.pool.shutdown()
-        for pod in self.pods:
+            self.pool = None
+        for pod in self.pods + ([self.wpod] if self.wpod else []):
             pod.stop()
-        self.pods = []
+        self.pods, self.wpod = [], None
 
     def finish(self):
-        """calibrate.fit_in_run of the rounds (None without one); the pods stopped."""
-        self.stop()
+        """Sends the slices left, stops the pods, fits: cal["warm"][name] (when probed here) and the in-run fit
+        (calibrate.fit_in_run; returned, None without a round)."""
+        try:
+            while self.wpod and self.sent < len(self.slices):
+                self._next_slice()
+        finally:
+            self.stop()
         if not self.samples["prefill"].get(1):
             return None
         fit = calibrate.fit_in_run(self.samples)
@@ -394,7 +424,35 @@ class InRunProbe:
                  + ", ".join(f"{k} busy: prefill x{p:.2f}" for k, p in enumerate(fit["prefill"], start=1))
                  + f"; a lone pod x{fit['drift']['prefill']:.2f} prefill, x{fit['drift']['decode']:.2f} decode "
                  "against the calibration")
+        if self.slices:
+            c = calibrate.with_in_run(self.cal, fit)
+            warm = calibrate.fit_workload_probe(self.name, self.by_rid, self.wall, c["prefill"],
+                                                log=lambda s: self.log("calibration: " + s))
+            self.cal["warm"][self.name] = sim_twin(self.args, self.tmp, self.log, c, self.name, self.workload,
+                                                   self.fp, warm) | {"slices": len(self.slices)}
         return fit
+
+
+def llama_desc(fp):
+    return (f" (-t 1 --parallel {fp.parallel} -c {fp.ctx}"
+            f"{f' --cache-ram {fp.cache_ram_mib}' if fp.cache_ram_mib >= 0 else ''})")
+
+
+def sim_twin(args, tmp, log, cal, name, workload, fp, warm):
+    """`warm` (calibrate.fit_workload_probe's, with its by_rid) and the same requests on one simulated pod whose
+    context pairs cost as its own (calibration `cal`): the thin-batch width in its tokens
+    (calibrate.probe_workload_sim)."""
+    by_rid = warm.pop("by_rid")
+    prompt = sum(new + cached for new, cached, _ in by_rid.values()) / max(1, len(by_rid))
+    bare = {**cal, "warm": {}, "prefill": {**cal["prefill"], "context_attention_ms_per_m_pairs": None}}
+    flags = calibrate.sim_flags(bare, fp, prompt_tokens=prompt)
+    sim = Fleet(SIM, tmp, f"calibration-{name}-sim", 1, fp, sim_flags=flags)
+    try:
+        return warm | calibrate.probe_workload_sim(sim.ports()[0], workload, by_rid,
+                                                   calibrate.client_overhead_ms(cal, prompt),
+                                                   calibrate.sim_pair_ms(cal), log=lambda s: log("calibration: " + s))
+    finally:
+        sim.stop()
 
 
 def calibration(args, tmp, log):
@@ -426,38 +484,23 @@ def calibration(args, tmp, log):
 
 
 def calibrate_workload(args, tmp, log, cal, name, params):
-    """For the simulated fleets: workload `name` probed for its own cost of new tokens after a cached prefix
-    (cal["warm"][name]; kept when a --calibration file has it): its requests (calibrate.WORKLOAD_PROBE_SEED, which
-    no run draws) one at a time on one llama-server with its flags (calibrate.probe_workload), then on one
-    simulated pod without --context-min-rows (calibrate.probe_workload_sim). Run right before the workload's own
-    runs, so that the machine's speed drifts as little as possible in between (cold prefill measured at 7,400 to
-    9,900 tokens/s in one day's calibrations)."""
+    """For simulated fleets without the real one in the same run (with it, InRunProbe measures this between the
+    runs): workload `name` probed for its own cost of new tokens after a cached prefix (cal["warm"][name]; kept when
+    a --calibration file has it): its requests (calibrate.WORKLOAD_PROBE_SEED, which no run draws) one at a time on
+    one llama-server with its flags (calibrate.probe_workload), then on one simulated pod (sim_twin)."""
     if SIM not in args.fleets or name in cal.setdefault("warm", {}):
         return
     workload = real_workloads.build(name, params, calibrate.WORKLOAD_PROBE_SEED)
     fp = fleet_params(workload)
     log(f"calibration: {name}: its requests (seed {calibrate.WORKLOAD_PROBE_SEED}) one at a time on one "
-        f"llama-server (-t 1 --parallel {fp.parallel} -c {fp.ctx}"
-        f"{f' --cache-ram {fp.cache_ram_mib}' if fp.cache_ram_mib >= 0 else ''})")
+        f"llama-server{llama_desc(fp)}")
     pod = LlamaServer(tmp, name=f"calibration-{name}", parallel=fp.parallel, ctx=fp.ctx, threads=1,
                       extra=llama_flags(fp))
     try:
         warm = calibrate.probe_workload(pod, workload, cal["prefill"], log=lambda s: log("calibration: " + s))
     finally:
         pod.stop()
-    # The same requests on one simulated pod whose context pairs cost as its own: the thin-batch width in its tokens.
-    by_rid = warm.pop("by_rid")
-    prompt = sum(new + cached for new, cached, _ in by_rid.values()) / max(1, len(by_rid))
-    bare = {**cal, "warm": {}, "prefill": {**cal["prefill"], "context_attention_ms_per_m_pairs": None}}
-    flags = calibrate.sim_flags(bare, fp, prompt_tokens=prompt)
-    sim = Fleet(SIM, tmp, f"calibration-{name}-sim", 1, fp, sim_flags=flags)
-    try:
-        warm |= calibrate.probe_workload_sim(sim.ports()[0], workload, by_rid,
-                                             calibrate.client_overhead_ms(cal, prompt), calibrate.sim_pair_ms(cal),
-                                             log=lambda s: log("calibration: " + s))
-    finally:
-        sim.stop()
-    cal["warm"][name] = warm
+    cal["warm"][name] = sim_twin(args, tmp, log, cal, name, workload, fp, warm)
 
 
 def main(argv=None):
@@ -503,7 +546,8 @@ def main(argv=None):
         cal = calibration(args, tmp, log)
         tokenizer = Tokenizer()
         for name, params in workload_params:
-            calibrate_workload(args, tmp, log, cal, name, params)
+            if LLAMA not in args.fleets:
+                calibrate_workload(args, tmp, log, cal, name, params)
             (out / "calibration.json").write_text(real_report.dumps(cal))
             summary["calibration"] = {k: v for k, v in cal.items() if k != "samples"}
 
@@ -514,8 +558,8 @@ def main(argv=None):
             fparams = fleet_params(first)
             rows, kept, fleets = [], {}, {}
             if LLAMA in args.fleets:
-                probe = (InRunProbe(args, tmp, log, cal, name)
-                         if SIM in args.fleets and "shared-cpu" in args.sim_calibrations else None)
+                probe = (InRunProbe(args, tmp, log, cal, name, params, len(args.seeds) * len(strategies))
+                         if SIM in args.fleets else None)
                 try:
                     run_fleet(log, name, workload_of, strategies, LLAMA, lambda s: [], cal, args, tmp, tokenizer,
                               rows, kept, after_run=probe.round if probe else None)

@@ -212,8 +212,11 @@ def calibration_lines(summary):
             continue
         sim = w.get("sim_context_attention_ms_per_m_pairs")
         rows = w.get("sim_context_min_rows")
-        lines.append(f"| {name}: its own requests one at a time on one pod with its flags, per 1e6 (new, cached) "
-                     f"pairs (median of {w['n']} warm answers) | {w['context_attention_ms_per_m_pairs']:.1f} ms | "
+        when = (f", in {w['slices']} slices between its real runs, against the calibration as the lone pod found "
+                "the machine then" if w.get("slices") else "")
+        lines.append(f"| {name}: its own requests one at a time on one pod with its flags{when}, per 1e6 (new, "
+                     f"cached) pairs (median of {w['n']} warm answers) | {w['context_attention_ms_per_m_pairs']:.1f} "
+                     "ms | "
                      + (f"`--context-min-rows` {rows}: the same requests on one simulated pod without it, the "
                         f"width at which a thin prompt attends to its cached prefix, in simulator tokens "
                         f"({w.get('sim_n', 0)} warm on both, rms {w.get('sim_rms_ms') or 0:.1f} ms) |"
@@ -232,8 +235,8 @@ def calibration_lines(summary):
         shown = ", ".join(f"{k}: x{x:.2f}" for k, x in enumerate(r["prefill"], start=1))
         lines.append(f"| {name}: the same probe, a round after each of its {r['rounds']} real runs; a lone pod "
                      f"against the calibration: prefill x{r['drift']['prefill']:.2f}, decode "
-                     f"x{r['drift']['decode']:.2f} | {shown} | sim-shared-cpu for this workload: "
-                     "`--shared-cpu-slowdown` this, the calibration slowed by the lone pod's factors |")
+                     f"x{r['drift']['decode']:.2f} | {shown} | for this workload, sim-shared-cpu and sim-burn-cpu take the "
+                     "calibration slowed by the lone pod's factors, and sim-shared-cpu `--shared-cpu-slowdown` this |")
     return lines
 
 

@@ -241,6 +241,8 @@ def test_real_engine_runner_compares_llama_servers_with_the_calibrated_simulator
         # seed), and the calibration slowed as the lone pod was then.
         in_run = cal["in_run"][name]
         assert in_run["rounds"] == 2 and len(in_run["prefill"]) == 2 and in_run["drift"]["prefill"] > 0, in_run
+        # The workload's own probe requests went in slices between those runs (one per run at most).
+        assert 1 <= cal["warm"][name]["slices"] <= 2
         flags = workload["fleets"]["sim-shared-cpu"]["flags"]["random"]
         assert flags[flags.index("--shared-cpu-slowdown") + 1] == ",".join(f"{x:.4g}" for x in in_run["prefill"])
         isolated = workload["fleets"]["sim-isolated"]["flags"]["random"]

@@ -344,3 +344,16 @@ def test_in_run_contention_replaces_the_probes_and_slows_the_calibration_as_the_
     # No lone-pod sample (a calibration file without a model to compare with): no drift.
     assert calibrate.fit_in_run({k: v for k, v in samples.items() if k != "alone"})["drift"] == {"prefill": 1.0,
                                                                                                 "decode": 1.0}
+
+
+def test_workload_slices_keep_every_session_whole_and_in_order():
+    """Ensures the probe's requests cut to go between the runs are the workload's sessions in order, each session
+    whole in one slice, no slice empty, and never more slices than sessions."""
+    from bench.model import Workload
+
+    workload = Workload(name="w", title="", description="", sessions=[f"s{i}" for i in range(7)])
+    slices = calibrate.workload_slices(workload, 3)
+    assert [s.sessions for s in slices] == [["s0", "s1"], ["s2", "s3", "s4"], ["s5", "s6"]]
+    assert all(s.name == "w" for s in slices)
+    assert [s.sessions for s in calibrate.workload_slices(workload, 10)] == [[f"s{i}"] for i in range(7)]
+    assert [s.sessions for s in calibrate.workload_slices(workload, 0)] == [workload.sessions]
