@@ -8,6 +8,8 @@ its (new, cached) tokens (calibrate.prefill_ms, the workload's own context coeff
 k = the pods of its run with a request in flight at the middle of its prompt's time (its own included). Medians per
 workload, cold (at most COLD_CACHED_MAX cached) and warm apart, beside the contention probe's table(s): the one
 taken before the runs and, where the run had it, the one of the rounds between each workload's runs (in_run).
+Then, per fleet, the median TTFT and TTFT - prompt_ms of cold and warm requests (what llama-server spends before
+computing a prompt, which its prompt_ms leaves out).
 
   /usr/bin/python3 loadtest/bench/busy_slowdown.py docs/benchmarks/real-engine-inrun [--out FILE.md]
 """
@@ -72,6 +74,28 @@ def render(cal, table):
     return "\n".join(lines) + "\n"
 
 
+def before_prompt(records):
+    """A markdown table: per workload, strategy and kind (cold / warm), each fleet's median TTFT and median TTFT -
+    prompt_ms in ms (llama-server: what it spent before computing the prompt, client side included; a simulated pod
+    reports its step's time as prompt_ms, so there it is the gateway and the client alone)."""
+    rows = collections.defaultdict(lambda: collections.defaultdict(list))
+    for r in records:
+        t = r.get("timings") or {}
+        if r["status"] != 200 or not t.get("prompt_ms") or r["ttft_s"] < 0:
+            continue
+        kind = "cold" if r["cached_tokens"] <= calibrate.COLD_CACHED_MAX else "warm"
+        ttft = 1000.0 * r["ttft_s"]
+        rows[(r["workload"], r["strategy"], kind)][r["fleet"]].append((ttft, ttft - t["prompt_ms"]))
+    fleets = sorted({f for by in rows.values() for f in by}, key=lambda f: (f != "llama", f))
+    head = ["workload", "strategy", "prompts"] + [f"{f}: TTFT / TTFT - prompt_ms" for f in fleets]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for (workload, strategy, kind), by in sorted(rows.items()):
+        cells = [f"{statistics.median(x for x, _ in by[f]):.0f} / {statistics.median(y for _, y in by[f]):.0f} ms"
+                 if by.get(f) else "-" for f in fleets]
+        lines.append("| " + " | ".join([workload, strategy, kind] + cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", help="a real-engine benchmark's output (calibration.json, records.jsonl.gz)")
@@ -83,7 +107,8 @@ def main(argv=None):
     with gzip.open(folder / "records.jsonl.gz", "rt") as f:
         records = [json.loads(line) for line in f]
     text = (f"{folder}: llama-server's prompt_ms over the calibration's isolated prediction, median (requests) by "
-            f"the pods busy at the middle of its prompt\n\n" + render(cal, slowdown_by_busy(cal, records, args.fleet)))
+            f"the pods busy at the middle of its prompt\n\n" + render(cal, slowdown_by_busy(cal, records, args.fleet))
+            + "\nMedian TTFT and TTFT - prompt_ms per fleet\n\n" + before_prompt(records))
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)

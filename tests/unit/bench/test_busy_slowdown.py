@@ -34,3 +34,18 @@ def test_prompts_are_filed_by_the_pods_busy_at_their_middle_and_compared_with_th
     assert "| (the probe before the runs) | cold, alone = 1 | x1.00 | x1.20 | x1.60 |" in text
     assert "| w | cold | x1.00 (2) | x1.25 (2) | - |" in text
     assert "| w | probe between its runs, x lone pod | x1.10 | x1.43 | x1.87 |" in text
+
+
+def test_time_before_the_prompt_is_shown_per_fleet_and_kind():
+    """Ensures the second table gives, per workload, strategy and cold/warm kind, each fleet's median TTFT and TTFT -
+    prompt_ms, the real fleet first."""
+    records = [rec(1, "a", 0.0, 0.130, 0.2, 60, 1500, 100.0), rec(2, "a", 1.0, 0.150, 0.2, 60, 1500, 110.0),
+               rec(3, "b", 0.0, 0.500, 0.6, 1500, 0, 480.0),
+               rec(1, "z", 0.0, 0.105, 0.2, 60, 1500, 103.0, fleet="sim-shared-cpu")]
+    for r in records:
+        r["cached_tokens"] = r["timings"]["cache_n"]
+    text = busy_slowdown.before_prompt(records)
+    assert text.splitlines()[0] == "| workload | strategy | prompts | llama: TTFT / TTFT - prompt_ms | " \
+                                   "sim-shared-cpu: TTFT / TTFT - prompt_ms |"
+    assert "| w | s | warm | 140 / 35 ms | 105 / 2 ms |" in text
+    assert "| w | s | cold | 500 / 20 ms | - |" in text
