@@ -458,7 +458,8 @@ def sim_twin(args, tmp, log, cal, name, workload, fp, warm):
 def calibration(args, tmp, log):
     """The calibration: --calibration FILE, or a probe of one llama-server started alone; and, for the shared-cpu
     simulated fleet, the contention probe of a fleet of --pods llama-servers (unless the file has one). Each
-    workload's own probe (calibrate_workload) runs right before its runs."""
+    workload's own probe runs between its real runs (InRunProbe), or before its runs without a real fleet
+    (calibrate_workload)."""
     if args.calibration:
         cal = json.loads(Path(args.calibration).read_text())
     else:
