@@ -39,7 +39,15 @@ def slowdown_by_busy(cal, records, fleet="llama"):
             runs[(r["workload"], r["strategy"], r["seed"], r["attempt"])].append(r)
     out = collections.defaultdict(lambda: collections.defaultdict(list))
     for (workload, *_), run in runs.items():
-        fit = {**cal["prefill"], "context_attention_ms_per_m_pairs": calibrate.context_attention(cal, workload)}
+        # A workload probed between its runs (its warm entry has "slices": real.py InRunProbe) had its context
+        # coefficient fitted against the calibration slowed by the lone pod's factor: predict with that calibration
+        # and the coefficient as fitted, then take the factor back out, so every ratio is against the calibration
+        # as measured before the runs.
+        in_run = (cal.get("in_run") or {}).get(workload)
+        between = in_run and ((cal.get("warm") or {}).get(workload) or {}).get("slices")
+        base = calibrate.with_in_run(cal, in_run) if between else cal
+        undo = in_run["drift"]["prefill"] if between else 1.0
+        fit = {**base["prefill"], "context_attention_ms_per_m_pairs": calibrate.context_attention(cal, workload)}
         for r in run:
             t = r["timings"]
             new, cached = t.get("prompt_n", 0), t.get("cache_n", 0)
@@ -47,7 +55,7 @@ def slowdown_by_busy(cal, records, fleet="llama"):
                 continue
             k = len(busy_at(run, r["send_s"] + r["ttft_s"] / 2))
             kind = "cold" if cached <= calibrate.COLD_CACHED_MAX else "warm"
-            out[(workload, kind)][k].append(t["prompt_ms"] / calibrate.prefill_ms(fit, new, cached))
+            out[(workload, kind)][k].append(t["prompt_ms"] * undo / calibrate.prefill_ms(fit, new, cached))
     return out
 
 

@@ -364,7 +364,7 @@ class InRunProbe:
     finish() fits them (calibrate.fit_in_run; the workload probe against the calibration slowed as the lone pod
     was, and its simulated twin: sim_twin) into cal["in_run"][name] and cal["warm"][name]. The machine's speed,
     its pods' contention and above all the cost of a short prompt after a cached prefix moved within minutes
-    (multi-turn's context coefficient measured 104 to 281 ms per 1e6 pairs on one day), so what the simulated
+    (multi-turn's context coefficient measured 152 to 281 ms per 1e6 pairs in one day's committed runs), so what the simulated
     fleets take is measured while the runs ran, not before them."""
 
     def __init__(self, args, tmp, log, cal, name, params, runs):
@@ -383,11 +383,12 @@ class InRunProbe:
                     f"slices between its runs, one at a time on one llama-server{llama_desc(self.fp)}")
                 self.wpod = LlamaServer(tmp, name=f"calibration-{name}", parallel=self.fp.parallel, ctx=self.fp.ctx,
                                         threads=1, extra=llama_flags(self.fp))
+            self.pool = concurrent.futures.ThreadPoolExecutor(len(self.pods))
+            list(self.pool.map(lambda pod: calibrate._stream(pod, [{"role": "user", "content": "warm up"}], 4),
+                               self.pods))
         except BaseException:
             self.stop()
             raise
-        self.pool = concurrent.futures.ThreadPoolExecutor(len(self.pods))
-        list(self.pool.map(lambda pod: calibrate._stream(pod, [{"role": "user", "content": "warm up"}], 4), self.pods))
 
     def round(self):
         rep = len(self.samples["prefill"].get(1, []))
@@ -564,11 +565,14 @@ def main(argv=None):
                 try:
                     run_fleet(log, name, workload_of, strategies, LLAMA, lambda s: [], cal, args, tmp, tokenizer,
                               rows, kept, after_run=probe.round if probe else None)
-                finally:
-                    if probe and (fit := probe.finish()):
-                        cal.setdefault("in_run", {})[name] = fit
-                        (out / "calibration.json").write_text(real_report.dumps(cal))
-                        summary["calibration"] = {k: v for k, v in cal.items() if k != "samples"}
+                except BaseException:
+                    if probe:   # the runs failed: stop the probe's pods, fit nothing, keep the runs' own error
+                        probe.stop()
+                    raise
+                if probe and (fit := probe.finish()):
+                    cal.setdefault("in_run", {})[name] = fit
+                    (out / "calibration.json").write_text(real_report.dumps(cal))
+                    summary["calibration"] = {k: v for k, v in cal.items() if k != "samples"}
                 fleets[LLAMA] = {"flags": ["-t", "1", "--parallel", str(fparams.parallel), "-c", str(fparams.ctx)]
                                  + (["--cache-ram", str(fparams.cache_ram_mib)] if fparams.cache_ram_mib >= 0 else [])}
             if SIM in args.fleets:

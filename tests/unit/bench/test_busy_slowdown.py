@@ -2,8 +2,10 @@
 from bench import busy_slowdown, calibrate
 
 CAL = {"prefill": {"overhead_ms": 10.0, "tokens_per_s": 10000.0, "attention_ms_per_m_pairs": 0.0},
+       "decode": {"floor_ms": 0.5, "per_seq_ms": 1.0, "attention_ms_per_1k": 1.0}, "client_overhead_ms": 5.0,
        "contention_probe": {"prefill": [1.0, 1.2, 1.6]},
-       "in_run": {"w": {"prefill": [1.0, 1.3, 1.7], "drift": {"prefill": 1.1, "decode": 1.0}}}}
+       "in_run": {"w": {"prefill": [1.0, 1.3, 1.7], "decode": [1.0, 1.1, 1.2],
+                        "drift": {"prefill": 1.1, "decode": 1.0}}}}
 
 
 def rec(rid, pod, send, ttft, e2e, new, cached, ms, fleet="llama", seed=1):
@@ -49,3 +51,17 @@ def test_time_before_the_prompt_is_shown_per_fleet_and_kind():
                                    "sim-shared-cpu: TTFT / TTFT - prompt_ms |"
     assert "| w | s | warm | 140 / 35 ms | 105 / 2 ms |" in text
     assert "| w | s | cold | 500 / 20 ms | - |" in text
+
+
+def test_a_workload_probed_between_its_runs_is_predicted_with_the_calibration_it_was_fitted_against():
+    """Ensures a warm prompt of a workload whose context coefficient was fitted between its runs (against the
+    calibration slowed by the lone pod's factor) is predicted with that slowed calibration, the factor then taken
+    back out: a prompt exactly as that calibration predicts reads as the factor (2x slower than the calibration
+    before the runs), not as a mix of the two calibrations."""
+    cal = {**CAL, "warm": {"w": {"context_attention_ms_per_m_pairs": 400.0, "slices": 3}},
+           "in_run": {"w": {**CAL["in_run"]["w"], "drift": {"prefill": 2.0, "decode": 1.0}}}}
+    slowed = calibrate.with_in_run(cal, cal["in_run"]["w"])
+    fit = {**slowed["prefill"], "context_attention_ms_per_m_pairs": 400.0}   # the coefficient as fitted
+    records = [rec(1, "a", 0.0, 0.2, 0.3, 60, 1500, calibrate.prefill_ms(fit, 60, 1500))]
+    got = busy_slowdown.slowdown_by_busy(cal, records)
+    assert got[("w", "warm")][1] == [2.0]
