@@ -406,8 +406,8 @@ nlohmann::json FlowGate::snapshot() const {
     m["reserved"] = mq->reserved;
     const int64_t tenant_limit = tenantLimit(model);
     if (tenant_limit != std::numeric_limits<int64_t>::max()) m["tenant_limit"] = tenant_limit;
-    m["hold_ms"] = mq->hold.ms();
-    m["first_token_ms"] = mq->first_token.ms();  // the typical time to a first token once sent (0 until learned)  // how long a request keeps its room (0 until learned): admission's predictions
+    m["hold_ms"] = mq->hold.ms();  // how long a request keeps its room (0 until learned): admission's predictions
+    m["first_token_ms"] = mq->first_token.ms();  // the typical time to a first token once sent (0 until learned)
     m["queued"] = s.queued;
     m["bytes"] = s.bytes;
     m["tenants_tracked"] = s.tenants_tracked;
