@@ -8,10 +8,29 @@
 
 namespace prefixgate::proxy {
 
-// True for headers that describe one connection and must not be forwarded (RFC 9110 7.6.1).
+// True for headers that describe one connection and must not be forwarded (RFC 9110 7.6.1). Every such name is
+// one Beast knows, so a parsed field's code says it without comparing its name.
+constexpr bool isHopByHop(boost::beast::http::field f) {
+  using boost::beast::http::field;
+  switch (f) {
+    case field::connection:
+    case field::keep_alive:
+    case field::proxy_connection:
+    case field::te:
+    case field::trailer:
+    case field::transfer_encoding:
+    case field::upgrade:
+    case field::expect:
+    case field::proxy_authorization: return true;
+    default: return false;
+  }
+}
 bool isHopByHop(std::string_view name);
 // True when `name` is listed in a Connection header's value (those headers are hop-by-hop too).
 bool namedByConnection(std::string_view connection_tokens, std::string_view name);
+// True when a Connection header's value names any field that is not hop-by-hop already ("keep-alive" and "close",
+// what engines send, name none): only then is each field looked up in it.
+bool namesOtherFields(std::string_view connection_tokens);
 
 inline void appendField(std::string& out, std::string_view name, std::string_view value) {
   out.append(name).append(": ").append(value).append("\r\n");
@@ -23,10 +42,11 @@ inline void appendField(std::string& out, std::string_view name, std::string_vie
 template <class Fields, class Skip>
 void appendEndToEndFields(std::string& out, const Fields& fields, Skip skip) {
   const std::string_view connection_tokens = fields[boost::beast::http::field::connection];
+  const bool check_connection = namesOtherFields(connection_tokens);
   for (const auto& field : fields) {
+    if (field.name() == boost::beast::http::field::content_length || isHopByHop(field.name()) || skip(field)) continue;
     const std::string_view name = field.name_string();
-    if (field.name() == boost::beast::http::field::content_length || isHopByHop(name) || skip(field)) continue;
-    if (namedByConnection(connection_tokens, name)) continue;
+    if (check_connection && namedByConnection(connection_tokens, name)) continue;
     appendField(out, name, field.value());
   }
 }

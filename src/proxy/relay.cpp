@@ -203,7 +203,8 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
   if (ex.buffer.size() == 0 && !ex.parser->is_done() && !writer.write({}, false, ec)) ec = co_await writer.finish();
   out.response_started = true;
   RelayBuffer buffer;
-  UsageScanner usage(rq.capture_response_id);  // a Responses answer: its sequence numbers too
+  // A Responses answer: its sequence numbers too. A JSON answer (not a stream): no SSE events to count.
+  UsageScanner usage(rq.capture_response_id, !isJsonMediaType(up_head[http::field::content_type]));
   ResponseIdScanner response_id;
   FailureKind ended = FailureKind::kNone;
   bool body_ended = false;  // the last write went out: the response to the client is complete

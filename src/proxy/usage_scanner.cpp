@@ -27,6 +27,19 @@ constexpr KeyFamily kSequenceFamily = {"_number\"", {"\"sequence", "", "", "", "
 constexpr std::string_view kEvent = "data: {";
 }  // namespace
 
+bool isJsonMediaType(std::string_view content_type) {
+  content_type = content_type.substr(0, content_type.find(';'));
+  while (!content_type.empty() && (content_type.front() == ' ' || content_type.front() == '\t'))
+    content_type.remove_prefix(1);
+  while (!content_type.empty() && (content_type.back() == ' ' || content_type.back() == '\t'))
+    content_type.remove_suffix(1);
+  constexpr std::string_view kJson = "application/json";
+  return content_type.size() == kJson.size() &&
+         std::equal(kJson.begin(), kJson.end(), content_type.begin(), [](char a, char b) {
+           return a == std::tolower(static_cast<unsigned char>(b));
+         });
+}
+
 void UsageScanner::feed(std::string_view bytes) {
   if (bytes.empty()) return;
   // Matches straddling the previous feed and this one: scan a small window around the boundary and count only
@@ -49,7 +62,8 @@ void UsageScanner::feed(std::string_view bytes) {
 
 void UsageScanner::scan(std::string_view text, size_t boundary, bool straddling_only) {
   // A match counts here when it ends at or after `boundary` and (for the boundary window) starts before it.
-  for (size_t pos = text.find(kEvent); pos != std::string_view::npos; pos = text.find(kEvent, pos + 1)) {
+  for (size_t pos = events_counted_ ? text.find(kEvent) : std::string_view::npos; pos != std::string_view::npos;
+       pos = text.find(kEvent, pos + 1)) {
     const size_t last = pos + kEvent.size() - 1;
     if (straddling_only && !(pos < boundary && last >= boundary)) continue;
     ++events_;

@@ -18,11 +18,17 @@
 
 namespace prefixgate::proxy {
 
+// True when a Content-Type value's media type is application/json (any case, parameters after ';' ignored): a body
+// that is one JSON document, not an event stream.
+bool isJsonMediaType(std::string_view content_type);
+
 class UsageScanner {
  public:
   // `responses`: the body is a Responses API answer, whose sequence_number is read too (other bodies never pay for
-  // that search).
-  explicit UsageScanner(bool responses = false) : responses_(responses) {}
+  // that search). `events`: the body may be an SSE stream, whose `data: {` events are counted; false for a body
+  // known to be one JSON document (Content-Type application/json), where that text could only sit inside a string
+  // and counts nothing.
+  explicit UsageScanner(bool responses = false, bool events = true) : responses_(responses), events_counted_(events) {}
   // Consumes the next bytes of the body (any split: patterns across calls are found, and the result does not
   // depend on the split; a key and number spanning more than kCarryBytes, or a number beyond 64 bits, is ignored).
   void feed(std::string_view bytes);
@@ -54,6 +60,7 @@ class UsageScanner {
   bool has_[kFields] = {};
   uint64_t events_ = 0;
   bool responses_ = false;
+  bool events_counted_ = true;
 };
 
 }  // namespace prefixgate::proxy

@@ -26,8 +26,13 @@ void seedRequestIds(uint64_t seed) { request_id_rng.emplace(seed); }
 void writeRequestId(std::span<char, kNewRequestIdBytes> out) {
   if (!request_id_rng) request_id_rng.emplace(config::streamSeed(0, config::SeedPurpose::kRequestId));
   std::mt19937_64& rng = *request_id_rng;
-  const uint64_t high = rng();
-  fmt::format_to_n(out.data(), out.size(), "{:016x}{:016x}", high, rng());
+  // Two draws as 32 lowercase hex digits, high first (what "{:016x}{:016x}" printed, without fmt's parsing of
+  // the format string on every request).
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (size_t half = 0; half < 2; ++half) {
+    uint64_t value = rng();
+    for (size_t i = 16; i-- > 0; value >>= 4) out[half * 16 + i] = kHex[value & 0xf];
+  }
 }
 
 std::string newRequestId() {

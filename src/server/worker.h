@@ -52,13 +52,17 @@ struct Worker {
   // `routing_seed` and `request_id_seed` come from config::streamSeed (reproducible under random_seed).
   Worker(const SessionServices& services, std::chrono::milliseconds pool_idle, uint64_t routing_seed,
          uint64_t request_id_seed)
-      : services(services), io(1), acceptor(io), pool(io, pool_idle), rng(routing_seed),
+      : services(services), io(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO), acceptor(io), pool(io, pool_idle), rng(routing_seed),
         request_id_seed(request_id_seed) {}
   const SessionServices& services;
   // Client connections, each with its flag "waiting for its next request" (those are closed at once when the
   // gateway drains). A connection registers once, not per request. Declared before `io`: a session still in the
   // io_context when it is destroyed unregisters from a live map.
   std::unordered_map<boost::beast::tcp_stream*, const bool*> clients;
+  // One thread runs it, and only that thread starts, performs or cancels operations on its sockets (other threads
+  // reach it by posting: draining, flow control's and slot waits' wake-ups): so the reactor keeps no lock per socket
+  // operation (asio's UNSAFE_IO hint; its scheduler and timers stay locked for those posts). It also marks the
+  // context one-threaded: what its own thread posts goes on a private queue without the scheduler's lock.
   boost::asio::io_context io;
   boost::asio::ip::tcp::acceptor acceptor;
   proxy::UpstreamPool pool;

@@ -1,6 +1,7 @@
 // random_seed: parsing and validation of the key, and the per-purpose, per-thread seeds derived from it.
 #include "config/random_seed.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -145,6 +146,16 @@ TEST(RandomSeedDerivation, RequestIdsFollowTheThreadSeed) {
   EXPECT_NE(first, idsWith(derivedSeed(8, SeedPurpose::kRequestId, 0)));
   EXPECT_EQ(first[0].size(), 32u);
   EXPECT_NE(first[0], first[1]);
+  // Each id is the thread's next two draws as 32 lowercase hex digits, the first draw first, zero-padded.
+  std::mt19937_64 rng(derivedSeed(7, SeedPurpose::kRequestId, 0));
+  for (const std::string& id : first) {
+    const uint64_t high = rng(), low = rng();
+    EXPECT_EQ(id, fmt::format("{:016x}{:016x}", high, low));
+  }
+  server::seedRequestIds(0);
+  std::mt19937_64 zero_seeded(0);
+  const uint64_t high = zero_seeded(), low = zero_seeded();
+  EXPECT_EQ(server::newRequestId(), fmt::format("{:016x}{:016x}", high, low));
 }
 
 }  // namespace

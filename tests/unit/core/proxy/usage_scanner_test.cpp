@@ -61,6 +61,35 @@ TEST(UsageScanner, CountsStreamEvents) {
   EXPECT_FALSE(whole.cachedTokens());
 }
 
+// A JSON answer (Content-Type application/json) is one document: "data: {" inside one of its strings is text, not
+// an event, so it counts no output token; its usage is read as from any body.
+TEST(UsageScanner, AJsonBodyCountsNoEvents) {
+  const std::string body = R"({"choices":[{"message":{"content":"data: {"a":1}
+
+data: {"b":2}"}}]})";
+  UsageScanner as_stream;
+  as_stream.feed(body);
+  EXPECT_EQ(as_stream.outputTokens(), 2u);  // what the scan finds when the body may be a stream
+  UsageScanner as_json(false, false);
+  as_json.feed(body);
+  EXPECT_EQ(as_json.outputTokens(), 0u);
+  UsageScanner with_usage(false, false);
+  with_usage.feed(kBody);
+  EXPECT_EQ(with_usage.outputTokens(), 1234u);
+  EXPECT_EQ(with_usage.promptTokens(), 98765u);
+}
+
+TEST(UsageScanner, JsonMediaTypes) {
+  EXPECT_TRUE(isJsonMediaType("application/json"));
+  EXPECT_TRUE(isJsonMediaType("Application/JSON; charset=utf-8"));
+  EXPECT_TRUE(isJsonMediaType(" application/json ;charset=utf-8"));
+  EXPECT_FALSE(isJsonMediaType(""));
+  EXPECT_FALSE(isJsonMediaType("text/event-stream"));
+  EXPECT_FALSE(isJsonMediaType("text/event-stream; charset=utf-8"));
+  EXPECT_FALSE(isJsonMediaType("application/jsonl"));
+  EXPECT_FALSE(isJsonMediaType("application/x-ndjson"));
+}
+
 // A stream with include_usage: the usage chunk's numbers are read at any split, and its completion count wins
 // over the event count.
 TEST(UsageScanner, ReadsTheStreamUsageChunkAcrossAnySplit) {

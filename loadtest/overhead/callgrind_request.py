@@ -1,0 +1,170 @@
+"""Instructions per proxied request in a proxy's own process, by function: the deterministic figure to compare
+builds by (wall time on the shared machine moves by 20-30 % between runs; instruction counts do not), and prefixgate
+against nginx.
+
+The overhead benchmark's static nginx upstream (8 pods) and one proxy in front: prefixgate (`threads: 1`,
+`log_level: warn`, the strategy given) or nginx (`--proxy nginx`: nginx_proxy.conf, one worker, no master process),
+run under `valgrind --tool=callgrind`, warmed up with wrk, then counted over a fixed number of seconds of
+`wrk -t1 -c4` with the 2 KiB body (or the 2 KiB families): the counters are zeroed with `callgrind_control -z` while
+the load runs and dumped with `-d` before wrk stops (instrumented throughout, so the proxy runs at one speed). The
+requests counted are the calls the dump records to a function called once per request (PER_REQUEST_FUNCTION).
+Prints the total and the instructions per request, then `callgrind_annotate`'s top functions (exclusive, then
+inclusive) in instructions per request. The kernel's work (system calls, TCP) is not counted: see
+proxy_profile.py for the CPU split.
+
+    /usr/bin/python3 loadtest/overhead/callgrind_request.py --bin build/prefixgate --out /tmp/cg [--families]
+    /usr/bin/python3 loadtest/overhead/callgrind_request.py --proxy nginx --out /tmp/cg-nginx
+
+Needs valgrind, nginx and wrk (scripts/bench_overhead.sh installs the last two)."""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from bodies import chat_body, family_bodies  # noqa: E402
+from servers import MODEL, PODS, Daemon, find_tool, static_completion  # noqa: E402
+import harness  # noqa: E402
+from harness import Gateway, free_port  # noqa: E402
+
+
+# Called once per proxied request whatever the strategy (nginx: its request object's creation, once per request on
+# a kept-alive connection): its call count in the dump is the number of requests the counted instructions belong to
+# (prefixgate's own request counter, read around the window, agreed within a few percent).
+PER_REQUEST_FUNCTION = {"prefixgate": "prefixgate::openai::parseRequest(",
+                        "nginx": "ngx_http_create_request"}
+
+
+def calls_to(dump, needle):
+    """How many calls the callgrind dump records to functions whose name contains `needle`."""
+    names, calls, callee = {}, 0, None
+    with open(dump, errors="replace") as f:
+        for line in f:
+            if line.startswith("cfn="):
+                m = re.match(r"\((\d+)\)(?: (.*))?", line[4:].rstrip("\n"))
+                if m and m.group(2):
+                    names[m.group(1)] = m.group(2)
+                callee = names.get(m.group(1), "") if m else line[4:]
+            elif line.startswith("fn="):
+                m = re.match(r"\((\d+)\) (.*)", line[3:].rstrip("\n"))
+                if m:
+                    names[m.group(1)] = m.group(2)
+            elif line.startswith("calls=") and callee is not None and needle in callee:
+                calls += int(line[6:].split()[0])
+    return calls
+
+
+def start_prefixgate(args, out, pod_ports, launcher):
+    """A one-thread prefixgate under `launcher`; returns (process with .stop(), pid, url)."""
+    harness.GATEWAY_BIN = str(Path(args.bin).resolve())
+    pods = [{"name": f"pod-{i}", "address": f"127.0.0.1:{p}", "models": [MODEL]} for i, p in enumerate(pod_ports)]
+    gateway = Gateway(out, pods, name="gateway", config={
+        "routing": {"strategy": args.strategy}, "threads": 1, "log_level": "warn",
+        # Scrapes and health checks far apart: their work does not scale with the load, so at callgrind's few
+        # hundred requests a second it would be counted per request many times over what it costs at speed.
+        "health_check": {"interval_ms": 60000, "timeout_ms": 5000},
+        "engine_metrics": {"scrape_interval_ms": 60000}}, launcher=launcher)
+    return gateway, gateway.proc.pid, f"http://127.0.0.1:{gateway.port}/v1/chat/completions"
+
+
+def start_nginx(out, pod_ports, launcher):
+    """The overhead benchmark's nginx proxy (one worker, upstream keep-alive), in one process (no master, so
+    callgrind sees the worker): returns (process with .stop(), pid, url)."""
+    listen = {"static": free_port(), "stream": free_port()}
+    values = {"dir": out, "stream_port": free_port(), "loops": 1,
+              "static_servers": "\n".join(f"        server 127.0.0.1:{port};" for port in pod_ports),
+              **{f"listen_{route}": port for route, port in listen.items()}}
+    for sub in ("proxy-body", "proxy-temp"):
+        (out / sub).mkdir(exist_ok=True)
+    proxy = Daemon("nginx (proxy)", [*launcher, find_tool("nginx"), "-p", str(out), "-c", str(out / "proxy.conf"),
+                                     "-g", "daemon off; master_process off;"], "nginx_proxy.conf",
+                   out / "proxy.conf", values, [listen["static"]])
+    return proxy, proxy.pid, f"http://127.0.0.1:{listen['static']}/v1/chat/completions"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--proxy", choices=("prefixgate", "nginx"), default="prefixgate")
+    parser.add_argument("--bin", default=os.environ.get("PREFIXGATE_BIN", "build/prefixgate"))
+    parser.add_argument("--out", required=True, help="a folder for the configs, logs and callgrind.out")
+    parser.add_argument("--strategy", default="prefix-cache")
+    parser.add_argument("--families", action="store_true", help="the 2 KiB conversation families, not one body")
+    parser.add_argument("--seconds", type=float, default=4.0, help="counted seconds of wrk")
+    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--top", type=int, default=40, help="functions shown by callgrind_annotate")
+    args = parser.parse_args()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "upstream-body").mkdir(exist_ok=True)
+    valgrind, wrk = shutil.which("valgrind"), find_tool("wrk")
+    if valgrind is None:
+        sys.exit("valgrind is not installed (Debian: valgrind)")
+    body_file = out / "bodies.jsonl"
+    bodies = family_bodies(64, 16, 2048) if args.families else [chat_body(2048)]
+    body_file.write_bytes(b"\n".join(bodies) + b"\n")
+
+    pod_ports = [free_port() for _ in range(PODS)]
+    listens = "\n".join(f"        listen 127.0.0.1:{port} backlog=4096;" for port in pod_ports)
+    upstream = Daemon("nginx (static upstream)", [find_tool("nginx"), "-p", str(out), "-c", str(out / "upstream.conf"),
+                                                  "-g", "daemon off;"], "nginx_upstream.conf", out / "upstream.conf",
+                      {"dir": out, "listens": listens, "body": static_completion()}, pod_ports)
+    callgrind_out = out / "callgrind.out"
+    for old in out.glob("callgrind.out*"):
+        old.unlink()
+    launcher = [valgrind, "--tool=callgrind", f"--callgrind-out-file={callgrind_out}"]
+    proxy = None
+    try:
+        if args.proxy == "nginx":
+            proxy, pid, url = start_nginx(out, pod_ports, launcher)
+        else:
+            proxy, pid, url = start_prefixgate(args, out, pod_ports, launcher)
+        env = {**os.environ, "WRK_BODY_FILE": str(body_file)}
+
+        def wrk_run(seconds):
+            return subprocess.Popen([wrk, "-t1", f"-c{args.connections}", f"-d{seconds:g}s", "-s",
+                                     str(HERE / "wrk_post.lua"), url], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+        warm = wrk_run(3)
+        warm.communicate()
+        load = wrk_run(args.seconds + 3)
+        time.sleep(1.0)
+        subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
+        time.sleep(args.seconds)
+        subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+        load.communicate()
+    finally:
+        if proxy is not None:
+            proxy.stop(timeout=60) if args.proxy == "prefixgate" else proxy.stop()
+        upstream.stop()
+    # callgrind_control -d writes callgrind.out.1: the counted window. callgrind.out itself is what ran after it
+    # (the rest of wrk's run and the shutdown), written when the process exits.
+    dump = Path(str(callgrind_out) + ".1")
+    if not dump.exists():
+        sys.exit(f"no callgrind dump at {dump}: see the logs in {out}")
+    totals = subprocess.run(["callgrind_annotate", str(dump)], capture_output=True, text=True).stdout
+    match = re.search(r"^([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", totals, re.M) or \
+        re.search(r"^([\d,]+)\s+PROGRAM TOTALS", totals, re.M)
+    total = int(match.group(1).replace(",", "")) if match else 0
+    served = calls_to(dump, PER_REQUEST_FUNCTION[args.proxy])
+    what = args.proxy + (f" {args.strategy}" if args.proxy == "prefixgate" else "")
+    print(f"callgrind: {total:,} instructions over {served} proxied requests ({what}, "
+          f"{'families' if args.families else 'one 2 KiB body'}, wrk -c{args.connections}; timers in the window "
+          f"included): {total / max(served, 1):,.0f} per request")
+    for flag in ("--inclusive=no", "--inclusive=yes"):
+        text = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", flag, str(dump)],
+                              capture_output=True, text=True).stdout
+        lines = [ln for ln in text.splitlines() if re.match(r"^\s*[\d,]+ \(", ln)]
+        print(f"\n--- callgrind_annotate {flag} (top {args.top}; instructions per request, share, function)")
+        for ln in lines[:args.top]:
+            count = int(ln.split()[0].replace(",", ""))
+            print(f"{count / max(served, 1):9,.0f} {ln.split(None, 1)[1][:180]}")
+
+
+if __name__ == "__main__":
+    main()
