@@ -12,6 +12,7 @@
 
 #include "proxy/failover.h"
 #include "proxy/relay.h"
+#include "proxy/response_parser.h"
 #include "trace/tracer.h"
 
 namespace prefixgate::proxy {
@@ -36,8 +37,6 @@ struct ClientWatch {
 };
 void watchClient(boost::beast::tcp_stream& client, std::shared_ptr<ClientWatch> watch);
 
-using ResponseParser =
-    boost::beast::http::response_parser<boost::beast::http::buffer_body, util::RecyclingAllocator<char>>;
 
 // The connection and parser of the current attempt; they outlive it when its response is relayed.
 struct Exchange {

@@ -1,15 +1,20 @@
-// libFuzzer target for an engine's response as the relay reads it: arbitrary bytes, delivered in pieces, into a
-// Beast response parser set up as proxy/relay.cpp sets it up (head limit; the body read with read_some semantics
-// through a small buffer_body buffer), the body bytes fed to proxy::UsageScanner in the pieces the reads give.
-// Nothing may crash, leak, hang or trip a sanitizer; the scanner finds the same usage whatever the split (its
-// contract), and no more body bytes come out than the head announced. Build and run: scripts/fuzz.sh.
+// libFuzzer target for an engine's response as the relay reads it: arbitrary bytes, delivered in pieces, into the
+// relay's response parser (proxy/response_parser.h) set up as proxy/relay.cpp sets it up (head limit; the body read
+// with read_some semantics through a small caller's buffer), the body bytes fed to proxy::UsageScanner in the pieces
+// the reads give. Nothing may crash, leak, hang or trip a sanitizer; the scanner finds the same usage whatever the
+// split (its contract), no more body bytes come out than the head announced, and Beast's response_parser with
+// buffer_body (which the relay's parser replaced) reads the same head, body and ending from the same pieces.
+// Build and run: scripts/fuzz.sh.
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fuzz_input.h"
+#include "proxy/response_parser.h"
 #include "proxy/upstream_attempt.h"
 #include "proxy/usage_scanner.h"
 
@@ -35,8 +40,8 @@ bool readMore(beast::flat_buffer& buffer, prefixgate::fuzz::Pieces& pieces) {
 
 // Beast's read_some on a parser (http/impl/read.hpp): parse what is buffered, read when more is needed, and at
 // EOF finish a message that has begun (a body delimited by the connection's end).
-beast::error_code readSome(http::response_parser<http::buffer_body>& parser, beast::flat_buffer& buffer,
-                           prefixgate::fuzz::Pieces& pieces) {
+template <class Parser>
+beast::error_code readSome(Parser& parser, beast::flat_buffer& buffer, prefixgate::fuzz::Pieces& pieces) {
   beast::error_code ec;
   for (;;) {
     if (buffer.size() > 0) {
@@ -53,31 +58,46 @@ beast::error_code readSome(http::response_parser<http::buffer_body>& parser, bea
   }
 }
 
-}  // namespace
+// What one parser made of the input: the head (status, fields in order), the body bytes and how reading ended.
+struct Outcome {
+  bool head_done = false;
+  unsigned status = 0;
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::string body;
+  beast::error_code ec;
+  bool done = false;
+  bool operator==(const Outcome&) const = default;
+};
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto input = prefixgate::fuzz::splitInput(data, size);
+template <class Parser>
+Outcome readResponse(const prefixgate::fuzz::SplitInput& input, bool scan) {
+  Outcome out;
   prefixgate::fuzz::Pieces pieces(input.control, input.payload);
   beast::flat_buffer buffer;
-  http::response_parser<http::buffer_body> parser;
+  Parser parser;
   parser.header_limit(kMaxResponseHeaderBytes);
   beast::error_code ec;
   // async_read_header: the head only.
   while (!parser.is_header_done()) {
     if (buffer.size() > 0) {
       buffer.consume(parser.put(buffer.data(), ec));
-      if (ec && ec != http::error::need_more) return 0;
+      if (ec && ec != http::error::need_more) {
+        out.ec = ec;
+        return out;
+      }
       ec = {};
       if (parser.is_header_done()) break;
     }
-    if (!readMore(buffer, pieces)) return 0;
+    if (!readMore(buffer, pieces)) return out;
   }
+  out.head_done = true;
   const auto length = parser.content_length();
   auto& head = parser.get();
+  out.status = head.result_int();
+  for (const auto& field : head) out.fields.emplace_back(field.name_string(), field.value());
   std::array<char, kRelayBufferBytes> body_buffer;
   // As for a Responses answer (every key family searched, the sequence number's too).
   prefixgate::proxy::UsageScanner split(true), whole(true);
-  std::string body;
   // Every read makes progress (consumes input or fills the buffer), so this bounds a loop that would spin.
   for (size_t reads = 0; !parser.is_done(); ++reads) {
     check(reads <= 2 * input.payload.size() + 8);
@@ -85,16 +105,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     head.body().size = body_buffer.size();
     ec = readSome(parser, buffer, pieces);
     if (ec == http::error::need_buffer) ec = {};
-    if (ec) break;
     const size_t got = body_buffer.size() - head.body().size;
-    split.feed(std::string_view(body_buffer.data(), got));
-    body.append(body_buffer.data(), got);
+    if (scan) split.feed(std::string_view(body_buffer.data(), got));
+    out.body.append(body_buffer.data(), got);
+    if (ec) break;
   }
-  check(!length || body.size() <= *length);
-  whole.feed(body);
-  check(split.outputTokens() == whole.outputTokens());
-  check(split.promptTokens() == whole.promptTokens());
-  check(split.cachedTokens() == whole.cachedTokens());
-  check(split.lastSequenceNumber() == whole.lastSequenceNumber());
+  out.ec = ec;
+  out.done = parser.is_done();
+  check(!length || out.body.size() <= *length);
+  if (scan) {
+    whole.feed(out.body);
+    check(split.outputTokens() == whole.outputTokens());
+    check(split.promptTokens() == whole.promptTokens());
+    check(split.cachedTokens() == whole.cachedTokens());
+    check(split.lastSequenceNumber() == whole.lastSequenceNumber());
+  }
+  return out;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const auto input = prefixgate::fuzz::splitInput(data, size);
+  // The relay's parser, and Beast's response_parser<buffer_body> that it replaced: the same bytes in the same pieces
+  // must give the same head, body and ending.
+  const Outcome relay = readResponse<prefixgate::proxy::ResponseParser>(input, true);
+  const Outcome beast_parser = readResponse<http::response_parser<http::buffer_body>>(input, false);
+  check(relay == beast_parser);
   return 0;
 }

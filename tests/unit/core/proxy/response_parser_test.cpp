@@ -1,0 +1,185 @@
+// The relay's response parser against Beast's response_parser<buffer_body>, which it replaces: the same bytes in the
+// same pieces, read as the relay reads them (the head, then the body through a small caller's buffer), give the same
+// status, the same fields in the same order, the same framing and the same body bytes, or fail with the same error.
+#include "proxy/response_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace prefixgate::proxy {
+namespace {
+
+namespace http = boost::beast::http;
+using boost::beast::error_code;
+
+struct Parsed {
+  error_code head_error, body_error;
+  unsigned status = 0, version = 0;
+  std::vector<std::tuple<int, std::string, std::string>> fields;  // code, name, value
+  std::string content_type, connection;
+  std::optional<uint64_t> content_length;
+  bool keep_alive = false, chunked = false, done = false;
+  std::string body;
+  bool operator==(const Parsed&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Parsed& p) {
+  os << "head_error=" << p.head_error.message() << " body_error=" << p.body_error.message() << " status=" << p.status
+     << " version=" << p.version << " fields=[";
+  for (const auto& [code, name, value] : p.fields) os << code << ":" << name << "=" << value << ";";
+  return os << "] done=" << p.done << " body=" << p.body.size() << " bytes";
+}
+
+// Feeds `input` in pieces of `piece` bytes (0: whole) as reads would, the body through a buffer of `room` bytes.
+template <class Parser>
+Parsed parse(std::string_view input, size_t piece, size_t room) {
+  Parser parser;
+  parser.header_limit(8192);
+  parser.body_limit(1 << 20);
+  boost::beast::flat_buffer buffer;
+  size_t offset = 0;
+  auto readMore = [&] {
+    if (offset >= input.size()) return false;
+    const size_t n = piece == 0 ? input.size() - offset : std::min(piece, input.size() - offset);
+    buffer.commit(boost::asio::buffer_copy(buffer.prepare(n), boost::asio::buffer(input.data() + offset, n)));
+    offset += n;
+    return true;
+  };
+  // Beast's read_some on a parser: parse what is buffered, read when more is needed, at EOF finish what began.
+  auto readSome = [&]() -> error_code {
+    error_code ec;
+    for (;;) {
+      if (buffer.size() > 0) {
+        buffer.consume(parser.put(buffer.data(), ec));
+        if (ec != http::error::need_more) return ec;
+        ec = {};
+      }
+      if (!readMore()) {
+        if (!parser.got_some()) return http::error::end_of_stream;
+        parser.put_eof(ec);
+        return ec;
+      }
+    }
+  };
+  Parsed out;
+  while (!parser.is_header_done()) {
+    out.head_error = readSome();
+    if (out.head_error == http::error::need_buffer) out.head_error = {};
+    if (out.head_error) return out;
+  }
+  auto& head = parser.get();
+  out.status = head.result_int();
+  out.version = head.version();
+  for (const auto& f : head)
+    out.fields.emplace_back(static_cast<int>(f.name()), std::string(f.name_string()), std::string(f.value()));
+  out.content_type = std::string(head[http::field::content_type]);
+  out.connection = std::string(head[http::field::connection]);
+  if (const auto length = parser.content_length()) out.content_length = *length;
+  out.keep_alive = parser.keep_alive();
+  out.chunked = parser.chunked();
+  std::string room_buffer(room, '\0');
+  for (size_t reads = 0; !parser.is_done() && reads < 100000; ++reads) {
+    head.body().data = room_buffer.data();
+    head.body().size = room_buffer.size();
+    error_code ec = readSome();
+    if (ec == http::error::need_buffer) ec = {};
+    out.body.append(room_buffer.data(), room_buffer.size() - head.body().size);
+    if (ec) {
+      out.body_error = ec;
+      break;
+    }
+  }
+  out.done = parser.is_done();
+  return out;
+}
+
+using BeastParser = http::response_parser<http::buffer_body>;
+
+void expectSameAsBeast(std::string_view input, const std::string& what) {
+  for (size_t piece : {size_t{0}, size_t{1}, size_t{3}, size_t{64}})
+    for (size_t room : {size_t{1}, size_t{7}, size_t{1024}}) {
+      const Parsed beast = parse<BeastParser>(input, piece, room);
+      const Parsed ours = parse<ResponseParser>(input, piece, room);
+      EXPECT_EQ(ours, beast) << what << " piece=" << piece << " room=" << room;
+    }
+}
+
+const char* const kCases[] = {
+    // A JSON answer with a length, vLLM's fields and a repeated one.
+    "HTTP/1.1 200 OK\r\ndate: Mon, 07 Dec 2026 12:00:00 GMT\r\nserver: uvicorn\r\ncontent-length: 27\r\n"
+    "content-type: application/json\r\nx-dup: a\r\nX-Dup: b\r\n\r\n{\"usage\":{\"prompt_tokens\":9}}",
+    // A chunked SSE stream with a chunk extension and a trailer.
+    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n"
+    "Connection: keep-alive\r\n\r\n"
+    "10;ext=1\r\ndata: {\"a\":1}\n\n\r\n0E\r\ndata: [DONE]\n\n\r\n0\r\nx-trailer: t\r\n\r\n",
+    // A body delimited by the connection's end; an unknown field; an empty value.
+    "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nX-Unknown-Thing:\r\nconnection: close\r\n\r\n{\"id\":1}",
+    // No body: 204 and 304 with a stray length.
+    "HTTP/1.1 204 No Content\r\nServer: x\r\n\r\n",
+    "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n",
+    // Errors: a length too short for the bytes, a bad chunk size, conflicting lengths, a bad status line, a field
+    // without a colon, a head cut off, obs-fold.
+    "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcdef",
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+    "HTTP/1.1 2000 OK\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nNoColonHere\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nContent-Type: applic",
+    "HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 0\r\n\r\n",
+    // A status Beast knows no name for, and a 503 with a body.
+    "HTTP/1.1 599 Whatever\r\nContent-Length: 2\r\n\r\nok",
+    "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 17\r\n\r\n"
+    "{\"error\":\"full\"}\n",
+};
+
+TEST(ResponseParser, ReadsEveryCaseAsBeastsBufferBodyParserDoes) {
+  for (const char* c : kCases) expectSameAsBeast(c, c);
+}
+
+// The fuzz target's seeds (tests/fuzz/corpus/upstream_response: one control byte, then the engine's bytes).
+TEST(ResponseParser, ReadsTheFuzzSeedsAsBeastsBufferBodyParserDoes) {
+  const std::filesystem::path dir = std::filesystem::path(PREFIXGATE_SOURCE_DIR) / "tests/fuzz/corpus/upstream_response";
+  size_t seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string bytes = text.str();
+    if (bytes.empty()) continue;
+    expectSameAsBeast(std::string_view(bytes).substr(1), entry.path().filename().string());
+    ++seeds;
+  }
+  EXPECT_GE(seeds, 9u);
+}
+
+TEST(ResponseParser, LooksUpTheFirstFieldByCodeAndKeepsTheHeadsOrder) {
+  ResponseParser parser;
+  error_code ec;
+  const std::string head =
+      "HTTP/1.1 201 Created\r\nX-A: 1\r\ncontent-type: text/plain\r\nContent-Type: application/json\r\n"
+      "Content-Length: 0\r\n\r\n";
+  parser.put(boost::asio::buffer(head), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_TRUE(parser.is_done());
+  const ResponseHead& h = parser.get();
+  EXPECT_EQ(h.result_int(), 201u);
+  EXPECT_EQ(h.result(), http::status::created);
+  EXPECT_EQ(h[http::field::content_type], "text/plain");
+  EXPECT_EQ(h[http::field::server], "");
+  ASSERT_EQ(h.fieldCount(), 4u);
+  EXPECT_EQ(h.at(0).name(), http::field::unknown);
+  EXPECT_EQ(h.at(0).name_string(), "X-A");
+  EXPECT_EQ(h.at(2).name_string(), "Content-Type");
+  EXPECT_EQ(h.at(2).value(), "application/json");
+}
+
+}  // namespace
+}  // namespace prefixgate::proxy
