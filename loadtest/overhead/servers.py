@@ -218,9 +218,12 @@ class Fleet:
                 ports = pod_ports if route == "static" else [stream.port]
                 pods = [{"name": f"{route}-pod-{i}", "address": f"127.0.0.1:{port}", "models": [MODEL]}
                         for i, port in enumerate(ports)]
+                # The gateway's defaults for what runs on a clock (health checks, scrapes, pods-file polls: the
+                # test harness polls the file every 100 ms to see edits quickly, 5 times the default).
                 gateway = Gateway(d, pods, name=f"{target}-{route}", config={
                     "routing": {"strategy": strategy}, "threads": loops, "log_level": "warn",
-                    "health_check": {"interval_ms": 1000, "timeout_ms": 1000}})
+                    "health_check": {"interval_ms": 1000, "timeout_ms": 1000},
+                    "discovery": {"file_poll_interval_ms": 500}})
                 self.started.append(gateway)
                 wait_until(lambda: len([p for p in gateway.debug_pods() if p["ready"]]) == len(pods),
                            what=f"{target}-{route}: every pod ready")
