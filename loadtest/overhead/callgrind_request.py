@@ -5,7 +5,7 @@ against nginx.
 The overhead benchmark's static nginx upstream (8 pods) and one proxy in front: prefixgate (`threads: 1`,
 `log_level: warn`, the strategy given) or nginx (`--proxy nginx`: nginx_proxy.conf, one worker, no master process),
 run under `valgrind --tool=callgrind`, warmed up with wrk, then counted over a fixed number of seconds of
-`wrk -t1 -c4` with the 2 KiB body (or the 2 KiB families): the counters are zeroed with `callgrind_control -z` while
+`wrk -t1 -c4` with the 2 KiB body (or 2 KiB families, or the long-prompt phase's 256 KiB ones): the counters are zeroed with `callgrind_control -z` while
 the load runs and dumped with `-d` before wrk stops (instrumented throughout, so the proxy runs at one speed). The
 requests counted are the calls the dump records to a function called once per request (PER_REQUEST_FUNCTION).
 Prints the total and the instructions per request, then `callgrind_annotate`'s top functions (exclusive, then
@@ -94,7 +94,10 @@ def main():
     parser.add_argument("--bin", default=os.environ.get("PREFIXGATE_BIN", "build/prefixgate"))
     parser.add_argument("--out", required=True, help="a folder for the configs, logs and callgrind.out")
     parser.add_argument("--strategy", default="prefix-cache")
-    parser.add_argument("--families", action="store_true", help="the 2 KiB conversation families, not one body")
+    parser.add_argument("--families", action="store_true",
+                        help="64 conversation families x 16 bodies of 2 KiB (seed 1), not one body")
+    parser.add_argument("--long", action="store_true",
+                        help="the long-prompt phase's bodies: 16 families x 4 of 256 KiB (seed 1)")
     parser.add_argument("--seconds", type=float, default=4.0, help="counted seconds of wrk")
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--top", type=int, default=40, help="functions shown by callgrind_annotate")
@@ -106,7 +109,8 @@ def main():
     if valgrind is None:
         sys.exit("valgrind is not installed (Debian: valgrind)")
     body_file = out / "bodies.jsonl"
-    bodies = family_bodies(64, 16, 2048) if args.families else [chat_body(2048)]
+    bodies = (family_bodies(16, 4, 256 * 1024) if args.long else family_bodies(64, 16, 2048) if args.families
+              else [chat_body(2048)])
     body_file.write_bytes(b"\n".join(bodies) + b"\n")
 
     pod_ports = [free_port() for _ in range(PODS)]
@@ -154,7 +158,8 @@ def main():
     served = calls_to(dump, PER_REQUEST_FUNCTION[args.proxy])
     what = args.proxy + (f" {args.strategy}" if args.proxy == "prefixgate" else "")
     print(f"callgrind: {total:,} instructions over {served} proxied requests ({what}, "
-          f"{'families' if args.families else 'one 2 KiB body'}, wrk -c{args.connections}; timers in the window "
+          f"{'256 KiB families' if args.long else 'families' if args.families else 'one 2 KiB body'}, "
+          f"wrk -c{args.connections}; timers in the window "
           f"included): {total / max(served, 1):,.0f} per request")
     for flag in ("--inclusive=no", "--inclusive=yes"):
         text = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", flag, str(dump)],
