@@ -342,9 +342,16 @@ class ClientSession {
     error_code ec;
     // The body's buffer grows up to the announced length (a chunked body: up to limits.max_body_bytes).
     const size_t limit = length ? static_cast<size_t>(*length) : static_cast<size_t>(limits_.max_body_bytes);
-    // A body already read whole with the head is parsed at once; the rest is read under the idle timeout.
+    // A body already read whole with the head is parsed at once; the rest is read under the idle timeout. A long
+    // one's buffer is sized at once for what has arrived so far (here and in the kernel), not grown step by step
+    // (each growth copies what was read before it).
     parser.eager(true);
-    bool fits = parseBufferedBody(parser, charge, limit, ec);
+    bool fits = true;
+    if (length && !parser.chunked() && *length > kFirstBodyStepBytes && buffer_.size() < *length) {
+      std::string& body = parser.get().body();
+      fits = charge.reserve(body, body.size() + buffer_.size() + queuedBytes(), limit);
+    }
+    if (fits) fits = parseBufferedBody(parser, charge, limit, ec);
     if (fits && !ec && !parser.is_done()) {
       stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
       if (length && !parser.chunked())
@@ -421,12 +428,15 @@ class ClientSession {
   // from the socket straight into the body's string: the engine's request is written from there, so the prompt is
   // never copied between the socket and the upstream write (Beast's parser would read it into the session buffer
   // and copy it over). Read in steps, each filling the capacity the body has been charged for, which doubles from
-  // kFirstBodyStepBytes: the memory follows the bytes that came, not the length the head announced. A connection
+  // kFirstBodyStepBytes or grows at once to what the kernel already holds: the memory follows the bytes that came,
+  // not the length the head announced. A connection
   // that ends early is a partial message, as Beast reports it. False when a step does not fit the budget.
   asio::awaitable<bool> readBodyRest(std::string& body, BodyCharge& charge, uint64_t length, error_code& ec) {
     while (!ec && body.size() < length) {
       const size_t have = body.size();
-      if (!charge.reserve(body, have + 1, length)) co_return false;
+      // A full buffer grows to hold at least what the kernel already has for it (one copy, not one per doubling).
+      const size_t needed = have < charge.charged() ? have + 1 : have + std::max<size_t>(1, queuedBytes());
+      if (!charge.reserve(body, needed, length)) co_return false;
       const size_t step = static_cast<size_t>(std::min<uint64_t>(length, charge.charged())) - have;
       body.resize(have + step);  // zero-fills this step only, which is read into at once
       const size_t n = co_await asio::async_read(stream_, asio::buffer(body.data() + have, step),
@@ -435,6 +445,15 @@ class ClientSession {
       if (ec) body.resize(have + n);
     }
     co_return true;
+  }
+
+  // Bytes the kernel holds for this connection, not yet read (0 when it cannot say): the memory they take is already
+  // the client's to spend, so a body's buffer may grow to them without trusting the length its head announced.
+  size_t queuedBytes() {
+    asio::socket_base::bytes_readable queued;
+    error_code ec;
+    stream_.socket().io_control(queued, ec);
+    return ec ? 0 : queued.get();
   }
 
   // The rest of a chunked body, through Beast's parser: the session buffer is filled from the socket (as

@@ -225,3 +225,41 @@ def test_a_request_pipelined_during_a_response_is_served_after_it(tmp_path):
     finally:
         gw.stop()
         sim.stop()
+
+
+def test_long_bodies_reach_the_engine_whole_however_they_arrive(tmp_path):
+    """A 300 KB Content-Length body (more than the first 64 KiB step of its buffer) sent at once, in a head-sized
+    first piece then the rest, and in 70 KB pieces with pauses: the gateway sizes its buffer for the bytes that have
+    arrived (the kernel's queue included) and grows it as more come; every way, the engine receives the body byte for
+    byte (its length, and a prompt it parses into the same token count) and the client gets 200. A byte lost or
+    zero-filled in a growth would make the JSON unparseable (400) or change the engine's count."""
+    sim = Sim(tmp_path, "engine-0", "--max-model-len", "1000000")
+    gw = Gateway(tmp_path, [sim])
+    try:
+        words = " ".join(f"w{i % 977}x{i % 13}" for i in range(40000))
+        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": words[:299000]}],
+                           "max_tokens": 1}).encode()
+        assert len(body) > 256 * 1024
+        ways = {"at once": [len(body)], "head then rest": [1000, len(body) - 1000],
+                "70 KB pieces": [70000] * (len(body) // 70000) + [len(body) % 70000]}
+        seen = []
+        for name, pieces in ways.items():
+            s = connect(gw)
+            s.sendall(head(length=len(body)))
+            sent = 0
+            for n in pieces:
+                s.sendall(body[sent:sent + n])
+                sent += n
+                if len(pieces) > 1:
+                    time.sleep(0.05)  # the gateway reads (and sizes its buffer for) what has come so far
+            assert sent == len(body)
+            status, _, answer = read_response(s)
+            s.close()
+            assert status == 200, (name, answer[:300])
+            record = [r for r in sim.completions_seen()][-1]
+            assert record["body_bytes"] == len(body), (name, record)
+            seen.append(record["prompt_tokens"])
+        assert len(set(seen)) == 1 and seen[0] > 0, seen
+    finally:
+        gw.stop()
+        sim.stop()
