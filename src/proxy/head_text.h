@@ -32,8 +32,12 @@ bool namedByConnection(std::string_view connection_tokens, std::string_view name
 // what engines send, name none): only then is each field looked up in it.
 bool namesOtherFields(std::string_view connection_tokens);
 
+// Literals as string_views: their lengths are known, where append(const char*) calls strlen on every field.
+inline constexpr std::string_view kFieldSeparator = ": ";
+inline constexpr std::string_view kLineEnd = "\r\n";
+
 inline void appendField(std::string& out, std::string_view name, std::string_view value) {
-  out.append(name).append(": ").append(value).append("\r\n");
+  out.append(name).append(kFieldSeparator).append(value).append(kLineEnd);
 }
 
 // Appends the end-to-end fields of `fields` (a Beast header), leaving out the hop-by-hop ones, those its

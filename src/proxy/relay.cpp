@@ -95,8 +95,8 @@ ClientFraming writeResponseHead(const ResponseParser& parser, const RelayRequest
   const auto& from = parser.get();
   char digits[24];
   out.clear();
-  out.append("HTTP/1.1 ").append(decimal(digits, from.result_int())).append(" ");
-  out.append(http::obsolete_reason(from.result())).append("\r\n");
+  out.append(std::string_view("HTTP/1.1 ")).append(decimal(digits, from.result_int())).append(std::string_view(" "));
+  out.append(http::obsolete_reason(from.result())).append(kLineEnd);
   const bool match_percent = d.match_percent >= 0;
   // The gateway's own headers replace any the engine sent under the same names.
   appendEndToEndFields(out, from, [&](const auto& field) {
@@ -122,7 +122,7 @@ ClientFraming writeResponseHead(const ResponseParser& parser, const RelayRequest
   }
   framing.keep_alive = rq.client_keep_alive && rq.head.version() >= 11;
   if (!framing.keep_alive) appendField(out, "Connection", "close");
-  out.append("\r\n");
+  out.append(kLineEnd);
   return framing;
 }
 

@@ -35,7 +35,8 @@ bool isTimeout(const error_code& ec) { return ec == beast::error::timeout; }
 void writeUpstreamHead(const RelayRequest& rq, const discovery::PodSpec& pod, const trace::Propagation* propagation,
                        std::string& out) {
   out.clear();
-  out.append(rq.head.method_string()).append(" ").append(rq.head.target()).append(" HTTP/1.1\r\n");
+  out.append(rq.head.method_string()).append(std::string_view(" ")).append(rq.head.target());
+  out.append(std::string_view(" HTTP/1.1\r\n"));
   appendEndToEndFields(out, rq.head, [propagation](const auto& field) {
     const std::string_view name = field.name_string();
     if (propagation && (beast::iequals(name, "traceparent") || beast::iequals(name, "tracestate"))) return true;
@@ -53,7 +54,7 @@ void writeUpstreamHead(const RelayRequest& rq, const discovery::PodSpec& pod, co
   if (!rq.prefiller_host_port.empty()) appendField(out, pd::kPrefillerHostPortHeader, rq.prefiller_host_port);
   char length[24];
   appendField(out, "Content-Length", {length, std::to_chars(length, length + sizeof length, rq.body.size()).ptr});
-  out.append("\r\n");
+  out.append(kLineEnd);
 }
 
 // The pod's address: an IP literal as is, a host name from this thread's cache or else the resolver.
