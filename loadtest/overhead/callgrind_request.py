@@ -5,8 +5,10 @@ against nginx.
 The overhead benchmark's static nginx upstream (8 pods) and one proxy in front: prefixgate (`threads: 1`,
 `log_level: warn`, the strategy given) or nginx (`--proxy nginx`: nginx_proxy.conf, one worker, no master process),
 run under `valgrind --tool=callgrind`, warmed up with wrk, then counted over a fixed number of seconds of
-`wrk -t1 -c4` with the 2 KiB body (or 2 KiB families, or the long-prompt phase's 256 KiB ones): the counters are zeroed with `callgrind_control -z` while
-the load runs and dumped with `-d` before wrk stops (instrumented throughout, so the proxy runs at one speed). The
+`wrk -t1 -c4` with the 2 KiB body (or 2 KiB families, or the long-prompt phase's 256 KiB ones): the counters are
+zeroed with `callgrind_control -z` while the load runs and dumped with `-d` before wrk stops (instrumented
+throughout, so the proxy runs at one speed). Copies and fills of large blocks (glibc's rep movsb / rep stosb) count
+once per byte, which overstates their share of the time. The
 requests counted are the calls the dump records to a function called once per request (PER_REQUEST_FUNCTION).
 Prints the total and the instructions per request, then `callgrind_annotate`'s top functions (exclusive, then
 inclusive) in instructions per request. The kernel's work (system calls, TCP) is not counted: see
@@ -29,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 from bodies import chat_body, family_bodies  # noqa: E402
-from servers import MODEL, PODS, Daemon, find_tool, static_completion  # noqa: E402
+from servers import MODEL, PODS, find_tool, nginx_proxy, static_upstream  # noqa: E402
 import harness  # noqa: E402
 from harness import Gateway, free_port  # noqa: E402
 
@@ -76,15 +78,7 @@ def start_prefixgate(args, out, pod_ports, launcher):
 def start_nginx(out, pod_ports, launcher):
     """The overhead benchmark's nginx proxy (one worker, upstream keep-alive), in one process (no master, so
     callgrind sees the worker): returns (process with .stop(), pid, url)."""
-    listen = {"static": free_port(), "stream": free_port()}
-    values = {"dir": out, "stream_port": free_port(), "loops": 1,
-              "static_servers": "\n".join(f"        server 127.0.0.1:{port};" for port in pod_ports),
-              **{f"listen_{route}": port for route, port in listen.items()}}
-    for sub in ("proxy-body", "proxy-temp"):
-        (out / sub).mkdir(exist_ok=True)
-    proxy = Daemon("nginx (proxy)", [*launcher, find_tool("nginx"), "-p", str(out), "-c", str(out / "proxy.conf"),
-                                     "-g", "daemon off; master_process off;"], "nginx_proxy.conf",
-                   out / "proxy.conf", values, [listen["static"]])
+    proxy, listen = nginx_proxy(out, pod_ports, free_port(), 1, launcher, "daemon off; master_process off;")
     return proxy, proxy.pid, f"http://127.0.0.1:{listen['static']}/v1/chat/completions"
 
 
@@ -104,7 +98,6 @@ def main():
     args = parser.parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    (out / "upstream-body").mkdir(exist_ok=True)
     valgrind, wrk = shutil.which("valgrind"), find_tool("wrk")
     if valgrind is None:
         sys.exit("valgrind is not installed (Debian: valgrind)")
@@ -114,10 +107,7 @@ def main():
     body_file.write_bytes(b"\n".join(bodies) + b"\n")
 
     pod_ports = [free_port() for _ in range(PODS)]
-    listens = "\n".join(f"        listen 127.0.0.1:{port} backlog=4096;" for port in pod_ports)
-    upstream = Daemon("nginx (static upstream)", [find_tool("nginx"), "-p", str(out), "-c", str(out / "upstream.conf"),
-                                                  "-g", "daemon off;"], "nginx_upstream.conf", out / "upstream.conf",
-                      {"dir": out, "listens": listens, "body": static_completion()}, pod_ports)
+    upstream = static_upstream(out, pod_ports)
     callgrind_out = out / "callgrind.out"
     for old in out.glob("callgrind.out*"):
         old.unlink()

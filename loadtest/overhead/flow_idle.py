@@ -28,7 +28,7 @@ import provenance  # noqa: E402
 from bodies import chat_body, family_bodies  # noqa: E402
 from harness import Gateway, free_port, wait_until  # noqa: E402
 from overhead import Wrk  # noqa: E402
-from servers import MODEL, PODS, Daemon, find_tool, missing_tools, static_completion  # noqa: E402
+from servers import MODEL, PODS, missing_tools, static_upstream  # noqa: E402
 
 TARGETS = ("flow-off", "flow-on")
 FIGURES = ("rps", "p50_us", "p99_us", "cpu_us_per_request")
@@ -38,14 +38,8 @@ MIN_ROUNDS = 5
 def start(work_dir):
     """The static upstream and the two gateways; returns (daemons to stop, {target: Gateway})."""
     d = Path(work_dir)
-    for sub in ("upstream-body",):
-        (d / sub).mkdir(parents=True, exist_ok=True)
     ports = [free_port() for _ in range(PODS)]
-    listens = "\n".join(f"        listen 127.0.0.1:{port} backlog=4096;" for port in ports)
-    upstream = Daemon("nginx (static upstream)", [find_tool("nginx"), "-p", str(d), "-c", str(d / "upstream.conf"),
-                                                  "-g", "daemon off;"],
-                      "nginx_upstream.conf", d / "upstream.conf",
-                      {"dir": d, "listens": listens, "body": static_completion()}, ports)
+    upstream = static_upstream(d, ports)
     started, gateways = [upstream], {}
     pods = [{"name": f"pod-{i}", "address": f"127.0.0.1:{port}", "models": [MODEL]} for i, port in enumerate(ports)]
     for target in TARGETS:

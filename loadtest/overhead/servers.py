@@ -155,6 +155,34 @@ class Daemon:
         self.log.close()
 
 
+def static_upstream(work_dir, pod_ports):
+    """The static route's upstream: one nginx worker answering every POST on each of `pod_ports` (the pods) with
+    the fixed completion; its config, logs and body folder in `work_dir`."""
+    d = Path(work_dir)
+    (d / "upstream-body").mkdir(parents=True, exist_ok=True)
+    listens = "\n".join(f"        listen 127.0.0.1:{port} backlog=4096;" for port in pod_ports)
+    return Daemon("nginx (static upstream)", [find_tool("nginx"), "-p", str(d), "-c", str(d / "upstream.conf"),
+                                              "-g", "daemon off;"],
+                  "nginx_upstream.conf", d / "upstream.conf",
+                  {"dir": d, "listens": listens, "body": static_completion()}, pod_ports)
+
+
+def nginx_proxy(work_dir, pod_ports, stream_port, loops, launcher=(), directives="daemon off;"):
+    """nginx as the proxy under test (nginx_proxy.conf: `loops` workers, the static route round robin over
+    `pod_ports`, the stream route to `stream_port`), run under `launcher` with the `-g` `directives`; returns
+    (Daemon, {route: port it listens on})."""
+    d = Path(work_dir)
+    for sub in ("proxy-body", "proxy-temp"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    listen = {route: free_port() for route in ROUTES}
+    values = {"dir": d, "stream_port": stream_port, "loops": loops,
+              "static_servers": "\n".join(f"        server 127.0.0.1:{port};" for port in pod_ports),
+              **{f"listen_{route}": port for route, port in listen.items()}}
+    daemon = Daemon("nginx (proxy)", [*launcher, find_tool("nginx"), "-p", str(d), "-c", str(d / "proxy.conf"), "-g",
+                                      directives], "nginx_proxy.conf", d / "proxy.conf", values, listen.values())
+    return daemon, listen
+
+
 class Fleet:
     """Starts every upstream and proxy; `url(target, route)` is where to send; `gateways[target]` is prefixgate's
     static-route gateway (its /metrics); `stop()` ends them all."""
@@ -173,16 +201,10 @@ class Fleet:
 
     def _start(self, loops, stream_gap_ms):
         d = self.dir
-        for sub in ("upstream-body", "proxy-body", "proxy-temp"):
-            (d / sub).mkdir(parents=True, exist_ok=True)
-        nginx, haproxy = find_tool("nginx"), find_tool("haproxy")
+        haproxy = find_tool("haproxy")
         pod_ports = [free_port() for _ in range(PODS)]
         static_port = pod_ports[0]   # direct goes to the first pod
-        listens = "\n".join(f"        listen 127.0.0.1:{port} backlog=4096;" for port in pod_ports)
-        upstream = Daemon("nginx (static upstream)", [nginx, "-p", str(d), "-c", str(d / "upstream.conf"),
-                                                      "-g", "daemon off;"],
-                          "nginx_upstream.conf", d / "upstream.conf",
-                          {"dir": d, "listens": listens, "body": static_completion()}, pod_ports)
+        upstream = static_upstream(d, pod_ports)
         self.started.append(upstream)
         stream = Process([sys.executable, str(HERE / "sse_probe.py"), "serve", "--port", "0", "--gap-ms",
                           f"{stream_gap_ms:g}"], d / "stream-upstream.log")
@@ -191,21 +213,15 @@ class Fleet:
         upstreams = {"static": static_port, "stream": stream.port}
         self.ports["direct"] = dict(upstreams)
         self.pids["direct"] = upstream.pid
-        servers = {
-            "nginx": "\n".join(f"        server 127.0.0.1:{port};" for port in pod_ports),
-            "haproxy": "\n".join(f"    server pod-{i} 127.0.0.1:{port} maxconn 2000"
-                                  for i, port in enumerate(pod_ports)),
-        }
-        values = {"dir": d, "stream_port": stream.port, "loops": loops}
         for proxy in ("nginx", "haproxy"):
-            listen = {route: free_port() for route in ROUTES}
-            conf_values = {**values, "static_servers": servers[proxy],
-                           **{f"listen_{route}": port for route, port in listen.items()}}
             if proxy == "nginx":
-                daemon = Daemon("nginx (proxy)", [nginx, "-p", str(d), "-c", str(d / "proxy.conf"), "-g",
-                                                  "daemon off;"], "nginx_proxy.conf", d / "proxy.conf",
-                                conf_values, listen.values())
+                daemon, listen = nginx_proxy(d, pod_ports, stream.port, loops)
             else:
+                listen = {route: free_port() for route in ROUTES}
+                servers = "\n".join(f"    server pod-{i} 127.0.0.1:{port} maxconn 2000"
+                                     for i, port in enumerate(pod_ports))
+                conf_values = {"dir": d, "stream_port": stream.port, "loops": loops, "static_servers": servers,
+                               **{f"listen_{route}": port for route, port in listen.items()}}
                 daemon = Daemon("haproxy", [haproxy, "-db", "-f", str(d / "haproxy.cfg")], "haproxy.cfg",
                                 d / "haproxy.cfg", conf_values, listen.values())
             self.started.append(daemon)

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "basic_fields_order.h"
 #include "fuzz_input.h"
 #include "proxy/response_parser.h"
 #include "proxy/upstream_attempt.h"
@@ -68,23 +69,6 @@ struct Outcome {
   bool done = false;
   bool operator==(const Outcome&) const = default;
 };
-
-// `fields` in the order Beast's basic_fields iterates them: each name (any case) grouped at its first place.
-std::vector<std::pair<std::string, std::string>> groupedLikeBasicFields(
-    std::vector<std::pair<std::string, std::string>> fields) {
-  std::vector<std::pair<std::string, std::string>> out;
-  std::vector<bool> taken(fields.size(), false);
-  for (size_t i = 0; i < fields.size(); ++i) {
-    if (taken[i]) continue;
-    const std::string name = fields[i].first;  // fields[i] is moved out below
-    for (size_t j = i; j < fields.size(); ++j)
-      if (!taken[j] && beast::iequals(fields[j].first, name)) {
-        taken[j] = true;
-        out.push_back(std::move(fields[j]));
-      }
-  }
-  return out;
-}
 
 template <class Parser>
 Outcome readResponse(const prefixgate::fuzz::SplitInput& input, bool scan) {
@@ -150,7 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Outcome beast_parser = readResponse<http::response_parser<http::buffer_body>>(input, false);
   // The relay keeps the fields in the engine's order; Beast's basic_fields puts a repeated name right after its last
   // occurrence (same-name fields grouped, each group where its name first came). The same fields either way.
-  relay.fields = groupedLikeBasicFields(std::move(relay.fields));
+  relay.fields = prefixgate::fuzz::groupedLikeBasicFields(relay.fields, [](const auto& f) { return f.first; });
   check(relay == beast_parser);
   return 0;
 }

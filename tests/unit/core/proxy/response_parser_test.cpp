@@ -14,6 +14,8 @@
 #include <tuple>
 #include <vector>
 
+#include "fuzz/basic_fields_order.h"
+
 namespace prefixgate::proxy {
 namespace {
 
@@ -103,28 +105,12 @@ Parsed parse(std::string_view input, size_t piece, size_t room) {
 
 using BeastParser = http::response_parser<http::buffer_body>;
 
-// The order Beast's basic_fields iterates: a repeated name goes right after its last occurrence, so same-name
-// fields are grouped where their name first came. The relay's parser keeps the engine's order.
-void groupLikeBasicFields(Parsed& p) {
-  std::vector<std::tuple<int, std::string, std::string>> out;
-  std::vector<bool> taken(p.fields.size(), false);
-  for (size_t i = 0; i < p.fields.size(); ++i) {
-    if (taken[i]) continue;
-    for (size_t j = i; j < p.fields.size(); ++j)
-      if (!taken[j] && boost::beast::iequals(std::get<1>(p.fields[j]), std::get<1>(p.fields[i]))) {
-        taken[j] = true;
-        out.push_back(p.fields[j]);
-      }
-  }
-  p.fields = std::move(out);
-}
-
 void expectSameAsBeast(std::string_view input, const std::string& what) {
   for (size_t piece : {size_t{0}, size_t{1}, size_t{3}, size_t{64}})
     for (size_t room : {size_t{1}, size_t{7}, size_t{1024}}) {
       const Parsed beast = parse<BeastParser>(input, piece, room);
       Parsed ours = parse<ResponseParser>(input, piece, room);
-      groupLikeBasicFields(ours);
+      ours.fields = fuzz::groupedLikeBasicFields(ours.fields, [](const auto& f) { return std::get<1>(f); });
       EXPECT_EQ(ours, beast) << what << " piece=" << piece << " room=" << room;
     }
 }
