@@ -13,7 +13,9 @@ out = Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True); (out/"upstream-
 (out/"b.jsonl").write_bytes(chat_body(2048)+b"\n")
 ports=[free_port() for _ in range(PODS)]
 up = Daemon("up", [find_tool("nginx"), "-p", str(out), "-c", str(out/"upstream.conf"), "-g", "daemon off;"], "nginx_upstream.conf", out/"upstream.conf", {"dir": out, "listens": "\n".join(f"listen 127.0.0.1:{p} backlog=4096;" for p in ports), "body": static_completion()}, ports)
-for label, binary in (("base", "/tmp/pg-base"), ("new", "/tmp/pg-fc765c1"), ("base", "/tmp/pg-base"), ("new", "/tmp/pg-fc765c1")):
+# The two builds alternate, twice: BASE_BIN and NEW_BIN name them (default: the paths of the 2026-12-07 run).
+BUILDS = (("base", os.environ.get("BASE_BIN", "/tmp/pg-base")), ("new", os.environ.get("NEW_BIN", "/tmp/pg-fc765c1")))
+for label, binary in BUILDS + BUILDS:
     harness.GATEWAY_BIN = binary
     mc = out / f"mc-{label}"
     gw = Gateway(out, [{"name": f"pod-{i}", "address": f"127.0.0.1:{p}", "models": [MODEL]} for i, p in enumerate(ports)], name=f"gw-{label}", config={"routing": {"strategy": "prefix-cache"}, "threads": 1, "log_level": "warn", "discovery": {"file_poll_interval_ms": 500}}, launcher=["env", f"MCOUNT_FILE={mc}", "LD_PRELOAD=/tmp/malloc_count.so"])
