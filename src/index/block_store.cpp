@@ -14,9 +14,11 @@ constexpr uint32_t kDistShift = 20;
 constexpr uint32_t kDistOne = 1u << kDistShift;
 constexpr uint32_t kMaxDist = 31;
 constexpr uint32_t kTagShift = 25;
-// Home slots per block of budget: a 5/4 ratio keeps the table at or under 80 % load.
-constexpr size_t kHomeSlotsNum = 5;
-constexpr size_t kHomeSlotsDen = 4;
+// Home slots per block of budget: a 3/2 ratio keeps the table at or under 67 % load. Against 5/4 (80 %), one more
+// byte per block buys shorter Robin Hood runs for every lookup, insert and erase: 6-8 % fewer instructions per
+// warm 8 KiB routing decision (docs/benchmarks.md, "The decision's profile").
+constexpr size_t kHomeSlotsNum = 3;
+constexpr size_t kHomeSlotsDen = 2;
 constexpr size_t kMinHomeSlots = 8;
 // Spill lists larger than this give their memory back when freed instead of being kept for reuse.
 constexpr size_t kKeptSpillCapacity = 8;

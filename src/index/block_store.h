@@ -3,8 +3,8 @@
 // update, and a fixed-size hash table. Single-threaded: PrefixIndex guards each BlockStore with its own mutex.
 //
 // Layout (why it is this compact): a block costs one 40-byte node (hash, packed LRU links/model/state, three
-// inline (pod, touch) entries) plus one 4-byte table slot at <= 80 % load, so a block held by one pod costs
-// about 45 bytes. LRU links are 20-bit indices into a chunked slab, not pointers. Blocks held by more than
+// inline (pod, touch) entries) plus 1.5 4-byte table slots (<= 67 % load), so a block held by one pod costs
+// about 46 bytes. LRU links are 20-bit indices into a chunked slab, not pointers. Blocks held by more than
 // three pods keep the extra entries in a per-shard spill list.
 //
 // The table is Robin Hood linear probing whose slots carry the probe distance and a 7-bit tag: lookups touch a

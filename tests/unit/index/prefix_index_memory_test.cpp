@@ -21,12 +21,12 @@ constexpr size_t kBlocks = 1'000'000;
 constexpr size_t kBlocksPerRecord = 128;
 
 // The layout the bounds below are derived from (src/index/block_store.h): every block is one 40-byte node
-// (hash, LRU links, three inline (pod, touch) entries) plus its share of a hash table of 4-byte slots, 5 home
-// slots per 4 blocks of *capacity*, allocated up front for the whole capacity. A block held by more than three
+// (hash, LRU links, three inline (pod, touch) entries) plus its share of a hash table of 4-byte slots, 3 home
+// slots per 2 blocks of *capacity*, allocated up front for the whole capacity. A block held by more than three
 // pods keeps entries[0..1] inline and moves the rest to a spill list: a std::vector<TouchEntry> (8 bytes per
 // entry) whose object lives in its shard's spills_ vector (24 bytes each, a vector that grows by doubling).
 constexpr double kNodeBytes = static_cast<double>(BlockStore::kNodeBytes);
-constexpr double kTableBytesPerCapacityBlock = 4.0 * 5 / 4;
+constexpr double kTableBytesPerCapacityBlock = 4.0 * 3 / 2;
 constexpr double kTouchEntryBytes = sizeof(TouchEntry);
 constexpr double kSpillListObjectBytes = sizeof(std::vector<TouchEntry>);
 // Costs that do not grow with the blocks stored. Per shard, under 16 KiB: the partly used last 256-node slab
@@ -117,8 +117,8 @@ TEST(PrefixIndexMemory, ThreePodsPerBlock) {
 
 // Ensures an index filled to half its capacity evicts nothing and costs what its layout says per entry: the
 // 40-byte node, plus the table, which is allocated for the full capacity, so at half load each stored block
-// carries the slots of two blocks of capacity (2 x 5 = 10 bytes), plus the fixed costs (64 shards x 16 KiB +
-// 128 KiB over 500,000 entries: 2.4 bytes): at most 52.4 bytes per entry (50.9 today). The index's accounting
+// carries the slots of two blocks of capacity (2 x 6 = 12 bytes), plus the fixed costs (64 shards x 16 KiB +
+// 128 KiB over 500,000 entries: 2.4 bytes): at most 54.4 bytes per entry (53.0 today). The index's accounting
 // must agree with malloc to within malloc's own overhead.
 TEST(PrefixIndexMemory, HalfFullIndex) {
   const Measured m = measure(1, kBlocks / 2);
@@ -139,12 +139,12 @@ TEST(PrefixIndexMemory, HalfFullIndex) {
 // more. Every block of six pods costs the 40-byte node; a spill buffer of exactly four entries (entries[2] moves
 // there with pods four to six; the buffer grows 1 -> 2 -> 4), 32 bytes; and a 24-byte list object in its
 // shard's spills_, whose capacity is a power of two no larger than the first one >= the shard budget (16,384 for
-// 15,625), since a shard never holds more spilled blocks than its budget. Add the table (5 bytes per block of
+// 15,625), since a shard never holds more spilled blocks than its budget. Add the table (6 bytes per block of
 // capacity) and the fixed costs, all over the entries:
-//   by the index's accounting  (blocks x (40 + 32) + 5 x capacity + shards x 16,384 x 24 + fixed) / entries
-//                              = 17.24 bytes per entry at most (17.14 today);
+//   by the index's accounting  (blocks x (40 + 32) + 6 x capacity + shards x 16,384 x 24 + fixed) / entries
+//                              = 17.41 bytes per entry at most (17.31 today);
 //   by malloc, which hands out a 48-byte chunk for each 32-byte buffer, 16 bytes more per block (2.67 per entry)
-//                              and a little slack: 20.01 at most (19.86 today).
+//                              and a little slack: 20.18 at most (20.03 today).
 // One more pod-sized entry per block, or spill buffers one step larger, would exceed these.
 TEST(PrefixIndexMemory, SixPodsPerBlock) {
   constexpr uint32_t kPods = 6;
