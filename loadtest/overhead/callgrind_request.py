@@ -11,11 +11,17 @@ throughout, so the proxy runs at one speed). Copies and fills of large blocks (g
 once per byte, which overstates their share of the time. The
 requests counted are the calls the dump records to a function called once per request (PER_REQUEST_FUNCTION).
 Prints the total and the instructions per request, then `callgrind_annotate`'s top functions (exclusive, then
-inclusive) in instructions per request. The kernel's work (system calls, TCP) is not counted: see
+inclusive) in instructions per request.
+
+--stream counts per relayed SSE event instead: the proxy in front of one pod, sse_probe.py's timestamped upstream
+(an event every --gap-ms), streamed through by sse_probe's client on 2 keep-alive connections (500 events per
+response, one decision per response); the events counted are those the client received between the zeroing and the
+dump (a few events either side of the window at most). The kernel's work (system calls, TCP) is not counted: see
 proxy_profile.py for the CPU split.
 
     /usr/bin/python3 loadtest/overhead/callgrind_request.py --bin build/prefixgate --out /tmp/cg [--families]
     /usr/bin/python3 loadtest/overhead/callgrind_request.py --proxy nginx --out /tmp/cg-nginx
+    /usr/bin/python3 loadtest/overhead/callgrind_request.py --stream [--proxy nginx] --out /tmp/cg-sse
 
 Needs valgrind, nginx and wrk (scripts/bench_overhead.sh installs the last two)."""
 import argparse
@@ -24,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -33,7 +40,8 @@ sys.path.insert(0, str(HERE.parent))
 from bodies import chat_body, family_bodies  # noqa: E402
 from servers import MODEL, PODS, find_tool, nginx_proxy, static_upstream  # noqa: E402
 import harness  # noqa: E402
-from harness import Gateway, free_port  # noqa: E402
+from harness import Gateway, Process, free_port  # noqa: E402
+from sse_probe import EVENTS, probe  # noqa: E402
 
 
 # Called once per proxied request whatever the strategy (nginx: its request object's creation, once per request on
@@ -75,11 +83,31 @@ def start_prefixgate(args, out, pod_ports, launcher):
     return gateway, gateway.proc.pid, f"http://127.0.0.1:{gateway.port}/v1/chat/completions"
 
 
-def start_nginx(out, pod_ports, launcher):
+def start_nginx(out, pod_ports, launcher, stream_port=None):
     """The overhead benchmark's nginx proxy (one worker, upstream keep-alive), in one process (no master, so
-    callgrind sees the worker): returns (process with .stop(), pid, url)."""
-    proxy, listen = nginx_proxy(out, pod_ports, free_port(), 1, launcher, "daemon off; master_process off;")
-    return proxy, proxy.pid, f"http://127.0.0.1:{listen['static']}/v1/chat/completions"
+    callgrind sees the worker): returns (process with .stop(), pid, url). With `stream_port`, the url is its stream
+    route's, to that upstream."""
+    proxy, listen = nginx_proxy(out, pod_ports, stream_port or free_port(), 1, launcher,
+                                "daemon off; master_process off;")
+    route = "stream" if stream_port else "static"
+    return proxy, proxy.pid, f"http://127.0.0.1:{listen[route]}/v1/chat/completions"
+
+
+class StreamLoad:
+    """sse_probe's client streaming through `port` on 2 connections for about `seconds` (whole responses of
+    EVENTS events, an event every `gap_ms`) in a thread; `received()` is how many events have arrived so far."""
+
+    def __init__(self, port, seconds, gap_ms):
+        self.delays = []
+        streams = max(1, int(seconds * 1000 / (EVENTS * gap_ms)) + 1)
+        self.thread = threading.Thread(target=probe, args=("127.0.0.1", port, 2, streams, EVENTS, self.delays))
+        self.thread.start()
+
+    def received(self):
+        return len(self.delays)
+
+    def communicate(self):
+        self.thread.join()
 
 
 def main():
@@ -92,7 +120,10 @@ def main():
                         help="64 conversation families x 16 bodies of 2 KiB (seed 1), not one body")
     parser.add_argument("--long", action="store_true",
                         help="the long-prompt phase's bodies: 16 families x 4 of 256 KiB (seed 1)")
-    parser.add_argument("--seconds", type=float, default=4.0, help="counted seconds of wrk")
+    parser.add_argument("--stream", action="store_true",
+                        help="instructions per relayed SSE event (sse_probe.py's upstream and client), not per request")
+    parser.add_argument("--gap-ms", type=float, default=1.0, help="--stream: time between the upstream's events")
+    parser.add_argument("--seconds", type=float, default=4.0, help="counted seconds of load")
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--top", type=int, default=40, help="functions shown by callgrind_annotate")
     args = parser.parse_args()
@@ -106,8 +137,14 @@ def main():
               else [chat_body(2048)])
     body_file.write_bytes(b"\n".join(bodies) + b"\n")
 
-    pod_ports = [free_port() for _ in range(PODS)]
-    upstream = static_upstream(out, pod_ports)
+    if args.stream:
+        upstream = Process([sys.executable, str(HERE / "sse_probe.py"), "serve", "--port", "0", "--gap-ms",
+                            f"{args.gap_ms:g}"], out / "stream-upstream.log")
+        upstream.name = "sse_probe.py serve"
+        pod_ports = [upstream.port]
+    else:
+        pod_ports = [free_port() for _ in range(PODS)]
+        upstream = static_upstream(out, pod_ports)
     callgrind_out = out / "callgrind.out"
     for old in out.glob("callgrind.out*"):
         old.unlink()
@@ -115,12 +152,14 @@ def main():
     proxy = None
     try:
         if args.proxy == "nginx":
-            proxy, pid, url = start_nginx(out, pod_ports, launcher)
+            proxy, pid, url = start_nginx(out, pod_ports, launcher, pod_ports[0] if args.stream else None)
         else:
             proxy, pid, url = start_prefixgate(args, out, pod_ports, launcher)
         env = {**os.environ, "WRK_BODY_FILE": str(body_file)}
 
         def wrk_run(seconds):
+            if args.stream:
+                return StreamLoad(int(url.split(":")[2].split("/")[0]), seconds, args.gap_ms)
             return subprocess.Popen([wrk, "-t1", f"-c{args.connections}", f"-d{seconds:g}s", "-s",
                                      str(HERE / "wrk_post.lua"), url], env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True)
@@ -129,7 +168,9 @@ def main():
         load = wrk_run(args.seconds + 3)
         time.sleep(1.0)
         subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
+        events_before = load.received() if args.stream else 0
         time.sleep(args.seconds)
+        events_after = load.received() if args.stream else 0
         subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
         load.communicate()
     finally:
@@ -145,17 +186,23 @@ def main():
     match = re.search(r"^([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", totals, re.M) or \
         re.search(r"^([\d,]+)\s+PROGRAM TOTALS", totals, re.M)
     total = int(match.group(1).replace(",", "")) if match else 0
-    served = calls_to(dump, PER_REQUEST_FUNCTION[args.proxy])
     what = args.proxy + (f" {args.strategy}" if args.proxy == "prefixgate" else "")
-    print(f"callgrind: {total:,} instructions over {served} proxied requests ({what}, "
-          f"{'256 KiB families' if args.long else 'families' if args.families else 'one 2 KiB body'}, "
-          f"wrk -c{args.connections}; timers in the window "
-          f"included): {total / max(served, 1):,.0f} per request")
+    if args.stream:
+        served, unit = events_after - events_before, "event"
+        print(f"callgrind: {total:,} instructions over {served} relayed SSE events ({what}, 2 connections of "
+              f"{EVENTS}-event responses, an event every {args.gap_ms:g} ms; timers in the window included): "
+              f"{total / max(served, 1):,.0f} per event")
+    else:
+        served, unit = calls_to(dump, PER_REQUEST_FUNCTION[args.proxy]), "request"
+        print(f"callgrind: {total:,} instructions over {served} proxied requests ({what}, "
+              f"{'256 KiB families' if args.long else 'families' if args.families else 'one 2 KiB body'}, "
+              f"wrk -c{args.connections}; timers in the window "
+              f"included): {total / max(served, 1):,.0f} per request")
     for flag in ("--inclusive=no", "--inclusive=yes"):
         text = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", flag, str(dump)],
                               capture_output=True, text=True).stdout
         lines = [ln for ln in text.splitlines() if re.match(r"^\s*[\d,]+ \(", ln)]
-        print(f"\n--- callgrind_annotate {flag} (top {args.top}; instructions per request, share, function)")
+        print(f"\n--- callgrind_annotate {flag} (top {args.top}; instructions per {unit}, share, function)")
         for ln in lines[:args.top]:
             count = int(ln.split()[0].replace(",", ""))
             print(f"{count / max(served, 1):9,.0f} {ln.split(None, 1)[1][:180]}")

@@ -98,14 +98,15 @@ async def _stream(host, port, body, delays):
     return stray
 
 
-def probe(url_host, url_port, connections=2, streams=6, events=EVENTS):
+def probe(url_host, url_port, connections=2, streams=6, events=EVENTS, delays=None):
     """Per-event delays in microseconds through host:port: `connections` keep-alive connections, each streaming
-    `streams` responses of `events` events. Returns (delays, stray last chunks)."""
+    `streams` responses of `events` events. Returns (delays, stray last chunks). `delays`: a list to append to as
+    the events arrive (another thread may watch it grow), or None for a new one."""
     body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "stream please"}],
                        "max_tokens": events, "stream": True}).encode()
     request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {url_host}:{url_port}\r\nContent-Type: application/json"
                f"\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
-    delays = []
+    delays = [] if delays is None else delays
 
     async def main():
         return await asyncio.gather(*(_stream(url_host, url_port, [request] * streams, delays)

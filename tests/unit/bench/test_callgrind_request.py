@@ -37,3 +37,25 @@ def test_calls_are_summed_over_callers_and_compressed_names(tmp_path):
     assert callgrind_request.calls_to(dump, callgrind_request.PER_REQUEST_FUNCTION["prefixgate"]) == 7
     assert callgrind_request.calls_to(dump, "parseRequestHeaders") == 5
     assert callgrind_request.calls_to(dump, "ngx_http_create_request") == 0
+
+
+def test_stream_load_counts_the_events_as_they_arrive(tmp_path):
+    """Ensures --stream's load (sse_probe's client in a thread) streams whole responses from sse_probe's upstream and
+    that its count grows while it runs: the count read between the zeroing and the dump is the events of that
+    window, not 0 and not the whole run's."""
+    import time
+    from harness import Process
+    upstream = Process([sys.executable, str(Path(callgrind_request.HERE) / "sse_probe.py"), "serve", "--port", "0",
+                        "--gap-ms", "1"], tmp_path / "upstream.log")
+    try:
+        # 2 connections x 2 responses of 500 events an ms apart: about a second.
+        load = callgrind_request.StreamLoad(upstream.port, 0.5, 1.0)
+        deadline = time.monotonic() + 10
+        while load.received() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        during = load.received()
+        load.communicate()
+        assert 0 < during < 2000
+        assert load.received() == 2 * 2 * callgrind_request.EVENTS
+    finally:
+        upstream.stop()
