@@ -1,0 +1,29 @@
+"""decision_instructions: the totals and per-decision listings read from callgrind_annotate's text."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tools"))
+import decision_instructions  # noqa: E402
+
+ANNOTATE = """--------------------------------------------------------------------------------
+Ir
+--------------------------------------------------------------------------------
+26,272,000 (100.0%)  PROGRAM TOTALS
+
+--------------------------------------------------------------------------------
+Ir                   file:function
+--------------------------------------------------------------------------------
+26,272,000 (100.0%)  /src/routing/router.cpp:prefixgate::routing::Router::choose(...) [/bench]
+10,606,000 (40.37%)  /src/index/prefix_index.cpp:prefixgate::index::PrefixIndex::record(...) [/bench]
+   994,000 ( 3.78%)  /src/index/block_store.cpp:prefixgate::index::BlockStore::findSlot(...) [/bench]
+"""
+
+
+def test_total_and_top_functions_per_decision():
+    """Ensures the total is the PROGRAM TOTALS count (not the first function's) and the listing divides each
+    function's count by the decisions, in the listing's order, without the totals line."""
+    assert decision_instructions.program_total(ANNOTATE) == 26_272_000
+    top = decision_instructions.top_functions(ANNOTATE, 1000, 2)
+    assert [round(cost) for cost, _ in top] == [26272, 10606]
+    assert "Router::choose" in top[0][1] and "PrefixIndex::record" in top[1][1]
+    assert decision_instructions.program_total("no totals here") == 0
