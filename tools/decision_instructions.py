@@ -2,9 +2,11 @@
 """Instructions per routing decision, counted by callgrind: the figure that does not move with this machine's noise
 (the decision's wall time moved 1.4-2x between days on the same build). Runs prefixgate_bench's BM_RouterChoose
 benchmarks one at a time under `valgrind --tool=callgrind`, collecting only inside Router::choose (the fixture's
-set-up and pre-fill are not counted), and divides the instructions by the calls to Router::decide the dump
-records: the decisions made, the warm-up's included (the fixture's pre-fill of the warm index routes each of its
-16 groups once through the same path).
+set-up is not counted), and divides the instructions by the calls to Router::decide the dump records. The
+fixture's pre-fill of the warm index routes each of its 16 groups once through the same path, and those first
+decisions cost more (every block is new): each benchmark is run twice, short and long, and the figure is the
+difference of the two runs' instructions over the difference of their decisions, the steady state's cost per
+decision whatever the iteration counts.
 
     /usr/bin/python3 tools/decision_instructions.py --bench build/bench/prefixgate_bench \\
         [--baseline <another build's prefixgate_bench>] [--filter REGEX] [--top N] [--out DIR]
@@ -50,15 +52,31 @@ def benchmarks(binary, pattern):
     return [name for name in listed.split() if re.search(pattern, name)]
 
 
-def count(binary, name, work):
-    """(instructions, decisions, annotate text) of one benchmark under callgrind."""
-    dump = work / "callgrind.out"
+def run(binary, name, work, min_time):
+    """(instructions, decisions, annotate text) of one benchmark run under callgrind."""
+    dump = work / f"callgrind.out.{min_time:g}"
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}", f"--toggle-collect={COLLECT}",
-                    binary, f"--benchmark_filter=^{re.escape(name)}$", "--benchmark_min_time=0.2"],
+                    binary, f"--benchmark_filter=^{re.escape(name)}$", f"--benchmark_min_time={min_time:g}"],
                    capture_output=True, check=True)
     text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(dump)],
                           capture_output=True, text=True, check=True).stdout
     return program_total(text), calls_to(dump, DECISION), text
+
+
+def marginal(short, long):
+    """Instructions per decision between a short and a long run of the same benchmark: (instructions, decisions)
+    of each; the fixed costs both share (the first, costlier decisions) cancel."""
+    extra = long[1] - short[1]
+    if extra <= 0:
+        raise RuntimeError(f"the long run made no more decisions than the short one ({long[1]} <= {short[1]})")
+    return (long[0] - short[0]) / extra
+
+
+def count(binary, name, work):
+    """(instructions per decision, decisions of the long run, the long run's annotate text)."""
+    short = run(binary, name, work, 0.05)
+    long = run(binary, name, work, 0.3)
+    return marginal(short[:2], long[:2]), long[1], long[2]
 
 
 def main():
@@ -82,14 +100,13 @@ def main():
             for label, binary in builds:
                 work = Path(args.out or tmp) / f"{label.replace(' ', '-')}-{re.sub(r'[^A-Za-z0-9]+', '-', name)}"
                 work.mkdir(parents=True, exist_ok=True)
-                total, decisions, text = count(binary, name, work)
-                per = total / max(decisions, 1)
+                per, decisions, text = count(binary, name, work)
                 per_build.append(per)
-                print(f"{name} ({label}): {total:,} instructions over {decisions} decisions: {per:,.0f} per decision",
-                      flush=True)
+                print(f"{name} ({label}): {per:,.0f} instructions per decision (the long run's {decisions} "
+                      f"decisions less the short run's)", flush=True)
                 if args.out:
                     (work / "annotate.txt").write_text(text)
-                for cost, function in top_functions(text, max(decisions, 1), args.top):
+                for cost, function in top_functions(text, max(decisions, 1), args.top):  # the long run's, first included
                     print(f"  {cost:9,.0f} {function[:170]}")
             if len(per_build) == 2:
                 print(f"{name}: this build / baseline = {per_build[1] / per_build[0]:.3f}", flush=True)

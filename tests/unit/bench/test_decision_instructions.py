@@ -27,3 +27,18 @@ def test_total_and_top_functions_per_decision():
     assert [round(cost) for cost, _ in top] == [26272, 10606]
     assert "Router::choose" in top[0][1] and "PrefixIndex::record" in top[1][1]
     assert decision_instructions.program_total("no totals here") == 0
+
+
+def test_marginal_cost_cancels_what_both_runs_share():
+    """Ensures the per-decision figure is the difference over the extra decisions: a fixed 16 costly first decisions
+    (the warm index's pre-fill) in both runs do not count, and a long run with no more decisions is an error."""
+    fixed = 16 * 60_000
+    short = (fixed + 100 * 26_000, 116)
+    long = (fixed + 1_000 * 26_000, 1_016)
+    assert decision_instructions.marginal(short, long) == 26_000
+    try:
+        decision_instructions.marginal(long, long)
+    except RuntimeError as e:
+        assert "no more decisions" in str(e)
+    else:
+        raise AssertionError("expected a RuntimeError")
