@@ -52,11 +52,17 @@ def benchmarks(binary, pattern):
     return [name for name in listed.split() if re.search(pattern, name)]
 
 
+def benchmark_regex(name):
+    """`name` as a regex that matches only itself for Google Benchmark's filter: its metacharacters escaped, and
+    not '-' (re.escape writes it as '\\-', which that filter's regex engine does not match as a '-')."""
+    return re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", name)
+
+
 def run(binary, name, work, min_time):
     """(instructions, decisions, annotate text) of one benchmark run under callgrind."""
     dump = work / f"callgrind.out.{min_time:g}"
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}", f"--toggle-collect={COLLECT}",
-                    binary, f"--benchmark_filter=^{re.escape(name)}$", f"--benchmark_min_time={min_time:g}"],
+                    binary, f"--benchmark_filter=^{benchmark_regex(name)}$", f"--benchmark_min_time={min_time:g}"],
                    capture_output=True, check=True)
     text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(dump)],
                           capture_output=True, text=True, check=True).stdout

@@ -42,3 +42,11 @@ def test_marginal_cost_cancels_what_both_runs_share():
         assert "no more decisions" in str(e)
     else:
         raise AssertionError("expected a RuntimeError")
+
+
+def test_benchmark_names_become_filters_that_match_them_only():
+    """Ensures a name's '-' stays as it is (Google Benchmark's filter did not match an escaped '\\-': the warm-small
+    rows ran nothing) and that regex metacharacters are escaped."""
+    assert decision_instructions.benchmark_regex("BM_RouterChoose/character/warm-small/8KiB/8pods") == \
+        "BM_RouterChoose/character/warm-small/8KiB/8pods"
+    assert decision_instructions.benchmark_regex("BM_X/a.b(c)+") == r"BM_X/a\.b\(c\)\+"
