@@ -5,7 +5,9 @@ target (2 connections x 4 responses x 500 events one ms apart, as syscalls.py), 
 gives for every time a thread ran: its scheduling delay (woken -> running on a CPU) and its run time (on the CPU
 until it slept again: its reads, its user-space work and its writes, including the loopback TCP receive path its
 writes run in the kernel and the wake-up of the reader). For the proxy's threads that ran during the stream:
-wake-ups per event, and the median / p90 / p99 scheduling delay and run time per wake-up; and the probe's own
+wake-ups per event, the median / p90 / p99 scheduling delay and run time per wake-up, and where the woken thread
+ran: on the CPU of the thread that woke it (the scheduler's wake-affine placement: it then waits until that thread
+sleeps or is preempted) or on another; and the probe's own
 per-event delay (p50 / p99), measured in the same window, against direct (the client on the upstream itself, also
 recorded). Starts the overhead benchmark's fleet (servers.Fleet: one-worker nginx, one-loop prefixgate) and
 alternates the targets for --rounds rounds.
@@ -38,8 +40,9 @@ TARGETS = ("direct", "nginx", "prefixgate-prefix-cache")
 CONNECTIONS, STREAMS, EVENTS = 2, 4, 500
 
 # timehist's lines: time, [cpu], task name[tid/pid] (or [tid] for a process's main thread), wait, sch delay, run
-# (milliseconds).
-LINE = re.compile(r"^\s*[\d.]+\s+\[\d+\]\s+(.+?)\[(\d+)(?:/(\d+))?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+# (milliseconds); with -w, also wake-ups: time, [the waker's cpu], the waker, "awakened: " the woken task.
+LINE = re.compile(r"^\s*[\d.]+\s+\[(\d+)\]\s+(.+?)\[(\d+)(?:/(\d+))?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+WAKEUP = re.compile(r"^\s*[\d.]+\s+\[(\d+)\]\s+.+?\s+awakened: (.+?)\[(\d+)(?:/(\d+))?\]\s*$")
 
 
 def quantile(values, q):
@@ -48,15 +51,23 @@ def quantile(values, q):
 
 
 def runs_of(timehist_text, pids):
-    """{tid: [(sch_delay_us, run_us), ...]} for the threads of `pids` in `perf sched timehist`'s output."""
-    runs = {}
+    """{tid: [(sch_delay_us, run_us, placed), ...]} for the threads of `pids` in `perf sched timehist -w`'s output;
+    placed: "waker" when the run is on the CPU its wake-up was made from, "other" on another CPU, None when the
+    wake-up is not in the text."""
+    runs, woken_from = {}, {}
     for line in timehist_text.splitlines():
+        w = WAKEUP.match(line)
+        if w:
+            woken_from[int(w.group(3))] = int(w.group(1))
+            continue
         m = LINE.match(line)
         if not m:
             continue
-        tid, pid = int(m.group(2)), int(m.group(3) or m.group(2))
+        tid, pid = int(m.group(3)), int(m.group(4) or m.group(3))
         if pid in pids or tid in pids:
-            runs.setdefault(tid, []).append((float(m.group(5)) * 1000, float(m.group(6)) * 1000))
+            cpu = woken_from.pop(tid, None)
+            placed = None if cpu is None else "waker" if cpu == int(m.group(1)) else "other"
+            runs.setdefault(tid, []).append((float(m.group(6)) * 1000, float(m.group(7)) * 1000, placed))
     return runs
 
 
@@ -64,9 +75,13 @@ def summarize(runs, events):
     """The proxy's threads that ran, busiest first: wake-ups per event and the delay / run time quantiles (us)."""
     threads = []
     for tid, samples in sorted(runs.items(), key=lambda kv: -len(kv[1])):
-        delays = [d for d, _ in samples]
-        run = [r for _, r in samples]
+        delays = [d for d, _, _ in samples]
+        run = [r for _, r, _ in samples]
+        on_waker = [d for d, _, placed in samples if placed == "waker"]
+        placed = [p for _, _, p in samples if p is not None]
         threads.append({"tid": tid, "wakeups": len(samples), "wakeups_per_event": len(samples) / max(events, 1),
+                        "on_waker_cpu_share": len(on_waker) / len(placed) if placed else float("nan"),
+                        "sch_delay_on_waker_cpu_p50_us": quantile(on_waker, .5),
                         "sch_delay_us": {q: quantile(delays, v) for q, v in (("p50", .5), ("p90", .9), ("p99", .99))},
                         "run_us": {q: quantile(run, v) for q, v in (("p50", .5), ("p90", .9), ("p99", .99))},
                         "run_us_per_event": sum(run) / max(events, 1)})
@@ -92,7 +107,7 @@ def measure(fleet, target, work_dir):
     delays, _ = probe("127.0.0.1", fleet.ports[target]["stream"], CONNECTIONS, STREAMS, EVENTS)
     perf.send_signal(2)
     perf.wait(60)
-    text = subprocess.run(["perf", "sched", "timehist", "-i", str(data)], capture_output=True, text=True).stdout
+    text = subprocess.run(["perf", "sched", "timehist", "-w", "-i", str(data)], capture_output=True, text=True).stdout
     pids = set(target_pids(fleet, target))
     events = len(delays)
     return {"events": events, "probe_p50_us": quantile(delays, .5), "probe_p99_us": quantile(delays, .99),
@@ -109,7 +124,8 @@ def describe(target, m, direct):
                      f"p50/p90/p99 {t['sch_delay_us']['p50']:.1f}/{t['sch_delay_us']['p90']:.1f}/"
                      f"{t['sch_delay_us']['p99']:.1f} us; run time per wake-up p50/p90/p99 {t['run_us']['p50']:.1f}/"
                      f"{t['run_us']['p90']:.1f}/{t['run_us']['p99']:.1f} us; run time per event "
-                     f"{t['run_us_per_event']:.1f} us")
+                     f"{t['run_us_per_event']:.1f} us; on the waker's CPU {100 * t['on_waker_cpu_share']:.0f} % "
+                     f"of wake-ups (scheduling delay there p50 {t['sch_delay_on_waker_cpu_p50_us']:.1f} us)")
     return "\n".join(lines)
 
 
