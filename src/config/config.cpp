@@ -195,6 +195,7 @@ Config parseYaml(const std::string& text, const std::string& source, Problems& p
   r.read("admin_listen", c.admin_listen);
   r.read("health_listen", c.health_listen);
   r.read("threads", c.threads);
+  r.read("scheduler_slice_us", c.scheduler_slice_us);
   r.read("log_level", c.log_level);
   r.read("log_format", c.log_format);
   r.read("shutdown_grace_ms", c.shutdown_grace_ms);

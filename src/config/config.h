@@ -287,6 +287,9 @@ struct Config {
   // "" = off; else HOST:PORT of a listener serving only /healthz and /readyz (probes without the admin API).
   std::string health_listen;
   uint32_t threads = 0;  // 0 = one event loop per core
+  // The event-loop threads' CPU time slice under Linux's EEVDF scheduler (util/scheduler_slice.h); 0 = the
+  // kernel's default.
+  uint32_t scheduler_slice_us = 100;
   std::string log_level = "info";
   std::string log_format = "text";  // text | json (util/log.h)
   uint32_t shutdown_grace_ms = 30000;

@@ -125,6 +125,10 @@ void validate(const Config& c, const std::vector<std::string>& known, Problems& 
       check.fail(key, "the host must be an IP address (or localhost), got '" + host + "'");
   }
   if (c.threads > 1024) check.fail("threads", "at most 1024");
+  // The kernel's own bounds for a custom slice (0.1 to 100 ms); it would clamp a value outside them silently.
+  if (c.scheduler_slice_us != 0 && (c.scheduler_slice_us < 100 || c.scheduler_slice_us > 100000))
+    check.fail("scheduler_slice_us", "must be 0 (the kernel's default) or from 100 to 100000, got " +
+                                         std::to_string(c.scheduler_slice_us));
   log::Level level;
   if (!log::parseLevel(c.log_level, level)) check.fail("log_level", "expected debug, info, warn, error or off");
   log::Format format;

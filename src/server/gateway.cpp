@@ -23,6 +23,7 @@
 #include "trace/exporter.h"
 #include "trace/tracer.h"
 #include "util/log.h"
+#include "util/scheduler_slice.h"
 
 namespace prefixgate::server {
 namespace asio = boost::asio;
@@ -342,11 +343,18 @@ bool Gateway::start(std::string& error) {
   startAdmin(*control_);
   control_->thread = std::thread([this] { control_->io.run(); });
   drain_thread_ = std::thread([this] { drainAndStop(); });
+  const std::chrono::microseconds slice(config_.scheduler_slice_us);
   for (auto& w : workers_) {
     w->pool.startSweeping();
     startAccepting(*w);
-    w->thread = std::thread([wp = w.get()] {
+    w->thread = std::thread([wp = w.get(), slice] {
       seedRequestIds(wp->request_id_seed);
+      std::string error;
+      if (slice.count() > 0 && !util::setThreadSchedulerSlice(slice, error)) {
+        static std::atomic<bool> warned{false};  // the same refusal on every worker: said once
+        if (!warned.exchange(true))
+          log::warn("scheduler_slice_us: the event loops keep the kernel's default slice ({})", error);
+      }
       wp->io.run();
     });
   }

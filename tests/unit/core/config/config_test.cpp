@@ -281,6 +281,22 @@ TEST(Config, JsonDepthRange) {
   }
 }
 
+// The event loops' scheduler slice: 0 (the kernel's default) or the kernel's own bounds, 100 us to 100 ms; 100 by
+// default.
+TEST(Config, SchedulerSliceRange) {
+  for (uint32_t us : {0u, 99u, 100u, 100000u, 100001u}) {
+    Problems problems;
+    Config c = parseYaml("discovery: {file: p.yaml}\nscheduler_slice_us: " + std::to_string(us) + "\n", "gw.yaml",
+                         problems);
+    validate(c, kStrategies, problems);
+    const bool refused = hasProblem(problems, "gw.yaml: scheduler_slice_us: must be 0 (the kernel's default) or "
+                                              "from 100 to 100000, got " + std::to_string(us));
+    EXPECT_EQ(refused, us == 99 || us == 100001) << us;
+    EXPECT_EQ(c.scheduler_slice_us, us);
+  }
+  EXPECT_EQ(Config{}.scheduler_slice_us, 100u);
+}
+
 // Keys that were settings and are now fixed in code are refused like unknown keys (so --check fails), each named
 // with the file and why: no longer a setting, at what value it is fixed, remove it.
 TEST(Config, RetiredKeysAreRefusedNamingFileKeyAndValue) {
