@@ -24,10 +24,11 @@
 //   warm  block_number = max(200,000 (the default), twice the groups' blocks), filled to capacity with other
 //         prompts' blocks and then with every group's prompt: decisions match the group's prefix on the pod holding
 //         it and insert only the new suffix's blocks, each evicting an old block.
-//   warm-small  the same with block_number = max(4,096, twice the groups' blocks) (8 KiB: 4,096 blocks, an index
-//         of a few hundred KB that stays in a core's L2): the same decisions and instructions, without the misses
-//         of a 200,000-block index (16 MB, in L3 or memory). Against warm, what the index's memory costs a decision
-//         on this machine (8 KiB, character tokenizer only).
+//   warm-small  the same with block_number = max(16,384, twice the groups' blocks) (8 KiB: 16,384 blocks, an index
+//         of under 1 MB that stays in the caches; fewer blocks and the groups' prefixes, refreshed only once per
+//         touch interval, were evicted by the new suffixes): the same decisions and about the same instructions,
+//         without the misses of a 200,000-block index (about 9 MB). Against warm, what the index's memory costs a
+//         decision on this machine (8 KiB, character tokenizer only).
 // Tokenizers: character (the prompt's UTF-8 bytes) and tiktoken (cl100k_base, found as the gateway finds it: see
 // routing::defaultTiktokenFiles; scripts/fetch_tiktoken.sh installs it). Block size 128 bytes, as configured by
 // default. Counters: blocks and tokens per request, match_pct = the chosen pod's prefix match (mean over the

@@ -350,8 +350,11 @@ bool Gateway::start(std::string& error) {
     w->thread = std::thread([wp = w.get(), slice] {
       seedRequestIds(wp->request_id_seed);
       std::string error;
-      if (slice.count() > 0 && !util::setThreadSchedulerSlice(slice, error)) {
-        static std::atomic<bool> warned{false};  // the same refusal on every worker: said once
+      if (slice.count() > 0 && util::setThreadSchedulerSlice(slice, error) &&
+          util::threadSchedulerSliceNs() != std::chrono::nanoseconds(slice).count())
+        error = "the kernel did not apply it; custom slices need Linux 6.12 or later";
+      if (!error.empty()) {
+        static std::atomic<bool> warned{false};  // the same answer on every worker: said once
         if (!warned.exchange(true))
           log::warn("scheduler_slice_us: the event loops keep the kernel's default slice ({})", error);
       }

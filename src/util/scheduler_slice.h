@@ -6,7 +6,8 @@
 // us for nginx's worker on the same machine; with a 100 us slice, about 10 us (docs/benchmarks.md, "A short
 // scheduler slice for the event loops"). The thread's share of the CPU is unchanged (its weight, from its nice
 // value, is kept); only how long it may run before the scheduler reconsiders, and how soon it preempts when woken.
-// Older kernels accept the call and ignore the runtime for SCHED_OTHER threads.
+// Kernels before 6.12 have no custom slices: whether the slice took is read back from /proc (se.slice), and the
+// gateway says once when it did not.
 #include <chrono>
 #include <cstdint>
 #include <string>
