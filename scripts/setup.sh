@@ -16,7 +16,8 @@ PACKAGES=(
   python3 python3-pytest python3-prometheus-client python3-yaml python3-matplotlib
   python3-numpy               # tools/llama/make_model.py writes the test engine's random-weight model
   nginx haproxy wrk           # the proxy overhead benchmark's peers and load generator
-  linux-perf                  # loadtest/overhead/syscalls.py counts system calls with `perf stat`
+  linux-perf                  # loadtest/overhead/syscalls.py and sse_sched.py: `perf stat`, `perf sched`
+  valgrind                    # callgrind_request.py and tools/decision_instructions.py count instructions
   redis-server redis-tools    # replica state sync tests run a real Redis
 )
 # Node.js with npm fetches the tiktoken vocabulary and runs the reference encoder in exactness tests. Some images
