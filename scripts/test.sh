@@ -96,6 +96,15 @@ summary() {
 }
 trap summary EXIT
 
+# A full run from a clean clone writes about 8 GB (four build folders, llama.cpp's build, the tools); a disk that
+# fills part way fails a compile with "No space left on device" deep in the log, so say it first, with the numbers.
+NEEDED_GB=9
+free_gb=$(df -P -BG . | awk 'NR == 2 { sub(/G$/, "", $4); print $4 }')
+if [[ "$free_gb" =~ ^[0-9]+$ ]] && ((${#stages[@]} == ${#ALL_STAGES[@]} && free_gb < NEEDED_GB)); then
+  echo "warning: $PWD has ${free_gb} GB free; a full run from a clean clone needs about ${NEEDED_GB} GB" \
+    "(build folders and tools); a build may fail with 'No space left on device'" >&2
+fi
+
 for stage in "${ALL_STAGES[@]}"; do
   [[ " ${stages[*]} " == *" $stage "* ]] || continue
   begin_stage "$stage"
