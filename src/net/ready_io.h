@@ -56,13 +56,17 @@ bool parseBuffered(Parser& parser, Buffer& buffer, boost::system::error_code& ec
 }
 
 // A deadline for the waits of one socket that costs nothing per wait: restart() moves the deadline (a clock read and a
-// store), and one timer, armed at the first restart(), re-arms itself to the current deadline when it fires early
-// (at most once per limit). When the deadline passes, the socket's pending operations are cancelled and expired()
-// says that this was why. Same thread as the socket; the socket must outlive this object.
+// store), pause() says no wait is in progress (a store), and one timer, armed at the first restart(), re-arms itself
+// when it fires early: at most once per `tick`, the shortest limit the deadline has been given. When the deadline
+// passes during a wait, the socket's pending operations are cancelled and expired() says that this was why; a timer
+// that fires while paused stops, and the next restart() arms it again. So a deadline kept for a connection's life (a
+// client's keep-alive waits, a pooled engine connection's reads) arms no timer per request, where Beast's tcp_stream
+// arms one per operation and cancels it after (one more handler, one more pass of the event loop). A limit shorter
+// than any before it re-arms the timer once. Same thread as the socket; the socket must outlive this object.
 class IdleDeadline {
  public:
   using Clock = std::chrono::steady_clock;
-  IdleDeadline(boost::asio::ip::tcp::socket& socket, Clock::duration limit) : socket_(socket), limit_(limit) {}
+  explicit IdleDeadline(boost::asio::ip::tcp::socket& socket) : socket_(socket) {}
   ~IdleDeadline() {
     if (!state_) return;
     state_->socket = nullptr;  // the timer's handler may still run: it must not touch the socket
@@ -71,42 +75,53 @@ class IdleDeadline {
   IdleDeadline(const IdleDeadline&) = delete;
   IdleDeadline& operator=(const IdleDeadline&) = delete;
 
-  // A new wait begins: it fails when `limit` passes before it ends (or before the next restart()).
-  void restart() {
-    const Clock::time_point deadline = Clock::now() + limit_;
-    if (!state_) {
-      state_ = std::allocate_shared<State>(util::RecyclingAllocator<State>(), socket_);
-    }
-    state_->deadline = deadline;
-    state_->expired = false;
-    if (!state_->armed) arm(state_);
+  // A new wait begins: it fails when `limit` passes before it ends (or before the next restart() or pause()).
+  void restart(Clock::duration limit) {
+    const Clock::time_point now = Clock::now();
+    if (!state_) state_ = std::allocate_shared<State>(util::RecyclingAllocator<State>(), socket_, limit);
+    State& s = *state_;
+    s.deadline = now + limit;
+    s.paused = false;
+    s.expired = false;
+    if (limit < s.tick) s.tick = limit;
+    // Armed for a later time than the new deadline (a shorter limit than the timer was armed under): re-armed now.
+    if (!s.armed || s.timer.expiry() > s.deadline) arm(state_, now);
+  }
+  // No wait is in progress until the next restart(): the deadline cannot pass.
+  void pause() {
+    if (state_) state_->paused = true;
   }
   bool expired() const { return state_ && state_->expired; }
 
  private:
   struct State {
-    explicit State(boost::asio::ip::tcp::socket& s) : timer(s.get_executor()), socket(&s) {}
+    State(boost::asio::ip::tcp::socket& s, Clock::duration first_limit)
+        : timer(s.get_executor()), socket(&s), tick(first_limit) {}
     boost::asio::steady_timer timer;
     boost::asio::ip::tcp::socket* socket;
     Clock::time_point deadline;
+    Clock::duration tick;   // the shortest limit given: the timer never sleeps longer
+    uint64_t generation = 0;  // which wait of the timer is the current one (a re-arm leaves a cancelled one behind)
     bool armed = false;
+    bool paused = false;
     bool expired = false;
   };
-  static void arm(std::shared_ptr<State> state) {
+  static void arm(std::shared_ptr<State> state, Clock::time_point now) {
     State& s = *state;
     s.armed = true;
-    s.timer.expires_at(s.deadline);
-    s.timer.async_wait([state = std::move(state)](const boost::system::error_code& ec) mutable {
+    s.timer.expires_at(std::min(s.deadline, now + s.tick));  // cancels a wait still pending (a re-arm)
+    s.timer.async_wait([state = std::move(state), generation = ++s.generation](const boost::system::error_code& ec) mutable {
+      if (generation != state->generation) return;  // a re-arm replaced this wait
       state->armed = false;
-      if (ec || !state->socket) return;
-      if (Clock::now() < state->deadline) return arm(std::move(state));
+      if (ec || !state->socket || state->paused) return;
+      const Clock::time_point now = Clock::now();
+      if (now < state->deadline) return arm(std::move(state), now);
       state->expired = true;
       boost::system::error_code ignored;
       state->socket->cancel(ignored);
     });
   }
   boost::asio::ip::tcp::socket& socket_;
-  Clock::duration limit_;
   std::shared_ptr<State> state_;  // shared with the timer's pending handler
 };
 
@@ -124,20 +139,25 @@ class IdleDeadline {
 // EPOLLRDHUP, which asio does not register: tried and reverted, docs/benchmarks.md "One write per read; a short read
 // is not proof of a drained socket".) A wait is ended by bytes, by `deadline` passing (beast::error::timeout, as
 // tcp_stream's expiry reported it), or by the socket's closing (the client watcher's hang-up: operation_aborted or
-// bad_descriptor).
+// bad_descriptor). A response head is read the same way (a parser stops after the head unless it is eager).
 class ReadyReader {
  public:
   // At most this much is read at once (Beast's http::async_read_some reads as much).
   static constexpr size_t kMaxReadBytes = 64 * 1024;
-  ReadyReader(boost::asio::ip::tcp::socket& socket, IdleDeadline& deadline) : socket_(socket), deadline_(deadline) {}
+  // Each read() waits at most `limit` (a deadline restarted per read).
+  ReadyReader(boost::asio::ip::tcp::socket& socket, IdleDeadline& deadline, IdleDeadline::Clock::duration limit)
+      : socket_(socket), deadline_(deadline), limit_(limit) {}
 
   // Feeds `parser` what `buffer` holds, then the socket's next bytes, until the parser advanced (for a buffer_body:
-  // body bytes, or its buffer is full: need_buffer), ended or failed (`ec`). The socket is switched to
-  // non-blocking mode. Restarts `deadline` first, as one tcp_stream expiry covered one http::async_read_some.
+  // body bytes, or its buffer is full: need_buffer; a head: the whole head), ended or failed (`ec`). The socket is
+  // switched to non-blocking mode. Restarts `deadline` first, as one tcp_stream expiry covered one
+  // http::async_read_some, unless `restart_deadline` is false (the read goes on under the last restart's limit:
+  // several heads within one limit).
   template <class Parser, class Buffer>
-  boost::asio::awaitable<void> read(Parser& parser, Buffer& buffer, boost::system::error_code& ec) {
+  boost::asio::awaitable<void> read(Parser& parser, Buffer& buffer, boost::system::error_code& ec,
+                                    bool restart_deadline = true) {
     ec = {};
-    deadline_.restart();
+    if (restart_deadline) deadline_.restart(limit_);
     for (;;) {
       if (parseBuffered(parser, buffer, ec)) co_return;
       if (drained_) {
@@ -194,6 +214,7 @@ class ReadyReader {
 
   boost::asio::ip::tcp::socket& socket_;
   IdleDeadline& deadline_;
+  IdleDeadline::Clock::duration limit_;
   bool drained_ = true;  // the first read is asio's: the head's read took what had come
 };
 

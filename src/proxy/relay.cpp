@@ -211,8 +211,7 @@ asio::awaitable<FailureKind> relayResponse(RelayRequest& rq, routing::Decision& 
   bool mid_event = false;   // the last bytes written did not end with an SSE event's blank line
   // The engine's socket is read with no timer work per read and no epoll_ctl per event (net::ReadyReader), each
   // wait under the idle timeout (the relay's own deadline).
-  net::IdleDeadline idle(ex.stream->socket(), std::chrono::milliseconds(rq.config.idle_timeout_ms));
-  net::ReadyReader reader(ex.stream->socket(), idle);
+  net::ReadyReader reader(ex.stream->socket(), ex.stream->reads(), std::chrono::milliseconds(rq.config.idle_timeout_ms));
   error_code deferred_ec;  // an error met while gathering already-read events: handled after they are written
   while (!ec && !ex.parser->is_done()) {
     up_head.body().data = buffer.data();

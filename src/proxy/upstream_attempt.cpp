@@ -192,16 +192,21 @@ asio::awaitable<Attempt> attemptOnce(const RelayRequest& rq, discovery::PodState
   if (!ec && sent < asio::buffer_size(request)) ec = co_await net::writeRest(*ex.stream, request, sent);
   ex.buffer.clear();
   // The deadline covers every interim head too: 1xx answers (100 Continue, 103 Early Hints) are read past, never
-  // relayed as the final answer (the real one would then reach the next user of this connection).
-  ex.stream->expires_after(std::chrono::milliseconds(rq.config.response_header_timeout_ms));
+  // relayed as the final answer (the real one would then reach the next user of this connection). The head is read
+  // as the body will be (net::ReadyReader: no timer armed per read, the connection's own deadline).
+  net::ReadyReader reader(ex.stream->socket(), ex.stream->reads(),
+                          std::chrono::milliseconds(rq.config.response_header_timeout_ms));
+  bool first_head = true;
   do {
     if (ec) break;
     ex.parser.emplace();
     ex.parser->header_limit(kMaxResponseHeaderBytes);
     if (rq.config.max_response_bytes > 0) ex.parser->body_limit(rq.config.max_response_bytes);
     else ex.parser->body_limit(boost::none);
-    co_await http::async_read_header(*ex.stream, ex.buffer, *ex.parser, asio::redirect_error(kAwait, ec));
+    co_await reader.read(*ex.parser, ex.buffer, ec, std::exchange(first_head, false));
   } while (!ec && ex.parser->get().result_int() / 100 == 1);
+  // Until the body's first read: a slow client write in between is no engine timeout.
+  ex.stream->reads().pause();
   if (watch.gone) {
     attempt.failure = FailureKind::kClientGone;
   } else if (ec) {

@@ -36,6 +36,7 @@ std::unique_ptr<UpstreamStream> UpstreamPool::take(PodId pod) {
 
 void UpstreamPool::give(PodId pod, std::unique_ptr<UpstreamStream> stream) {
   stream->expires_never();
+  stream->reads().pause();  // no read waits while it is pooled: the take() check sees a close
   idle_[pod.value].push_back(Idle{std::move(stream), std::chrono::steady_clock::now()});
 }
 

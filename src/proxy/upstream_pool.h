@@ -13,12 +13,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "net/upstream_stream.h"
 #include "prefixgate/types.h"
 #include "proxy/address_cache.h"
 
 namespace prefixgate::proxy {
 
-using UpstreamStream = boost::beast::tcp_stream;
+using UpstreamStream = net::UpstreamStream;
 
 class UpstreamPool {
  public:

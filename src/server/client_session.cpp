@@ -151,6 +151,7 @@ class ClientSession {
         limits_(services_.config.limits),
         stream_(std::move(socket)),
         head_timer_(stream_.get_executor()),
+        idle_(stream_.socket()),
         buffer_(std::max<size_t>(limits_.max_header_bytes, kFirstReadBytes) + kBufferSlackBytes) {
     worker_.clients.emplace(&stream_, &waiting_);
   }
@@ -169,14 +170,17 @@ class ClientSession {
   }
 
  private:
-  // Waits (up to client_idle_timeout_ms) for the first bytes of the next request.
+  // Waits (up to client_idle_timeout_ms) for the first bytes of the next request. The socket's own read under the
+  // connection's deadline, not the stream's timeout, which would arm a timer and cancel it for every request.
   asio::awaitable<bool> waitForRequest() {
     if (buffer_.size() > 0) co_return true;
     if (services_.draining.load(std::memory_order_acquire)) co_return false;
     waiting_ = true;
-    stream_.expires_after(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
+    idle_.restart(std::chrono::milliseconds(limits_.client_idle_timeout_ms));
     error_code ec;
-    size_t n = co_await stream_.async_read_some(buffer_.prepare(kFirstReadBytes), asio::redirect_error(kAwait, ec));
+    size_t n = co_await stream_.socket().async_read_some(buffer_.prepare(kFirstReadBytes),
+                                                         asio::redirect_error(kAwait, ec));
+    idle_.pause();
     waiting_ = false;
     if (ec) co_return false;
     buffer_.commit(n);
@@ -737,6 +741,7 @@ class ClientSession {
   const config::LimitsConfig& limits_;
   beast::tcp_stream stream_;
   asio::steady_timer head_timer_;  // limits.header_timeout_ms for the current request's head
+  net::IdleDeadline idle_;         // limits.client_idle_timeout_ms between requests: one timer for the connection
   bool head_timed_out_ = false;
   uint64_t head_generation_ = 0;
   beast::flat_buffer buffer_;

@@ -39,8 +39,8 @@ struct SessionServices {
 class TokenizerConnections final : public tokenize::ConnectionPool {
  public:
   explicit TokenizerConnections(proxy::UpstreamPool& pool) : pool_(pool) {}
-  std::unique_ptr<boost::beast::tcp_stream> take(uint32_t pod) override { return pool_.take(PodId{pod}); }
-  void give(uint32_t pod, std::unique_ptr<boost::beast::tcp_stream> stream) override {
+  std::unique_ptr<net::UpstreamStream> take(uint32_t pod) override { return pool_.take(PodId{pod}); }
+  void give(uint32_t pod, std::unique_ptr<net::UpstreamStream> stream) override {
     pool_.give(PodId{pod}, std::move(stream));
   }
 

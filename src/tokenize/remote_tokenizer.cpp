@@ -121,7 +121,7 @@ class PodConnection {
       }
       error_code ec;
       if (!stream_) {
-        stream_ = std::make_unique<beast::tcp_stream>(co_await asio::this_coro::executor);
+        stream_ = std::make_unique<net::UpstreamStream>(co_await asio::this_coro::executor);
         ec = co_await connect(*stream_, pod_, deadline_);
       }
       http::response_parser<http::string_body> parser;
@@ -185,7 +185,7 @@ class PodConnection {
   Clock::time_point deadline_;
   size_t max_answer_bytes_;
   std::string host_;
-  std::unique_ptr<beast::tcp_stream> stream_;
+  std::unique_ptr<net::UpstreamStream> stream_;
   bool reused_;  // stream_ was kept from an earlier exchange (the pool's, or this call's)
 };
 

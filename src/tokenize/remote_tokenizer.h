@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "net/upstream_stream.h"
 #include "tokenize/token_cache.h"
 #include "tokenize/tokenize_breaker.h"
 #include "tokenize/tokenize_protocol.h"
@@ -28,9 +29,9 @@ class ConnectionPool {
  public:
   virtual ~ConnectionPool() = default;
   // An idle connection to the pod, or null.
-  virtual std::unique_ptr<boost::beast::tcp_stream> take(uint32_t pod) = 0;
+  virtual std::unique_ptr<net::UpstreamStream> take(uint32_t pod) = 0;
   // A connection whose last exchange ended cleanly.
-  virtual void give(uint32_t pod, std::unique_ptr<boost::beast::tcp_stream> stream) = 0;
+  virtual void give(uint32_t pod, std::unique_ptr<net::UpstreamStream> stream) = 0;
 };
 
 enum class TokenizeOutcome {

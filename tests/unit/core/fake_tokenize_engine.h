@@ -91,17 +91,17 @@ class FakeEngine {
 // A one-thread connection pool, as a worker's upstream pool behaves.
 class TestPool final : public ConnectionPool {
  public:
-  std::unique_ptr<beast::tcp_stream> take(uint32_t pod) override {
+  std::unique_ptr<net::UpstreamStream> take(uint32_t pod) override {
     auto& list = idle[pod];
     if (list.empty()) return nullptr;
     auto s = std::move(list.back());
     list.pop_back();
     return s;
   }
-  void give(uint32_t pod, std::unique_ptr<beast::tcp_stream> stream) override {
+  void give(uint32_t pod, std::unique_ptr<net::UpstreamStream> stream) override {
     idle[pod].push_back(std::move(stream));
   }
-  std::map<uint32_t, std::vector<std::unique_ptr<beast::tcp_stream>>> idle;
+  std::map<uint32_t, std::vector<std::unique_ptr<net::UpstreamStream>>> idle;
 };
 
 // Runs one tokenize call to completion on `io` (the fake engines serve on it too).

@@ -1,8 +1,9 @@
 // net::ReadyReader, the relay's read of an engine's response body without tcp_stream's per-read timer: every byte
 // reaches the parser in order whatever the pauses and sizes of the engine's writes, a stall longer than the idle
 // limit ends the read with a timeout (and only then), the end of a close-delimited body is its end, a cut chunked
-// body is a partial message, and closing the socket (the client watcher's hang-up) ends a wait at once. Real
-// loopback sockets and an event loop.
+// body is a partial message, and closing the socket (the client watcher's hang-up) ends a wait at once. And
+// net::IdleDeadline, kept for a connection's life: a paused deadline never cancels, a shorter limit after a longer
+// one is kept, and waits cost no timer work each. Real loopback sockets and an event loop.
 #include "net/ready_io.h"
 
 #include <gtest/gtest.h>
@@ -11,11 +12,13 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -85,8 +88,8 @@ class ReadyReaderTest : public ::testing::Test {
     http::response_parser<http::buffer_body> parser;
     parser.body_limit(boost::none);
     beast::flat_buffer buffer;
-    IdleDeadline deadline(gateway, idle);
-    ReadyReader reader(gateway, deadline);
+    IdleDeadline deadline(gateway);
+    ReadyReader reader(gateway, deadline, idle);
     std::vector<char> relay(relay_bytes);
     error_code ec;
     while (!ec && !parser.is_header_done()) co_await reader.read(parser, buffer, ec);
@@ -192,8 +195,8 @@ TEST_F(ReadyReaderTest, ClosingTheSocketEndsAWait) {
       [&]() -> asio::awaitable<void> {
         http::response_parser<http::buffer_body> parser;
         beast::flat_buffer buffer;
-        IdleDeadline deadline(gateway, std::chrono::seconds(30));
-        ReadyReader reader(gateway, deadline);
+        IdleDeadline deadline(gateway);
+        ReadyReader reader(gateway, deadline, std::chrono::seconds(30));
         while (!ec && !parser.is_header_done()) co_await reader.read(parser, buffer, ec);
         std::array<char, 64> relay;
         parser.get().body().data = relay.data();
@@ -210,6 +213,116 @@ TEST_F(ReadyReaderTest, ClosingTheSocketEndsAWait) {
   EXPECT_TRUE(ec);
   EXPECT_NE(ec, beast::error::timeout);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+}
+
+class IdleDeadlineTest : public ::testing::Test {
+ protected:
+  IdleDeadlineTest() {
+    gateway_.connect(acceptor_.local_endpoint());
+    acceptor_.accept(engine_);
+  }
+  // One read of the gateway's socket: how it ended, and when (from the call).
+  struct Wait {
+    error_code ec;
+    size_t bytes = 0;
+    Clock::duration took{};
+    bool ended = false;
+  };
+  void startRead(Wait& w) {
+    const auto start = Clock::now();
+    gateway_.async_read_some(asio::buffer(buf_), [&w, start](error_code ec, size_t n) {
+      w = Wait{ec, n, Clock::now() - start, true};
+    });
+  }
+
+  asio::io_context io_;
+  tcp::acceptor acceptor_{io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)};
+  tcp::socket gateway_{io_};
+  tcp::socket engine_{io_};
+  std::array<char, 64> buf_{};
+};
+
+// Ensures a paused deadline cancels nothing: a read started after pause() (the connection idle in a pool, or busy
+// with something else) outlives the old limit and gets its bytes.
+TEST_F(IdleDeadlineTest, APausedDeadlineNeverCancels) {
+  IdleDeadline deadline(gateway_);
+  deadline.restart(milliseconds(100));
+  deadline.pause();
+  Wait w;
+  startRead(w);
+  asio::steady_timer write_later(io_, milliseconds(400));
+  write_later.async_wait([&](error_code) { asio::write(engine_, asio::buffer("x", 1)); });
+  io_.run_for(std::chrono::seconds(5));
+  ASSERT_TRUE(w.ended);
+  EXPECT_FALSE(w.ec) << w.ec.message();
+  EXPECT_EQ(w.bytes, 1u);
+  EXPECT_GE(w.took, milliseconds(380));
+  EXPECT_FALSE(deadline.expired());
+}
+
+// Ensures a shorter limit after a longer one holds (the timer, armed for the longer one, is re-armed), and that a
+// deadline that fired while paused is armed again by the next restart().
+TEST_F(IdleDeadlineTest, AShorterLimitHoldsAndARestartAfterAPauseArmsAgain) {
+  IdleDeadline deadline(gateway_);
+  deadline.restart(std::chrono::seconds(30));  // the timer is armed for 30 s
+  deadline.restart(milliseconds(150));
+  Wait w;
+  startRead(w);
+  io_.run_for(std::chrono::seconds(5));
+  ASSERT_TRUE(w.ended);
+  EXPECT_EQ(w.ec, asio::error::operation_aborted) << w.ec.message();
+  EXPECT_TRUE(deadline.expired());
+  EXPECT_GE(w.took, milliseconds(140));
+  EXPECT_LT(w.took, milliseconds(2000));
+
+  // Paused past the limit (the timer fires, sees the pause and stops), then a new wait: it times out again, after
+  // its own full limit.
+  io_.restart();
+  deadline.restart(milliseconds(100));
+  deadline.pause();
+  asio::steady_timer idle(io_, milliseconds(300));
+  Wait second;
+  idle.async_wait([&](error_code) {
+    deadline.restart(milliseconds(200));
+    startRead(second);
+  });
+  io_.run_for(std::chrono::seconds(5));
+  ASSERT_TRUE(second.ended);
+  EXPECT_EQ(second.ec, asio::error::operation_aborted) << second.ec.message();
+  EXPECT_TRUE(deadline.expired());
+  EXPECT_GE(second.took, milliseconds(190));
+  EXPECT_LT(second.took, milliseconds(2000));
+}
+
+// Ensures waits under a kept deadline cost no timer work each: 50 restart / read / pause rounds run the same number
+// of handlers, within 2, as 50 reads with no deadline at all (tcp_stream's timeout: one more, the cancelled timer
+// wait, per read).
+TEST_F(IdleDeadlineTest, WaitsCostNoTimerWorkEach) {
+  constexpr int kRounds = 50;
+  auto rounds = [&](IdleDeadline* deadline) {
+    io_.restart();
+    int done = 0;
+    std::function<void()> next = [&] {
+      if (done == kRounds) return io_.stop();  // the kept deadline's timer is still armed: no wait for it
+      if (deadline) deadline->restart(std::chrono::seconds(30));
+      gateway_.async_read_some(asio::buffer(buf_), [&](error_code ec, size_t) {
+        if (deadline) deadline->pause();
+        EXPECT_FALSE(ec) << ec.message();
+        ++done;
+        next();
+      });
+      asio::write(engine_, asio::buffer("x", 1));
+    };
+    next();
+    const size_t handlers = io_.run_for(std::chrono::seconds(10));
+    EXPECT_EQ(done, kRounds);
+    return handlers;
+  };
+  const size_t bare = rounds(nullptr);
+  IdleDeadline deadline(gateway_);
+  const size_t kept = rounds(&deadline);
+  EXPECT_LE(kept, bare + 2) << "bare " << bare << ", with the deadline " << kept;
+  EXPECT_FALSE(deadline.expired());
 }
 
 }  // namespace
