@@ -36,7 +36,7 @@ bool isJsonMediaType(std::string_view content_type) {
   constexpr std::string_view kJson = "application/json";
   return content_type.size() == kJson.size() &&
          std::equal(kJson.begin(), kJson.end(), content_type.begin(), [](char a, char b) {
-           return a == std::tolower(static_cast<unsigned char>(b));
+           return a == (b >= 'A' && b <= 'Z' ? static_cast<char>(b - 'A' + 'a') : b);  // ASCII, no locale call
          });
 }
 

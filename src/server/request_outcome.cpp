@@ -45,6 +45,12 @@ namespace {
 constexpr size_t kMaxLoggedMessageBytes = 512;  // the request line's bound (request_log.cpp)
 
 // A client-given id is kept only when it is short and printable, so it is safe in logs and headers.
+template <class Field>
+std::string_view fieldValue(const Field& field) {
+  const auto value = field.value();
+  return {value.data(), value.size()};
+}
+
 bool usableId(std::string_view id) {
   if (id.empty() || id.size() > kMaxRequestIdBytes) return false;
   for (char c : id)
@@ -56,7 +62,21 @@ bool usableId(std::string_view id) {
 void RequestOutcome::begin(const proxy::ClientHead& head) {
   begun_ = true;
   start_ = std::chrono::steady_clock::now();
-  std::string_view given = head["x-request-id"];
+  // The three fields read here, found in one pass over the head (each lookup by name was a walk of the fields'
+  // ordered tree with case-insensitive comparisons): the first x-request-id, and how many traceparent and
+  // tracestate fields there are, with the first of each.
+  std::string_view given, traceparent, tracestate;
+  int traceparents = 0, tracestates = 0;
+  for (const auto& field : head) {
+    const std::string_view name = field.name_string();
+    if (name.size() == 12 && boost::beast::iequals(name, "x-request-id")) {
+      if (given.data() == nullptr) given = fieldValue(field);
+    } else if (name.size() == 11 && boost::beast::iequals(name, "traceparent")) {
+      if (traceparents++ == 0) traceparent = fieldValue(field);
+    } else if (name.size() == 10 && boost::beast::iequals(name, "tracestate")) {
+      if (tracestates++ == 0) tracestate = fieldValue(field);
+    }
+  }
   if (usableId(given)) {
     given.copy(request_id_.data(), given.size());
     request_id_size_ = given.size();
@@ -69,17 +89,15 @@ void RequestOutcome::begin(const proxy::ClientHead& head) {
   path_.assign(target.substr(0, target.find('?')));
   // W3C Trace Context: a request with more than one traceparent has none that can be trusted (a new trace starts);
   // several tracestate headers are one list, joined in their order.
-  const std::string_view traceparent =
-      head.count("traceparent") == 1 ? std::string_view(head["traceparent"]) : std::string_view();
+  if (traceparents != 1) traceparent = {};
   if (sinks_.tracer) {
     // The log line names the request's trace, the client's or the one started here.
     std::string joined;
-    if (head.count("tracestate") > 1) {
+    if (tracestates > 1) {
       for (auto [it, end] = head.equal_range("tracestate"); it != end; ++it)
         joined.append(joined.empty() ? "" : ",").append(it->value());
     }
-    trace_.emplace(*sinks_.tracer, traceparent,
-                   joined.empty() ? std::string_view(head["tracestate"]) : std::string_view(joined));
+    trace_.emplace(*sinks_.tracer, traceparent, joined.empty() ? tracestate : std::string_view(joined));
     trace_id_ = std::string(trace_->traceId());
   } else {
     trace_id_ = std::string(util::traceIdFromTraceparent(traceparent));
