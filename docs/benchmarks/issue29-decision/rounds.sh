@@ -4,7 +4,7 @@
 # relay (--stream) once per build and nginx's per event and per request once; writes <build>-<case>-r<round>.txt
 # here and prints a progress line per run (the 2026-12-07 run's: rounds.log).
 set -u
-out=docs/benchmarks/issue29-decision
+out=${OUT:-docs/benchmarks/issue29-decision}  # OUT: another folder (issue29-deadline/rounds.sh)
 for round in 1 2 3; do
   for case in "pc-fixed:--strategy prefix-cache" "random-fixed:--strategy random"; do
     name=${case%%:*}; args=${case#*:}
