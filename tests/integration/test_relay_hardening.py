@@ -230,6 +230,70 @@ def test_204_is_relayed_without_a_body_and_the_connection_stays_usable(tmp_path,
         engine.stop()
 
 
+def closed_within(sock, low_s, high_s):
+    """The peer closes `sock` (recv gives b"") no sooner than low_s and no later than high_s from now."""
+    sock.settimeout(high_s + 1)
+    start = time.monotonic()
+    assert sock.recv(1) == b""
+    waited = time.monotonic() - start
+    assert low_s <= waited < high_s, waited
+
+
+def test_client_idle_limit_closes_only_idle_connections(tmp_path, gateway_factory):
+    """limits.client_idle_timeout_ms closes a connection that sends nothing for that long (one that never sent a
+    byte, and a keep-alive one after its answers), counts only the time waited for a request (pauses under the limit
+    between requests add up to more than it and the connection stays), and never fires while a request is served (an
+    answer slower than the limit arrives whole). Fails if the idle deadline never fires, if it fires during a request
+    (it cancels the client socket's reads, the hang-up watcher's too), or if it is not restarted per wait."""
+    idle_s = 0.6
+    engine = FakeEngine(lambda body: [1.5, answer("HTTP/1.1 200 OK", NORMAL)] if b"slow" in body
+                        else answer("HTTP/1.1 200 OK", NORMAL))
+    try:
+        gw = gateway_factory([engine.entry()], config={"limits": {"client_idle_timeout_ms": int(idle_s * 1000)}})
+        silent = socket.create_connection(("127.0.0.1", gw.port), timeout=IO_TIMEOUT_S)
+        closed_within(silent, idle_s - 0.1, idle_s + 3)
+        silent.close()
+        conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=IO_TIMEOUT_S)
+        for _ in range(4):
+            conn.request("POST", "/v1/chat/completions", body=chat_body("normal"))
+            res = conn.getresponse()
+            assert res.status == 200 and res.read() == NORMAL
+            time.sleep(idle_s / 2)  # the client's own pacing, the thing under test: 4 x 0.3 s idle, each under 0.6
+        conn.request("POST", "/v1/chat/completions", body=chat_body("slow"))
+        res = conn.getresponse()
+        assert res.status == 200 and res.read() == NORMAL  # 1.5 s of the engine's: the client was not idle
+        closed_within(conn.sock, idle_s - 0.1, idle_s + 3)
+        conn.close()
+        assert len(engine.requests) == 5
+    finally:
+        engine.stop()
+
+
+def test_a_client_gone_after_the_idle_limit_mid_request_is_still_seen(tmp_path, gateway_factory):
+    """The client idle limit is paused while a request is served: a client that hangs up after longer than the
+    limit, while the engine still computes, ends the request at once (499, the engine's connection closed), as the
+    hang-up watcher sees it. Fails if the idle deadline fires during the request: its cancel of the client socket's
+    reads also stops the watcher, and the hang-up is then seen only when the engine answers, seconds later."""
+    idle_s, engine_s = 0.5, 8.0
+    engine = FakeEngine(lambda body: [engine_s, answer("HTTP/1.1 200 OK", NORMAL)])
+    try:
+        gw = gateway_factory([engine.entry()], config={"limits": {"client_idle_timeout_ms": int(idle_s * 1000)}})
+        client = socket.create_connection(("127.0.0.1", gw.port), timeout=IO_TIMEOUT_S)
+        body = chat_body("slow")
+        client.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        wait_until(lambda: len(engine.requests) == 1, timeout=IO_TIMEOUT_S, what="the engine has the request")
+        time.sleep(3 * idle_s)  # the client's own pacing, the thing under test: past the idle limit, mid-request
+        client.close()
+        closed_at = time.monotonic()
+        wait_until(lambda: gw.metric("prefixgate_requests_total", status="499") == 1, timeout=engine_s / 2,
+                   what="the hang-up seen while the engine still computes")
+        assert time.monotonic() - closed_at < engine_s - 3 * idle_s - 1  # long before the engine's answer
+        assert gw.metric("prefixgate_requests_total", status="200") == 0
+    finally:
+        engine.stop()
+
+
 def test_response_larger_than_8_mib_is_relayed_whole(tmp_path, gateway_factory):
     """A 9 MiB answer (large embeddings) passes whole, with no retry and no ejection (Beast's default 8 MiB limit
     once failed it, re-ran it on a fresh connection and ejected the pod)."""
