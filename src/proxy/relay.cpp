@@ -1,7 +1,6 @@
 #include "proxy/relay.h"
 
 #include <array>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -33,7 +32,6 @@ namespace {
 constexpr size_t kRelayBufferBytes = 16 * 1024;
 // Relay buffers a thread keeps for its next responses (4 MiB at most); a burst beyond it allocates and frees.
 constexpr size_t kKeptRelayBuffersPerThread = 256;
-constexpr auto kAwait = asio::use_awaitable;
 
 // The buffer one response's body passes through, taken from the thread's kept ones and given back when the response
 // ends: in a coroutine's frame it made the frame a 17 KB allocation per request (asio recycles frames of up to about
@@ -429,13 +427,13 @@ asio::awaitable<FailureKind> readWholeBody(RelayRequest& rq, const discovery::Po
                                            ClientWatch& watch, size_t max_bytes, std::string& out) {
   auto& head = ex.parser->get();
   RelayBuffer buffer;
+  // Read as relayResponse reads: each wait under the idle timeout, on the connection's own deadline.
+  net::ReadyReader reader(ex.stream->socket(), ex.stream->reads(), std::chrono::milliseconds(rq.config.idle_timeout_ms));
   while (!ex.parser->is_done()) {
     head.body().data = buffer.data();
     head.body().size = buffer.size();
-    ex.stream->expires_after(std::chrono::milliseconds(rq.config.idle_timeout_ms));
     error_code ec;
-    if (!net::parseBuffered(*ex.parser, ex.buffer, ec))
-      co_await http::async_read_some(*ex.stream, ex.buffer, *ex.parser, asio::redirect_error(kAwait, ec));
+    if (!net::parseBuffered(*ex.parser, ex.buffer, ec)) co_await reader.read(*ex.parser, ex.buffer, ec);
     if (ec == http::error::need_buffer) ec = {};
     if (ec)
       co_return watch.gone ? FailureKind::kClientGone

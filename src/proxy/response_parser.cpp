@@ -1,16 +1,139 @@
 #include "proxy/response_parser.h"
 
+#include <algorithm>
+#include <array>
+#include <boost/assert.hpp>
 #include <boost/beast/http/error.hpp>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace prefixgate::proxy {
 namespace http = boost::beast::http;
+using boost::beast::error_code;
 
 namespace {
+
 // Room for a typical engine head (a handful of fields of a few dozen bytes) before any growth.
 constexpr size_t kTextReserve = 512;
 constexpr size_t kEntriesReserve = 16;
+
+// RFC 9110's tchar: the bytes of a field name (Beast's parse_field accepts the same).
+constexpr std::array<bool, 256> kTokenChar = [] {
+  std::array<bool, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[c] = true;
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = t[c - 'a' + 'A'] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+
+char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c; }
+
+// ASCII case-insensitive equality with a lowercase literal.
+bool equalsLower(std::string_view text, std::string_view lowercase) {
+  if (text.size() != lowercase.size()) return false;
+  for (size_t i = 0; i < text.size(); ++i)
+    if (lower(text[i]) != lowercase[i]) return false;
+  return true;
+}
+
+uint64_t load8(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// equalsLower for a field name (token characters only) of 8 to 16 bytes against a literal of lowercase letters and
+// '-' of the same size: two overlapping 8-byte words, each with 0x20 set in every byte. Among token characters only
+// 'A'-'Z' become another token character that way (their lowercase), and '-' and digits stay as they are, so the
+// words are equal exactly when the name equals the literal ignoring ASCII case.
+bool nameEqualsLower(std::string_view name, std::string_view lowercase) {
+  constexpr uint64_t kCaseBits = 0x2020202020202020ULL;
+  const size_t tail = name.size() - 8;
+  return ((load8(name.data()) | kCaseBits) == load8(lowercase.data())) &&
+         ((load8(name.data() + tail) | kCaseBits) == load8(lowercase.data() + tail));
+}
+
+// The first byte in [p, end) that a field value or reason phrase may not hold as it is: a control character (HTAB
+// included: the caller allows it) or DEL; `end` when there is none. Sixteen bytes at a time where SSE2 is there.
+const char* firstControl(const char* p, const char* end) {
+#if defined(__SSE2__)
+  const __m128i control_max = _mm_set1_epi8(0x1F);
+  const __m128i del = _mm_set1_epi8(0x7F);
+  while (end - p >= 16) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    // x <= 0x1F (unsigned) exactly when min(x, 0x1F) == x.
+    const __m128i bad = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(x, control_max), x), _mm_cmpeq_epi8(x, del));
+    if (const int mask = _mm_movemask_epi8(bad)) return p + __builtin_ctz(static_cast<unsigned>(mask));
+    p += 16;
+  }
+#endif
+  for (; p < end; ++p) {
+    const auto c = static_cast<unsigned char>(*p);
+    if (c < 0x20 || c == 0x7F) return p;
+  }
+  return end;
+}
+
+// The CR that ends a line of value bytes (HTAB, SP, visible ASCII, obs-text) starting at `p`, when it is followed by
+// LF and one more byte before `end` (Beast looks one byte past a line for a folded continuation); nullptr otherwise.
+const char* valueLineEnd(const char* p, const char* end) {
+  for (;;) {
+    p = firstControl(p, end);
+    if (p == end) return nullptr;
+    if (*p != '\t') break;
+    ++p;
+  }
+  return *p == '\r' && end - p >= 3 && p[1] == '\n' ? p : nullptr;
+}
+
+bool isTokenList1(std::string_view value) {
+  return !value.empty() && std::all_of(value.begin(), value.end(),
+                                       [](char c) { return kTokenChar[static_cast<unsigned char>(c)]; });
+}
+
 }  // namespace
+
+http::field relayFieldCode(http::field code) {
+  switch (code) {
+    case http::field::connection:
+    case http::field::keep_alive:
+    case http::field::proxy_connection:
+    case http::field::te:
+    case http::field::trailer:
+    case http::field::transfer_encoding:
+    case http::field::upgrade:
+    case http::field::expect:
+    case http::field::proxy_authorization:
+    case http::field::content_length:
+    case http::field::content_type: return code;
+    default: return http::field::unknown;
+  }
+}
+
+http::field relayFieldCode(std::string_view name) {
+  // Names of 10 to 16 bytes (every engine head has several: content-type, content-length, connection) by words.
+  switch (name.size()) {
+    case 2: return equalsLower(name, "te") ? http::field::te : http::field::unknown;
+    case 6: return equalsLower(name, "expect") ? http::field::expect : http::field::unknown;
+    case 7:
+      if (equalsLower(name, "trailer")) return http::field::trailer;
+      return equalsLower(name, "upgrade") ? http::field::upgrade : http::field::unknown;
+    case 10:
+      if (nameEqualsLower(name, "connection")) return http::field::connection;
+      return nameEqualsLower(name, "keep-alive") ? http::field::keep_alive : http::field::unknown;
+    case 12: return nameEqualsLower(name, "content-type") ? http::field::content_type : http::field::unknown;
+    case 14: return nameEqualsLower(name, "content-length") ? http::field::content_length : http::field::unknown;
+    case 16: return nameEqualsLower(name, "proxy-connection") ? http::field::proxy_connection : http::field::unknown;
+    case 17: return equalsLower(name, "transfer-encoding") ? http::field::transfer_encoding : http::field::unknown;
+    case 19:
+      return equalsLower(name, "proxy-authorization") ? http::field::proxy_authorization : http::field::unknown;
+    default: return http::field::unknown;
+  }
+}
 
 std::string_view ResponseHead::operator[](http::field code) const {
   for (const Entry& e : entries_)
@@ -23,33 +146,15 @@ ResponseHead::Field ResponseHead::at(size_t i) const {
   return {e.code, {text_.data() + e.name_at, e.name_size}, {text_.data() + e.value_at, e.value_size}};
 }
 
-ResponseParser::ResponseParser() {
-  head_.text_.reserve(kTextReserve);
-  head_.entries_.reserve(kEntriesReserve);
-}
-
-void ResponseParser::on_request_impl(http::verb, string_view, string_view, int, error_code&) {}  // never: a response
-
-void ResponseParser::on_response_impl(int code, string_view, int version, error_code&) {
-  head_.status_ = static_cast<unsigned>(code);  // three digits: the parser checked them
-  head_.version_ = static_cast<unsigned>(version);
-}
-
-void ResponseParser::on_field_impl(http::field name, string_view name_string, string_view value, error_code&) {
+void ResponseHead::add(http::field code, std::string_view name, std::string_view value) {
   // The head's size is bounded by header_limit (at most 4 GiB here, far above any limit set), so the offsets fit.
-  ResponseHead::Entry e{name, static_cast<uint32_t>(head_.text_.size()), static_cast<uint32_t>(name_string.size()),
-                        static_cast<uint32_t>(head_.text_.size() + name_string.size()),
-                        static_cast<uint32_t>(value.size())};
-  head_.text_.append(name_string.data(), name_string.size()).append(value.data(), value.size());
-  head_.entries_.push_back(e);
+  entries_.push_back({code, static_cast<uint32_t>(text_.size()), static_cast<uint32_t>(name.size()),
+                      static_cast<uint32_t>(text_.size() + name.size()), static_cast<uint32_t>(value.size())});
+  text_.append(name.data(), name.size()).append(value.data(), value.size());
 }
 
-void ResponseParser::on_header_impl(error_code&) {}
-
-void ResponseParser::on_body_init_impl(const boost::optional<std::uint64_t>&, error_code&) {}
-
-std::size_t ResponseParser::copyBody(string_view body, error_code& ec) {
-  http::buffer_body::value_type& to = head_.body_;
+size_t copyBody(ResponseHead& head, std::string_view body, error_code& ec) {
+  http::buffer_body::value_type& to = head.body();
   if (to.data == nullptr) {
     ec = http::error::need_buffer;
     return 0;
@@ -62,14 +167,228 @@ std::size_t ResponseParser::copyBody(string_view body, error_code& ec) {
   return n;
 }
 
-std::size_t ResponseParser::on_body_impl(string_view body, error_code& ec) { return copyBody(body, ec); }
+// --- Beast's parser ---------------------------------------------------------------------------------------------
 
-void ResponseParser::on_chunk_header_impl(std::uint64_t, string_view, error_code&) {}
-
-std::size_t ResponseParser::on_chunk_body_impl(std::uint64_t, string_view body, error_code& ec) {
-  return copyBody(body, ec);
+void BeastResponseParser::startChunkedBody() {
+  static constexpr std::string_view kHead = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  starting_ = true;
+  error_code ec;
+  [[maybe_unused]] const size_t used = put(boost::asio::buffer(kHead.data(), kHead.size()), ec);
+  starting_ = false;
+  BOOST_ASSERT(!ec && used == kHead.size() && is_header_done() && chunked());
 }
 
-void ResponseParser::on_finish_impl(error_code&) {}
+void BeastResponseParser::on_request_impl(http::verb, string_view, string_view, int, error_code&) {}  // a response
+
+void BeastResponseParser::on_response_impl(int code, string_view, int version, error_code&) {
+  if (starting_) return;
+  head_.status_ = static_cast<unsigned>(code);  // three digits: the parser checked them
+  head_.version_ = static_cast<unsigned>(version);
+}
+
+void BeastResponseParser::on_field_impl(http::field name, string_view name_string, string_view value, error_code&) {
+  if (starting_) return;
+  head_.add(relayFieldCode(name), {name_string.data(), name_string.size()}, {value.data(), value.size()});
+}
+
+void BeastResponseParser::on_header_impl(error_code&) {}
+
+void BeastResponseParser::on_body_init_impl(const boost::optional<std::uint64_t>&, error_code&) {}
+
+std::size_t BeastResponseParser::on_body_impl(string_view body, error_code& ec) {
+  return copyBody(head_, {body.data(), body.size()}, ec);
+}
+
+void BeastResponseParser::on_chunk_header_impl(std::uint64_t, string_view, error_code&) {}
+
+std::size_t BeastResponseParser::on_chunk_body_impl(std::uint64_t, string_view body, error_code& ec) {
+  return copyBody(head_, {body.data(), body.size()}, ec);
+}
+
+void BeastResponseParser::on_finish_impl(error_code&) {}
+
+// --- The relay's parser -----------------------------------------------------------------------------------------
+
+ResponseParser::ResponseParser() : beast_(head_) {
+  head_.text_.reserve(kTextReserve);
+  head_.entries_.reserve(kEntriesReserve);
+}
+
+size_t ResponseParser::readHead(const char* const p, size_t n) {
+  // Beast reads a head within the first header_limit bytes; one that does not end there is its error to give.
+  const char* const end = p + std::min<size_t>(n, header_limit_);
+  // status-line = "HTTP/1." ("0" / "1") SP 3DIGIT SP reason-phrase CRLF
+  if (end - p < 13 || std::memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ' ||
+      !isDigit(p[9]) || !isDigit(p[10]) || !isDigit(p[11]) || p[12] != ' ')
+    return 0;
+  const char* q = valueLineEnd(p + 13, end);
+  if (q == nullptr) return 0;
+  q += 2;
+  const char* const fields = q;
+  for (;;) {
+    if (end - q < 2) return 0;
+    if (q[0] == '\r') {
+      if (q[1] != '\n') return 0;
+      break;
+    }
+    // field-name ":" OWS field-value OWS CRLF, the next line not a folded continuation.
+    const char* const name = q;
+    while (q < end && kTokenChar[static_cast<unsigned char>(*q)]) ++q;
+    if (q == name || q == end || *q != ':') return 0;
+    const std::string_view name_text(name, q - name);
+    ++q;
+    while (q < end && (*q == ' ' || *q == '\t')) ++q;
+    const char* const value = q;
+    q = valueLineEnd(q, end);
+    if (q == nullptr || q[2] == ' ' || q[2] == '\t') return 0;
+    const char* value_end = q;
+    while (value_end != value && (value_end[-1] == ' ' || value_end[-1] == '\t')) --value_end;
+    q += 2;
+    const std::string_view value_text(value, value_end - value);
+    const http::field code = relayFieldCode(name_text);
+    // The fields that frame the body, as Beast's parser reads them; any form but the plainest is left to it.
+    switch (code) {
+      case http::field::content_length: {
+        if (has_length_ || chunked_ || value_text.empty() || value_text.size() > 19 ||
+            !std::all_of(value_text.begin(), value_text.end(), isDigit))
+          return 0;
+        uint64_t length = 0;
+        for (char c : value_text) length = length * 10 + static_cast<uint64_t>(c - '0');
+        has_length_ = true;
+        length_ = length;
+        break;
+      }
+      case http::field::transfer_encoding:
+        if (has_length_ || chunked_ || !equalsLower(value_text, "chunked")) return 0;
+        chunked_ = true;
+        break;
+      case http::field::connection:
+      case http::field::proxy_connection:
+        if (!isTokenList1(value_text)) return 0;
+        if (equalsLower(value_text, "close")) connection_close_ = true;
+        else if (equalsLower(value_text, "keep-alive")) connection_keep_alive_ = true;
+        break;
+      default: break;
+    }
+    head_.entries_.push_back({code, static_cast<uint32_t>(name - fields), static_cast<uint32_t>(name_text.size()),
+                              static_cast<uint32_t>(value - fields), static_cast<uint32_t>(value_text.size())});
+  }
+  head_.text_.assign(fields, q - fields);
+  head_.status_ = static_cast<unsigned>((p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0'));
+  head_.version_ = p[7] == '1' ? 11 : 10;
+  http11_ = p[7] == '1';
+  return static_cast<size_t>(q + 2 - p);
+}
+
+void ResponseParser::frameBody(error_code& ec) {
+  // RFC 9112 6.3, as Beast's finish_header: no body for 1xx, 204 and 304 whatever the head says.
+  ec = {};
+  const unsigned status = head_.status_;
+  if (status / 100 == 1 || status == 204 || status == 304) {
+    mode_ = Mode::kDone;
+  } else if (has_length_) {
+    mode_ = length_ > 0 ? Mode::kLength : Mode::kDone;
+    remaining_ = length_;
+    if (length_ > 0 && body_limit_ && length_ > *body_limit_) ec = http::error::body_limit;
+  } else if (chunked_) {
+    beast_.body_limit(body_limit_);
+    beast_.startChunkedBody();
+    mode_ = Mode::kChunked;
+  } else {
+    need_eof_ = true;
+    mode_ = Mode::kToEof;
+  }
+}
+
+bool ResponseParser::got_some() const {
+  return mode_ == Mode::kBeast ? beast_.got_some() : mode_ != Mode::kStart;
+}
+
+bool ResponseParser::is_header_done() const {
+  return mode_ == Mode::kBeast ? beast_.is_header_done() : mode_ != Mode::kStart;
+}
+
+bool ResponseParser::is_done() const {
+  switch (mode_) {
+    case Mode::kBeast:
+    case Mode::kChunked: return beast_.is_done();
+    case Mode::kDone: return true;
+    default: return false;
+  }
+}
+
+bool ResponseParser::keep_alive() const {
+  if (mode_ == Mode::kBeast) return beast_.keep_alive();
+  // Beast's rule: HTTP/1.1 unless "close", HTTP/1.0 only with "keep-alive"; never a body ended by the close.
+  return (http11_ ? !connection_close_ : connection_keep_alive_) && !need_eof_;
+}
+
+bool ResponseParser::chunked() const { return mode_ == Mode::kBeast ? beast_.chunked() : chunked_; }
+
+bool ResponseParser::need_eof() const { return mode_ == Mode::kBeast ? beast_.need_eof() : need_eof_; }
+
+boost::optional<uint64_t> ResponseParser::content_length() const {
+  if (mode_ == Mode::kBeast) return beast_.content_length();
+  return has_length_ ? boost::optional<uint64_t>(length_) : boost::none;
+}
+
+size_t ResponseParser::put(boost::asio::const_buffer buffer, error_code& ec) {
+  const char* const p = static_cast<const char*>(buffer.data());
+  const size_t n = buffer.size();
+  switch (mode_) {
+    case Mode::kStart: {
+      if (n == 0) {
+        ec = http::error::need_more;
+        return 0;
+      }
+      if (const size_t used = readHead(p, n)) {
+        frameBody(ec);
+        return used;
+      }
+      // Not a head to read directly: Beast's parser reads the whole response, from this first byte on.
+      head_.clear();
+      has_length_ = chunked_ = connection_close_ = connection_keep_alive_ = false;
+      mode_ = Mode::kBeast;
+      beast_.header_limit(header_limit_);
+      beast_.body_limit(body_limit_);
+      return beast_.put(buffer, ec);
+    }
+    case Mode::kBeast:
+    case Mode::kChunked: return beast_.put(buffer, ec);
+    case Mode::kLength: {
+      ec = {};
+      const size_t used = copyBody(head_, {p, static_cast<size_t>(std::min<uint64_t>(remaining_, n))}, ec);
+      remaining_ -= used;
+      if (!ec && remaining_ == 0) mode_ = Mode::kDone;
+      return used;
+    }
+    case Mode::kToEof:
+      // As Beast: the limit counts every byte offered, taken or not.
+      if (body_limit_) {
+        if (n > *body_limit_) {
+          ec = http::error::body_limit;
+          return 0;
+        }
+        *body_limit_ -= n;
+      }
+      ec = {};
+      return copyBody(head_, {p, n}, ec);
+    case Mode::kDone: break;
+  }
+  ec = http::error::stale_parser;
+  return 0;
+}
+
+void ResponseParser::put_eof(error_code& ec) {
+  ec = {};
+  switch (mode_) {
+    case Mode::kBeast:
+    case Mode::kChunked: beast_.put_eof(ec); return;
+    case Mode::kLength: ec = http::error::partial_message; return;
+    case Mode::kStart:
+    case Mode::kToEof: mode_ = Mode::kDone; return;
+    case Mode::kDone: return;
+  }
+}
 
 }  // namespace prefixgate::proxy

@@ -3,7 +3,9 @@
 // with read_some semantics through a small caller's buffer), the body bytes fed to proxy::UsageScanner in the pieces
 // the reads give. Nothing may crash, leak, hang or trip a sanitizer; the scanner finds the same usage whatever the
 // split (its contract), no more body bytes come out than the head announced, and Beast's response_parser with
-// buffer_body (which the relay's parser replaced) reads the same head, body and ending from the same pieces.
+// buffer_body (which the relay's parser replaced) reads the same head, body and ending from the same pieces. A head
+// that comes whole in the first piece (control mode 0, and random cuts that happen to hold it) takes the relay
+// parser's direct reader, any other Beast's parser inside it: both are compared.
 // Build and run: scripts/fuzz.sh.
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
