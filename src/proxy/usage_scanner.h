@@ -12,7 +12,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -22,8 +21,15 @@ namespace prefixgate::proxy {
 // that is one JSON document, not an event stream.
 bool isJsonMediaType(std::string_view content_type);
 
+// A key found in a response body: which of the scanner's fields, and its number.
+struct KeyValue {
+  size_t field;
+  uint64_t value;
+};
+
 class UsageScanner {
  public:
+  static constexpr size_t kCarryBytes = 48;  // holds a key, its colon and a 20-digit number
   // `responses`: the body is a Responses API answer, whose sequence_number is read too (other bodies never pay for
   // that search). `events`: the body may be an SSE stream, whose `data: {` events are counted; false for a body
   // known to be one JSON document (Content-Type application/json), where that text could only sit inside a string
@@ -47,11 +53,9 @@ class UsageScanner {
 
  private:
   enum Field { kCompletion, kPrompt, kCached, kCacheN, kPromptN, kSequence, kFields };
-  static constexpr size_t kCarryBytes = 48;  // holds a key, its colon and a 20-digit number
   std::optional<uint64_t> value(Field f) const { return has_[f] ? std::optional<uint64_t>(values_[f]) : std::nullopt; }
   void scan(std::string_view text, size_t boundary, bool straddling_only);
-  void scanKeys(std::string_view text, size_t boundary, bool straddling_only, std::string_view key_tail,
-                std::span<const std::string_view> key_heads, std::span<const size_t> key_fields);
+  void take(std::optional<KeyValue> key);
   // The last bytes of the previous feed (at most kCarryBytes), so a pattern split across feeds is still found; in
   // place, so a scanner costs no allocation.
   std::array<char, kCarryBytes> carry_;
