@@ -179,7 +179,9 @@ const std::string_view kReadByBeast[] = {
     "HTTP/1.1 200 OK\r\nContent-Length: 1,1\r\n\r\na",
     // Lists: a Connection with two tokens, a Transfer-Encoding other than chunked alone.
     "HTTP/1.1 200 OK\r\nConnection: keep-alive, close\r\nContent-Length: 0\r\n\r\n",
-    "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+    // (its body a bad chunk size: with a last chunk here, Beast 1.81's own parser trips one of its debug assertions,
+    // parse_chunk_header's n >= 5, in some splits: the comparison parser, in the ASan build's Debug mode)
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\nzz\r\n",
     "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nabc",
     // A bad status line, a field without a colon, a head cut off, obs-fold, a bare LF, DEL, an unknown version.
     "HTTP/1.1 2000 OK\r\n\r\n",
