@@ -1,8 +1,11 @@
 #include "proxy/response_parser.h"
 
+#include "proxy/head_text.h"
+
 #include <algorithm>
 #include <array>
 #include <boost/assert.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <cstring>
 #if defined(__SSE2__)
@@ -30,15 +33,8 @@ constexpr std::array<bool, 256> kTokenChar = [] {
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
 
-char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c; }
-
-// ASCII case-insensitive equality with a lowercase literal.
-bool equalsLower(std::string_view text, std::string_view lowercase) {
-  if (text.size() != lowercase.size()) return false;
-  for (size_t i = 0; i < text.size(); ++i)
-    if (lower(text[i]) != lowercase[i]) return false;
-  return true;
-}
+// ASCII case-insensitive equality (Beast's).
+bool equalsLower(std::string_view text, std::string_view lowercase) { return boost::beast::iequals(text, lowercase); }
 
 uint64_t load8(const char* p) {
   uint64_t v;
@@ -90,7 +86,8 @@ const char* valueLineEnd(const char* p, const char* end) {
   return *p == '\r' && end - p >= 3 && p[1] == '\n' ? p : nullptr;
 }
 
-bool isTokenList1(std::string_view value) {
+// True when `value` is a single token (no list, no spaces): the only Connection value the direct reader takes.
+bool isOneToken(std::string_view value) {
   return !value.empty() && std::all_of(value.begin(), value.end(),
                                        [](char c) { return kTokenChar[static_cast<unsigned char>(c)]; });
 }
@@ -98,24 +95,14 @@ bool isTokenList1(std::string_view value) {
 }  // namespace
 
 http::field relayFieldCode(http::field code) {
-  switch (code) {
-    case http::field::connection:
-    case http::field::keep_alive:
-    case http::field::proxy_connection:
-    case http::field::te:
-    case http::field::trailer:
-    case http::field::transfer_encoding:
-    case http::field::upgrade:
-    case http::field::expect:
-    case http::field::proxy_authorization:
-    case http::field::content_length:
-    case http::field::content_type: return code;
-    default: return http::field::unknown;
-  }
+  return isHopByHop(code) || code == http::field::content_length || code == http::field::content_type
+             ? code
+             : http::field::unknown;
 }
 
 http::field relayFieldCode(std::string_view name) {
-  // Names of 10 to 16 bytes (every engine head has several: content-type, content-length, connection) by words.
+  // The names of the codes kept above (NamesTheRelaysFieldsAsBeastDoes checks the two agree on every name Beast
+  // knows). Names of 10 to 16 bytes (every engine head has several: content-type, content-length, connection) by words.
   switch (name.size()) {
     case 2: return equalsLower(name, "te") ? http::field::te : http::field::unknown;
     case 6: return equalsLower(name, "expect") ? http::field::expect : http::field::unknown;
@@ -264,7 +251,7 @@ size_t ResponseParser::readHead(const char* const p, size_t n) {
         break;
       case http::field::connection:
       case http::field::proxy_connection:
-        if (!isTokenList1(value_text)) return 0;
+        if (!isOneToken(value_text)) return 0;
         if (equalsLower(value_text, "close")) connection_close_ = true;
         else if (equalsLower(value_text, "keep-alive")) connection_keep_alive_ = true;
         break;

@@ -44,13 +44,14 @@ std::string newRequestId() {
 namespace {
 constexpr size_t kMaxLoggedMessageBytes = 512;  // the request line's bound (request_log.cpp)
 
-// A client-given id is kept only when it is short and printable, so it is safe in logs and headers.
+// A field's value as a std::string_view (Beast gives its own string_view type).
 template <class Field>
 std::string_view fieldValue(const Field& field) {
   const auto value = field.value();
   return {value.data(), value.size()};
 }
 
+// A client-given id is kept only when it is short and printable, so it is safe in logs and headers.
 bool usableId(std::string_view id) {
   if (id.empty() || id.size() > kMaxRequestIdBytes) return false;
   for (char c : id)
