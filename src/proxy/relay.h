@@ -15,6 +15,7 @@
 
 #include "config/config.h"
 #include "openai/errors.h"
+#include "proxy/client_head.h"
 #include "proxy/failover.h"
 #include "proxy/head_text.h"
 #include "proxy/upstream_pool.h"
@@ -26,11 +27,6 @@ class RequestTrace;
 }
 
 namespace prefixgate::proxy {
-
-// Header fields whose blocks come from the thread's recycled ones: the request path's heads allocate nothing in the
-// steady state.
-using Fields = boost::beast::http::basic_fields<util::RecyclingAllocator<char>>;
-using ClientHead = boost::beast::http::request_header<Fields>;
 
 struct RelayRequest {
   boost::beast::tcp_stream& client;

@@ -1,16 +1,13 @@
 #include "proxy/response_parser.h"
 
+#include "proxy/head_scan.h"
 #include "proxy/head_text.h"
 
 #include <algorithm>
-#include <array>
 #include <boost/assert.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <cstring>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 namespace prefixgate::proxy {
 namespace http = boost::beast::http;
@@ -22,75 +19,8 @@ namespace {
 constexpr size_t kTextReserve = 512;
 constexpr size_t kEntriesReserve = 16;
 
-// RFC 9110's tchar: the bytes of a field name (Beast's parse_field accepts the same).
-constexpr std::array<bool, 256> kTokenChar = [] {
-  std::array<bool, 256> t{};
-  for (int c = '0'; c <= '9'; ++c) t[c] = true;
-  for (int c = 'a'; c <= 'z'; ++c) t[c] = t[c - 'a' + 'A'] = true;
-  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
-  return t;
-}();
-
-bool isDigit(char c) { return c >= '0' && c <= '9'; }
-
 // ASCII case-insensitive equality (Beast's).
 bool equalsLower(std::string_view text, std::string_view lowercase) { return boost::beast::iequals(text, lowercase); }
-
-uint64_t load8(const char* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-
-// equalsLower for a field name (token characters only) of 8 to 16 bytes against a literal of lowercase letters and
-// '-' of the same size: two overlapping 8-byte words, each with 0x20 set in every byte. Among token characters only
-// 'A'-'Z' become another token character that way (their lowercase), and '-' and digits stay as they are, so the
-// words are equal exactly when the name equals the literal ignoring ASCII case.
-bool nameEqualsLower(std::string_view name, std::string_view lowercase) {
-  constexpr uint64_t kCaseBits = 0x2020202020202020ULL;
-  const size_t tail = name.size() - 8;
-  return ((load8(name.data()) | kCaseBits) == load8(lowercase.data())) &&
-         ((load8(name.data() + tail) | kCaseBits) == load8(lowercase.data() + tail));
-}
-
-// The first byte in [p, end) that a field value or reason phrase may not hold as it is: a control character (HTAB
-// included: the caller allows it) or DEL; `end` when there is none. Sixteen bytes at a time where SSE2 is there.
-const char* firstControl(const char* p, const char* end) {
-#if defined(__SSE2__)
-  const __m128i control_max = _mm_set1_epi8(0x1F);
-  const __m128i del = _mm_set1_epi8(0x7F);
-  while (end - p >= 16) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    // x <= 0x1F (unsigned) exactly when min(x, 0x1F) == x.
-    const __m128i bad = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(x, control_max), x), _mm_cmpeq_epi8(x, del));
-    if (const int mask = _mm_movemask_epi8(bad)) return p + __builtin_ctz(static_cast<unsigned>(mask));
-    p += 16;
-  }
-#endif
-  for (; p < end; ++p) {
-    const auto c = static_cast<unsigned char>(*p);
-    if (c < 0x20 || c == 0x7F) return p;
-  }
-  return end;
-}
-
-// The CR that ends a line of value bytes (HTAB, SP, visible ASCII, obs-text) starting at `p`, when it is followed by
-// LF and one more byte before `end` (Beast looks one byte past a line for a folded continuation); nullptr otherwise.
-const char* valueLineEnd(const char* p, const char* end) {
-  for (;;) {
-    p = firstControl(p, end);
-    if (p == end) return nullptr;
-    if (*p != '\t') break;
-    ++p;
-  }
-  return *p == '\r' && end - p >= 3 && p[1] == '\n' ? p : nullptr;
-}
-
-// True when `value` is a single token (no list, no spaces): the only Connection value the direct reader takes.
-bool isOneToken(std::string_view value) {
-  return !value.empty() && std::all_of(value.begin(), value.end(),
-                                       [](char c) { return kTokenChar[static_cast<unsigned char>(c)]; });
-}
 
 }  // namespace
 
@@ -218,33 +148,19 @@ size_t ResponseParser::readHead(const char* const p, size_t n) {
       if (q[1] != '\n') return 0;
       break;
     }
-    // field-name ":" OWS field-value OWS CRLF, the next line not a folded continuation.
+    FieldLine line;
     const char* const name = q;
-    while (q < end && kTokenChar[static_cast<unsigned char>(*q)]) ++q;
-    if (q == name || q == end || *q != ':') return 0;
-    const std::string_view name_text(name, q - name);
-    ++q;
-    while (q < end && (*q == ' ' || *q == '\t')) ++q;
-    const char* const value = q;
-    q = valueLineEnd(q, end);
-    if (q == nullptr || q[2] == ' ' || q[2] == '\t') return 0;
-    const char* value_end = q;
-    while (value_end != value && (value_end[-1] == ' ' || value_end[-1] == '\t')) --value_end;
-    q += 2;
-    const std::string_view value_text(value, value_end - value);
+    q = readFieldLine(q, end, line);
+    if (q == nullptr) return 0;
+    const std::string_view name_text = line.name, value_text = line.value;
+    const char* const value = value_text.data();
     const http::field code = relayFieldCode(name_text);
     // The fields that frame the body, as Beast's parser reads them; any form but the plainest is left to it.
     switch (code) {
-      case http::field::content_length: {
-        if (has_length_ || chunked_ || value_text.empty() || value_text.size() > 19 ||
-            !std::all_of(value_text.begin(), value_text.end(), isDigit))
-          return 0;
-        uint64_t length = 0;
-        for (char c : value_text) length = length * 10 + static_cast<uint64_t>(c - '0');
+      case http::field::content_length:
+        if (has_length_ || chunked_ || !plainLength(value_text, length_)) return 0;
         has_length_ = true;
-        length_ = length;
         break;
-      }
       case http::field::transfer_encoding:
         if (has_length_ || chunked_ || !equalsLower(value_text, "chunked")) return 0;
         chunked_ = true;

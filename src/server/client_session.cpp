@@ -19,6 +19,7 @@
 #include "proxy/relay.h"
 #include "server/client_auth.h"
 #include "server/request_body.h"
+#include "server/request_parser.h"
 #include "server/request_preparation.h"
 #include "server/request_outcome.h"
 #include "server/responses.h"
@@ -35,6 +36,8 @@ namespace {
 
 constexpr auto kAwait = asio::use_awaitable;
 constexpr size_t kFirstReadBytes = 4096;
+// The most one read of a request head takes from the socket (Beast's http::async_read_header reads as much).
+constexpr size_t kHeadReadBytes = 64 * 1024;
 // The session buffer holds at most a request head and one read beyond it: a chunk-size line, its extensions or a
 // trailer section longer than that fails the request (431) instead of growing the buffer without end.
 constexpr size_t kBufferSlackBytes = 64 * 1024;
@@ -48,9 +51,6 @@ constexpr size_t kLingerReadBytes = 4096;
 // The most one read of a chunked body takes from the socket (the session buffer's room bounds it too).
 constexpr size_t kChunkedReadBytes = 64 * 1024;
 using openai::GatewayError;
-// The body grows as its bytes arrive (server/request_body.h), never to the length a head announces.
-using RequestParser = http::request_parser<GrowingStringBody, util::RecyclingAllocator<char>>;
-using ClientRequest = RequestParser::value_type;  // the client's head and body
 
 // Transfer-Encoding is accepted only as one final "chunked" (RFC 9112 6.1): anything else (gzip, a doubled
 // chunked, chunked not last) would leave the body's end ambiguous between the gateway and the engine.
@@ -201,7 +201,7 @@ class ClientSession {
     error_code ec;
     // A head already read whole (the usual case: it came in one segment) is parsed at once, with no timer.
     stream_.expires_never();
-    if (!net::parseBuffered(parser, buffer_, ec)) co_await readHead(parser, ec);
+    if (!net::parseBuffered(parser, buffer_, ec) || (!ec && !parser.is_header_done())) co_await readHead(parser, ec);
     // A Content-Length over the limit fails a complete head: its path still picks the error's shape.
     framing_.error_shape = ec == http::error::body_limit
                                ? errorShapeOf(routeOf(parser.get().method(), parser.get().target()))
@@ -275,7 +275,24 @@ class ClientSession {
       error_code ignored;
       stream_.socket().cancel(ignored);
     });
-    co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(kAwait, ec));
+    // http::async_read_header's loop: parse what the buffer holds, else read into it (at most its room).
+    while (!ec && !parser.is_header_done()) {
+      if (net::parseBuffered(parser, buffer_, ec)) continue;  // it advanced, or failed
+      const size_t size = beast::read_size(buffer_, kHeadReadBytes);
+      if (size == 0) {
+        ec = http::error::buffer_overflow;
+        break;
+      }
+      const size_t n = co_await stream_.socket().async_read_some(buffer_.prepare(size), asio::redirect_error(kAwait, ec));
+      buffer_.commit(n);
+      if (ec == asio::error::eof) {
+        // As Beast's read: the end of a started head is a partial message, of no head the end of the stream.
+        if (parser.got_some())
+          parser.put_eof(ec);
+        else
+          ec = http::error::end_of_stream;
+      }
+    }
     ++head_generation_;
     head_timer_.cancel();
     if (head_timed_out_) ec = beast::error::timeout;

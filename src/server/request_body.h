@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace prefixgate::server {
 
@@ -72,6 +73,16 @@ struct GrowingStringBody {
 
   static std::uint64_t size(const value_type& body) { return body.size(); }
 
+  // Appends `bytes` to `body`: all of them (the count returned), or none and buffer_overflow when they do not fit.
+  static std::size_t append(value_type& body, std::string_view bytes, boost::beast::error_code& ec) {
+    if (bytes.size() > body.max_size() - body.size()) {
+      ec = boost::beast::http::error::buffer_overflow;
+      return 0;
+    }
+    body.append(bytes.data(), bytes.size());
+    return bytes.size();
+  }
+
   class reader {
    public:
     template <bool isRequest, class Fields>
@@ -82,17 +93,13 @@ struct GrowingStringBody {
     template <class ConstBufferSequence>
     std::size_t put(const ConstBufferSequence& buffers, boost::beast::error_code& ec) {
       size_t total = 0;
+      ec = {};
       for (auto it = boost::asio::buffer_sequence_begin(buffers); it != boost::asio::buffer_sequence_end(buffers);
            ++it) {
         const boost::asio::const_buffer b = *it;
-        if (b.size() > body_.max_size() - body_.size()) {
-          ec = boost::beast::http::error::buffer_overflow;
-          return total;
-        }
-        body_.append(static_cast<const char*>(b.data()), b.size());
-        total += b.size();
+        total += append(body_, {static_cast<const char*>(b.data()), b.size()}, ec);
+        if (ec) break;
       }
-      ec = {};
       return total;
     }
 
