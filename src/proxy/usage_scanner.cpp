@@ -1,5 +1,7 @@
 #include "proxy/usage_scanner.h"
 
+#include "proxy/head_scan.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -86,12 +88,15 @@ std::optional<KeyValue> keyAt(std::string_view text, size_t tail, const KeyFamil
 }  // namespace
 
 bool isJsonMediaType(std::string_view content_type) {
+  constexpr std::string_view kJson = "application/json";
+  // The usual value, exactly the name in some case: two words compared (a parsed value holds no control byte, the
+  // only bytes other than 'A'-'Z' that the case bit could turn into one of the name's).
+  if (content_type.size() == kJson.size()) return nameEqualsLower(content_type, kJson);
   content_type = content_type.substr(0, content_type.find(';'));
   while (!content_type.empty() && (content_type.front() == ' ' || content_type.front() == '\t'))
     content_type.remove_prefix(1);
   while (!content_type.empty() && (content_type.back() == ' ' || content_type.back() == '\t'))
     content_type.remove_suffix(1);
-  constexpr std::string_view kJson = "application/json";
   return content_type.size() == kJson.size() &&
          std::equal(kJson.begin(), kJson.end(), content_type.begin(), [](char a, char b) {
            return a == (b >= 'A' && b <= 'Z' ? static_cast<char>(b - 'A' + 'a') : b);  // ASCII, no locale call

@@ -30,6 +30,9 @@ TEST(HeadText, ConnectionTokensNameOtherFieldsOnlyBeyondTheHopByHopOnes) {
   EXPECT_FALSE(namesOtherFields(""));
   EXPECT_FALSE(namesOtherFields("keep-alive"));
   EXPECT_FALSE(namesOtherFields("Close"));
+  EXPECT_FALSE(namesOtherFields("Keep-Alive"));
+  EXPECT_TRUE(namesOtherFields("keep-alivf"));
+  EXPECT_TRUE(namesOtherFields("closed"));
   EXPECT_FALSE(namesOtherFields("close, Keep-Alive, TE, upgrade"));
   EXPECT_TRUE(namesOtherFields("keep-alive, X-Hop"));
   EXPECT_TRUE(namesOtherFields("x-hop"));

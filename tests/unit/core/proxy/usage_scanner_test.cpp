@@ -82,6 +82,10 @@ data: {"b":2}"}}]})";
 TEST(UsageScanner, JsonMediaTypes) {
   EXPECT_TRUE(isJsonMediaType("application/json"));
   EXPECT_TRUE(isJsonMediaType("Application/JSON; charset=utf-8"));
+  EXPECT_TRUE(isJsonMediaType("APPLICATION/JSON"));
+  EXPECT_FALSE(isJsonMediaType("application/jsom"));
+  EXPECT_FALSE(isJsonMediaType("application.json"));
+  EXPECT_FALSE(isJsonMediaType("bpplication/json"));
   EXPECT_TRUE(isJsonMediaType(" application/json ;charset=utf-8"));
   EXPECT_FALSE(isJsonMediaType(""));
   EXPECT_FALSE(isJsonMediaType("text/event-stream"));
