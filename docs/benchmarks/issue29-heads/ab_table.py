@@ -1,10 +1,13 @@
 """Prints the before/after table of docs/benchmarks.md ("The engine's head read directly") from the four
 alternating runs in overhead-ab/ (1-base, 2-new, 3-new, 4-base): per phase and strategy, the median requests/s
-ratio to nginx in the same run and the CPU us per request. Run from the repository root with /usr/bin/python3."""
+ratio to nginx in the same run and the CPU us per request. Run from the repository root with /usr/bin/python3;
+another session's runs: give their overhead-ab folder (docs/benchmarks/issue29-requests/overhead-ab, "The client's
+head read directly")."""
 import json
+import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent / "overhead-ab"
+HERE = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent / "overhead-ab"
 runs = sorted(p for p in HERE.iterdir() if p.is_dir())
 print("| prefixgate / nginx requests/s, medians of 5 rounds; CPU us per request | " +
       " | ".join(f"{r.name.split('-')[1]}, run {r.name.split('-')[0]}" for r in runs) + " |")
