@@ -126,9 +126,9 @@ void BeastResponseParser::on_finish_impl(error_code&) {}
 
 // --- The relay's parser -----------------------------------------------------------------------------------------
 
-ResponseParser::ResponseParser() : beast_(head_) {
-  head_.text_.reserve(kTextReserve);
-  head_.entries_.reserve(kEntriesReserve);
+ResponseParser::ResponseParser() : DirectParser(8u << 20) {  // Beast's default body limit for responses
+  message_.text_.reserve(kTextReserve);
+  message_.entries_.reserve(kEntriesReserve);
 }
 
 size_t ResponseParser::readHead(const char* const p, size_t n) {
@@ -173,12 +173,12 @@ size_t ResponseParser::readHead(const char* const p, size_t n) {
         break;
       default: break;
     }
-    head_.entries_.push_back({code, static_cast<uint32_t>(name - fields), static_cast<uint32_t>(name_text.size()),
-                              static_cast<uint32_t>(value - fields), static_cast<uint32_t>(value_text.size())});
+    message_.entries_.push_back({code, static_cast<uint32_t>(name - fields), static_cast<uint32_t>(name_text.size()),
+                                 static_cast<uint32_t>(value - fields), static_cast<uint32_t>(value_text.size())});
   }
-  head_.text_.assign(fields, q - fields);
-  head_.status_ = static_cast<unsigned>((p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0'));
-  head_.version_ = p[7] == '1' ? 11 : 10;
+  message_.text_.assign(fields, q - fields);
+  message_.status_ = static_cast<unsigned>((p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0'));
+  message_.version_ = p[7] == '1' ? 11 : 10;
   http11_ = p[7] == '1';
   return static_cast<size_t>(q + 2 - p);
 }
@@ -186,7 +186,7 @@ size_t ResponseParser::readHead(const char* const p, size_t n) {
 void ResponseParser::frameBody(error_code& ec) {
   // RFC 9112 6.3, as Beast's finish_header: no body for 1xx, 204 and 304 whatever the head says.
   ec = {};
-  const unsigned status = head_.status_;
+  const unsigned status = message_.status_;
   if (status / 100 == 1 || status == 204 || status == 304) {
     mode_ = Mode::kDone;
   } else if (has_length_) {
@@ -194,29 +194,10 @@ void ResponseParser::frameBody(error_code& ec) {
     remaining_ = length_;
     if (length_ > 0 && body_limit_ && length_ > *body_limit_) ec = http::error::body_limit;
   } else if (chunked_) {
-    beast_.body_limit(body_limit_);
-    beast_.startChunkedBody();
-    mode_ = Mode::kChunked;
+    startChunked();
   } else {
     need_eof_ = true;
     mode_ = Mode::kToEof;
-  }
-}
-
-bool ResponseParser::got_some() const {
-  return mode_ == Mode::kBeast ? beast_.got_some() : mode_ != Mode::kStart;
-}
-
-bool ResponseParser::is_header_done() const {
-  return mode_ == Mode::kBeast ? beast_.is_header_done() : mode_ != Mode::kStart;
-}
-
-bool ResponseParser::is_done() const {
-  switch (mode_) {
-    case Mode::kBeast:
-    case Mode::kChunked: return beast_.is_done();
-    case Mode::kDone: return true;
-    default: return false;
   }
 }
 
@@ -226,14 +207,7 @@ bool ResponseParser::keep_alive() const {
   return (http11_ ? !connection_close_ : connection_keep_alive_) && !need_eof_;
 }
 
-bool ResponseParser::chunked() const { return mode_ == Mode::kBeast ? beast_.chunked() : chunked_; }
-
 bool ResponseParser::need_eof() const { return mode_ == Mode::kBeast ? beast_.need_eof() : need_eof_; }
-
-boost::optional<uint64_t> ResponseParser::content_length() const {
-  if (mode_ == Mode::kBeast) return beast_.content_length();
-  return has_length_ ? boost::optional<uint64_t>(length_) : boost::none;
-}
 
 size_t ResponseParser::put(boost::asio::const_buffer buffer, error_code& ec) {
   const char* const p = static_cast<const char*>(buffer.data());
@@ -249,18 +223,15 @@ size_t ResponseParser::put(boost::asio::const_buffer buffer, error_code& ec) {
         return used;
       }
       // Not a head to read directly: Beast's parser reads the whole response, from this first byte on.
-      head_.clear();
+      message_.clear();
       has_length_ = chunked_ = connection_close_ = connection_keep_alive_ = false;
-      mode_ = Mode::kBeast;
-      beast_.header_limit(header_limit_);
-      beast_.body_limit(body_limit_);
-      return beast_.put(buffer, ec);
+      return putToBeast(buffer, ec);
     }
     case Mode::kBeast:
     case Mode::kChunked: return beast_.put(buffer, ec);
     case Mode::kLength: {
       ec = {};
-      const size_t used = copyBody(head_, {p, static_cast<size_t>(std::min<uint64_t>(remaining_, n))}, ec);
+      const size_t used = copyBody(message_, {p, static_cast<size_t>(std::min<uint64_t>(remaining_, n))}, ec);
       remaining_ -= used;
       if (!ec && remaining_ == 0) mode_ = Mode::kDone;
       return used;
@@ -275,7 +246,7 @@ size_t ResponseParser::put(boost::asio::const_buffer buffer, error_code& ec) {
         *body_limit_ -= n;
       }
       ec = {};
-      return copyBody(head_, {p, n}, ec);
+      return copyBody(message_, {p, n}, ec);
     case Mode::kDone: break;
   }
   ec = http::error::stale_parser;

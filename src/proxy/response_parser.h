@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "proxy/direct_parser.h"
 #include "util/recycling_allocator.h"
 
 namespace prefixgate::proxy {
@@ -122,58 +123,26 @@ size_t copyBody(ResponseHead& head, std::string_view body, boost::beast::error_c
 
 // The interface of Beast's basic_parser that the relay, net::ReadyReader and net::parseBuffered use, with its
 // semantics (put consumes what it parsed, need_more when it needs more, put_eof at the connection's end).
-class ResponseParser {
+class ResponseParser : public DirectParser<ResponseHead, BeastResponseParser> {
  public:
   ResponseParser();
-  ResponseParser(const ResponseParser&) = delete;
-  ResponseParser& operator=(const ResponseParser&) = delete;
 
-  void header_limit(uint32_t v) { header_limit_ = v; }
-  void body_limit(boost::optional<uint64_t> v) { body_limit_ = v; }
-  ResponseHead& get() { return head_; }
-  const ResponseHead& get() const { return head_; }
-
-  bool got_some() const;
-  bool is_header_done() const;
-  bool is_done() const;
   bool keep_alive() const;
-  bool chunked() const;
   bool need_eof() const;
-  boost::optional<uint64_t> content_length() const;
   size_t put(boost::asio::const_buffer buffer, boost::beast::error_code& ec);
   void put_eof(boost::beast::error_code& ec);
 
-  // True when the head was read directly (not by Beast's parser): for tests and measurements.
-  bool headReadDirectly() const { return mode_ != Mode::kStart && mode_ != Mode::kBeast; }
-
  private:
-  enum class Mode : uint8_t {
-    kStart,    // nothing read yet
-    kBeast,    // Beast's parser reads the whole response
-    kLength,   // a body of remaining_ more bytes
-    kToEof,    // a body up to the connection's end
-    kChunked,  // a chunked body, framed by Beast's parser (started by startChunkedBody)
-    kDone,     // read directly, complete
-  };
   // Reads a whole head from `p` when it is there and plain: returns its size (0: not read; nothing changed).
   size_t readHead(const char* p, size_t n);
   // After a head read directly: how its body is framed. `ec` is body_limit for a length above the limit.
   void frameBody(boost::beast::error_code& ec);
 
-  ResponseHead head_;
-  BeastResponseParser beast_;
-  Mode mode_ = Mode::kStart;
-  // What a head read directly said (the flags Beast's parser keeps).
+  // What a head read directly said, beyond the framing DirectParser keeps.
   bool http11_ = false;
-  bool has_length_ = false;
-  bool chunked_ = false;
   bool connection_close_ = false;
   bool connection_keep_alive_ = false;
   bool need_eof_ = false;
-  uint64_t length_ = 0;
-  uint64_t remaining_ = 0;
-  uint32_t header_limit_ = 8192;                      // Beast's default
-  boost::optional<uint64_t> body_limit_ = 8u << 20;  // Beast's default for responses
 };
 
 }  // namespace prefixgate::proxy

@@ -109,8 +109,6 @@ void BeastRequestParser::on_finish_impl(error_code&) {}
 
 // --- The session's parser ---------------------------------------------------------------------------------------
 
-RequestParser::RequestParser() : beast_(message_) {}
-
 size_t RequestParser::readHead(const char* const p, size_t n) {
   // Beast reads a head within the first header_limit bytes; one that does not end there is its error to give.
   const char* const end = p + std::min<size_t>(n, header_limit_);
@@ -178,37 +176,11 @@ size_t RequestParser::readHead(const char* const p, size_t n) {
   chunked_ = chunked;
   length_ = remaining_ = length;
   if (chunked) {
-    // The limits Beast's parser holds the chunks and the trailer section to, as if it had read the head.
-    beast_.header_limit(header_limit_);
-    beast_.body_limit(body_limit_);
-    beast_.startChunkedBody();
-    mode_ = Mode::kChunked;
+    startChunked();
   } else {
     mode_ = length > 0 ? Mode::kLength : Mode::kDone;
   }
   return static_cast<size_t>(q + 2 - p);
-}
-
-bool RequestParser::got_some() const { return mode_ == Mode::kBeast ? beast_.got_some() : mode_ != Mode::kStart; }
-
-bool RequestParser::is_header_done() const {
-  return mode_ == Mode::kBeast ? beast_.is_header_done() : mode_ != Mode::kStart;
-}
-
-bool RequestParser::is_done() const {
-  switch (mode_) {
-    case Mode::kBeast:
-    case Mode::kChunked: return beast_.is_done();
-    case Mode::kDone: return true;
-    default: return false;
-  }
-}
-
-bool RequestParser::chunked() const { return mode_ == Mode::kBeast ? beast_.chunked() : chunked_; }
-
-boost::optional<uint64_t> RequestParser::content_length() const {
-  if (mode_ == Mode::kBeast) return beast_.content_length();
-  return has_length_ ? boost::optional<uint64_t>(length_) : boost::none;
 }
 
 size_t RequestParser::put(boost::asio::const_buffer buffer, error_code& ec) {
@@ -227,10 +199,7 @@ size_t RequestParser::put(boost::asio::const_buffer buffer, error_code& ec) {
         return used + put(boost::asio::const_buffer(p + used, n - used), ec);
       }
       // Not a head to read directly: Beast's parser reads the whole request, from this first byte on.
-      mode_ = Mode::kBeast;
-      beast_.header_limit(header_limit_);
-      beast_.body_limit(body_limit_);
-      return beast_.put(buffer, ec);
+      return putToBeast(buffer, ec);
     }
     case Mode::kBeast:
     case Mode::kChunked: return beast_.put(buffer, ec);
@@ -241,6 +210,7 @@ size_t RequestParser::put(boost::asio::const_buffer buffer, error_code& ec) {
       if (!ec && remaining_ == 0) mode_ = Mode::kDone;
       return used;
     }
+    case Mode::kToEof:  // a request's body is never delimited by the connection's end
     case Mode::kDone: break;
   }
   ec = http::error::stale_parser;
@@ -253,7 +223,8 @@ void RequestParser::put_eof(error_code& ec) {
     case Mode::kBeast:
     case Mode::kChunked: beast_.put_eof(ec); return;
     case Mode::kStart:
-    case Mode::kLength: ec = http::error::partial_message; return;
+    case Mode::kLength:
+    case Mode::kToEof: ec = http::error::partial_message; return;
     case Mode::kDone: return;
   }
 }

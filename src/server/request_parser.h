@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "proxy/client_head.h"
+#include "proxy/direct_parser.h"
 #include "server/request_body.h"
 
 namespace prefixgate::server {
@@ -84,16 +85,12 @@ class BeastRequestParser : public boost::beast::http::basic_parser<true> {
 // The interface of Beast's http::request_parser that the session and net::parseBuffered use, with its semantics
 // (put consumes what it parsed, need_more when it needs more, eager to go on past the head in the same call,
 // put_eof at the connection's end). One request: a new parser for each.
-class RequestParser {
+class RequestParser : public proxy::DirectParser<ClientRequest, BeastRequestParser> {
  public:
   using value_type = ClientRequest;
 
-  RequestParser();
-  RequestParser(const RequestParser&) = delete;
-  RequestParser& operator=(const RequestParser&) = delete;
+  RequestParser() : DirectParser(1u << 20) {}  // Beast's default body limit for requests
 
-  void header_limit(uint32_t v) { header_limit_ = v; }
-  void body_limit(boost::optional<uint64_t> v) { body_limit_ = v; }
   void eager(bool v) {
     eager_ = v;
     beast_.eager(v);
@@ -103,42 +100,14 @@ class RequestParser {
   void on_chunk_header(Callback& callback) {
     beast_.checkChunks(ChunkHeaderCheck(callback));
   }
-  ClientRequest& get() { return message_; }
-  const ClientRequest& get() const { return message_; }
-
-  bool got_some() const;
-  bool is_header_done() const;
-  bool is_done() const;
-  bool chunked() const;
-  boost::optional<uint64_t> content_length() const;
   size_t put(boost::asio::const_buffer buffer, boost::beast::error_code& ec);
   void put_eof(boost::beast::error_code& ec);
 
-  // True when the head was read directly (not by Beast's parser): for tests and measurements.
-  bool headReadDirectly() const { return mode_ != Mode::kStart && mode_ != Mode::kBeast; }
-
  private:
-  enum class Mode : uint8_t {
-    kStart,    // nothing read yet
-    kBeast,    // Beast's parser reads the whole request
-    kLength,   // a body of remaining_ more bytes
-    kChunked,  // a chunked body, framed by Beast's parser (started by startChunkedBody)
-    kDone,     // read directly, complete
-  };
   // Reads a whole head from `p` when it is there and plain: returns its size (0: not read; nothing changed).
   size_t readHead(const char* p, size_t n);
 
-  ClientRequest message_;
-  BeastRequestParser beast_;
-  Mode mode_ = Mode::kStart;
   bool eager_ = false;
-  // What a head read directly said (the flags Beast's parser keeps).
-  bool has_length_ = false;
-  bool chunked_ = false;
-  uint64_t length_ = 0;
-  uint64_t remaining_ = 0;
-  uint32_t header_limit_ = 8192;                      // Beast's default
-  boost::optional<uint64_t> body_limit_ = 1u << 20;  // Beast's default for requests
 };
 
 }  // namespace prefixgate::server

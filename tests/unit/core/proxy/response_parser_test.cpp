@@ -7,17 +7,13 @@
 
 #include <gtest/gtest.h>
 
-#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
-#include <cctype>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "fuzz/basic_fields_order.h"
+#include "unit/core/parser_pieces.h"
 
 namespace prefixgate::proxy {
 namespace {
@@ -55,31 +51,8 @@ Parsed parse(std::string_view input, size_t piece, size_t room, bool* direct = n
   Parser parser;
   parser.header_limit(8192);
   parser.body_limit(1 << 20);
-  boost::beast::flat_buffer buffer;
-  size_t offset = 0;
-  auto readMore = [&] {
-    if (offset >= input.size()) return false;
-    const size_t n = piece == 0 ? input.size() - offset : std::min(piece, input.size() - offset);
-    buffer.commit(boost::asio::buffer_copy(buffer.prepare(n), boost::asio::buffer(input.data() + offset, n)));
-    offset += n;
-    return true;
-  };
-  // Beast's read_some on a parser: parse what is buffered, read when more is needed, at EOF finish what began.
-  auto readSome = [&]() -> error_code {
-    error_code ec;
-    for (;;) {
-      if (buffer.size() > 0) {
-        buffer.consume(parser.put(buffer.data(), ec));
-        if (ec != http::error::need_more) return ec;
-        ec = {};
-      }
-      if (!readMore()) {
-        if (!parser.got_some()) return http::error::end_of_stream;
-        parser.put_eof(ec);
-        return ec;
-      }
-    }
-  };
+  test_support::PieceFeeder feed(input, piece);
+  auto readSome = [&] { return feed.readSome(parser); };
   Parsed out;
   while (!parser.is_header_done()) {
     out.head_error = readSome();
@@ -216,17 +189,8 @@ TEST(ResponseParser, LeavesHeadsBeyondTheLimitToBeast) {
 
 // The fuzz target's seeds (tests/fuzz/corpus/upstream_response: one control byte, then the engine's bytes).
 TEST(ResponseParser, ReadsTheFuzzSeedsAsBeastsBufferBodyParserDoes) {
-  const std::filesystem::path dir = std::filesystem::path(PREFIXGATE_SOURCE_DIR) / "tests/fuzz/corpus/upstream_response";
-  size_t seeds = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string bytes = text.str();
-    if (bytes.empty()) continue;
-    expectSameAsBeast(std::string_view(bytes).substr(1), entry.path().filename().string());
-    ++seeds;
-  }
+  const size_t seeds = test_support::forEachFuzzSeed(
+      "upstream_response", [](std::string_view bytes, const std::string& name) { expectSameAsBeast(bytes, name); });
   EXPECT_GE(seeds, 9u);
 }
 
@@ -271,11 +235,7 @@ TEST(ResponseParser, NamesTheRelaysFieldsAsBeastDoes) {
   size_t relay_codes = 0;
   for (unsigned i = 1; i <= static_cast<unsigned>(http::field::xref); ++i) {
     const auto code = static_cast<http::field>(i);
-    const std::string name(http::to_string(code));
-    std::string low = name, up = name;
-    for (char& c : low) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    for (const std::string& n : {name, low, up})
+    for (const std::string& n : test_support::caseVariants(http::to_string(code)))
       EXPECT_EQ(relayFieldCode(std::string_view(n)), relayFieldCode(http::string_to_field(n))) << n;
     if (relayFieldCode(code) != http::field::unknown) ++relay_codes;
   }

@@ -8,15 +8,12 @@
 
 #include <gtest/gtest.h>
 
-#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
-#include <cctype>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include "unit/core/parser_pieces.h"
 
 namespace prefixgate::server {
 namespace {
@@ -71,36 +68,12 @@ Parsed parse(std::string_view input, size_t piece, uint32_t header_limit, bool* 
   parser.header_limit(header_limit);
   parser.body_limit(1 << 20);
   parser.on_chunk_header(check);
-  boost::beast::flat_buffer buffer;
-  size_t offset = 0;
-  auto readMore = [&] {
-    if (offset >= input.size()) return false;
-    const size_t n = piece == 0 ? input.size() - offset : std::min(piece, input.size() - offset);
-    buffer.commit(boost::asio::buffer_copy(buffer.prepare(n), boost::asio::buffer(input.data() + offset, n)));
-    offset += n;
-    return true;
-  };
-  // Beast's read_some on a parser: parse what is buffered, read when more is needed, at EOF finish what began.
-  auto readSome = [&]() -> error_code {
-    error_code ec;
-    for (;;) {
-      if (buffer.size() > 0) {
-        const size_t used = parser.put(buffer.data(), ec);
-        buffer.consume(used);
-        out.consumed += used;
-        if (ec != http::error::need_more) return ec;
-        ec = {};
-      }
-      if (!readMore()) {
-        if (!parser.got_some()) return http::error::end_of_stream;
-        parser.put_eof(ec);
-        return ec;
-      }
-    }
-  };
+  test_support::PieceFeeder feed(input, piece);
+  auto readSome = [&] { return feed.readSome(parser); };
   while (!parser.is_header_done()) {
     out.head_error = readSome();
     if (out.head_error) {
+      out.consumed = feed.consumed();
       // Beast's parser calls on_request before it fails a head on its fields: the session names the error's shape
       // from the method and target it has then (a length over the limit).
       out.method = std::string(parser.get().method_string());
@@ -128,6 +101,7 @@ Parsed parse(std::string_view input, size_t piece, uint32_t header_limit, bool* 
   }
   out.body = message.body();
   out.done = parser.is_done();
+  out.consumed = feed.consumed();
   // Trailers came after the head's fields (the session drops them): compared too.
   out.fields.clear();
   for (const auto& f : message)
@@ -255,17 +229,8 @@ TEST(RequestParser, LeavesHeadsBeyondTheLimitToBeast) {
 
 // The fuzz target's seeds (tests/fuzz/corpus/http_request: one control byte, then the client's bytes).
 TEST(RequestParser, ReadsTheFuzzSeedsAsBeastsRequestParserDoes) {
-  const std::filesystem::path dir = std::filesystem::path(PREFIXGATE_SOURCE_DIR) / "tests/fuzz/corpus/http_request";
-  size_t seeds = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string bytes = text.str();
-    if (bytes.empty()) continue;
-    expectSameAsBeast(std::string_view(bytes).substr(1), entry.path().filename().string());
-    ++seeds;
-  }
+  const size_t seeds = test_support::forEachFuzzSeed(
+      "http_request", [](std::string_view bytes, const std::string& name) { expectSameAsBeast(bytes, name); });
   EXPECT_GE(seeds, 5u);
 }
 
@@ -273,11 +238,8 @@ TEST(RequestParser, ReadsTheFuzzSeedsAsBeastsRequestParserDoes) {
 // upper case, and unknown for names that are not.
 TEST(RequestParser, NamesFieldsAsBeastDoes) {
   for (unsigned i = 1; i <= static_cast<unsigned>(http::field::xref); ++i) {
-    const std::string name(http::to_string(static_cast<http::field>(i)));
-    std::string low = name, up = name;
-    for (char& c : low) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    for (const std::string& n : {name, low, up}) EXPECT_EQ(requestFieldCode(n), http::string_to_field(n)) << n;
+    for (const std::string& n : test_support::caseVariants(http::to_string(static_cast<http::field>(i))))
+      EXPECT_EQ(requestFieldCode(n), http::string_to_field(n)) << n;
   }
   for (std::string_view n : {"hosts", "hos", "x-host", "content-lengths", "x-ontent-length", "authorizatio"})
     EXPECT_EQ(requestFieldCode(n), http::string_to_field({n.data(), n.size()})) << n;
