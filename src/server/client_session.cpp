@@ -283,7 +283,8 @@ class ClientSession {
         ec = http::error::buffer_overflow;
         break;
       }
-      const size_t n = co_await stream_.socket().async_read_some(buffer_.prepare(size), asio::redirect_error(kAwait, ec));
+      const size_t n =
+          co_await stream_.socket().async_read_some(buffer_.prepare(size), asio::redirect_error(kAwait, ec));
       buffer_.commit(n);
       if (ec == asio::error::eof) {
         // As Beast's read: the end of a started head is a partial message, of no head the end of the stream.

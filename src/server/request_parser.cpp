@@ -163,7 +163,8 @@ size_t RequestParser::readHead(const char* const p, size_t n) {
     }
     fields[count++] = {code, line.name, line.value};
   }
-  // A length over the limit is Beast's error to give (with the head's method and target, which name the answer's shape).
+  // A length over the limit is Beast's error to give (with the head's method and target, which name the answer's
+  // shape).
   if (has_length && body_limit_ && length > *body_limit_) return 0;
   message_.method(verb);
   message_.target({target_text.data(), target_text.size()});

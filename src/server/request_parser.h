@@ -41,8 +41,10 @@ class ChunkHeaderCheck {
   ChunkHeaderCheck() = default;
   template <class Callback>
   explicit ChunkHeaderCheck(Callback& callback)
-      : target_(&callback), call_([](void* target, uint64_t size, std::string_view extensions,
-                                     boost::beast::error_code& ec) { (*static_cast<Callback*>(target))(size, extensions, ec); }) {}
+      : target_(&callback),
+        call_([](void* target, uint64_t size, std::string_view extensions, boost::beast::error_code& ec) {
+          (*static_cast<Callback*>(target))(size, extensions, ec);
+        }) {}
   void operator()(uint64_t size, std::string_view extensions, boost::beast::error_code& ec) const {
     if (call_) call_(target_, size, extensions, ec);
   }

@@ -148,8 +148,9 @@ class Reader {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto input = prefixgate::fuzz::splitInput(data, size);
   Reader<prefixgate::server::RequestParser> ours(input.control, input.payload);
-  Reader<http::request_parser<prefixgate::server::GrowingStringBody, prefixgate::util::RecyclingAllocator<char>>> beasts(
-      input.control, input.payload);
+  using BeastParser =
+      http::request_parser<prefixgate::server::GrowingStringBody, prefixgate::util::RecyclingAllocator<char>>;
+  Reader<BeastParser> beasts(input.control, input.payload);
   for (int served = 0; served < kMaxRequestsPerInput; ++served) {
     Served a, b;
     const bool more = ours.serve(a);
